@@ -1,0 +1,304 @@
+/*
+ * fa3jit — FlashAttention-3 forward kernels for NVIDIA Hopper (sm_90a), generated as PTX at run
+ * time, compiled whole-program into cubins, cached on disk and launched through the CUDA Driver API.
+ *
+ * Algorithm: FlashAttention's tiled online softmax (Dao et al., arXiv 2205.14135, 2307.08691) with
+ * FlashAttention-3's Hopper scheduling (Shah et al., arXiv 2407.08608): a producer warpgroup issuing
+ * TMA loads into a shared-memory ring guarded by mbarriers, consumer warpgroups computing QKᵀ and PV
+ * with wgmma, setmaxnreg register reallocation, named-barrier ping-pong between consumers.
+ *
+ * Usage:
+ *   fa3_context *ctx;  fa3_context_create(&ctx, NULL);
+ *   fa3_config cfg;    fa3_config_init(&cfg); cfg.head_dim = 128; cfg.mask = FA3_MASK_CAUSAL;
+ *   fa3_kernel *k;     fa3_jit_get_kernel(ctx, &cfg, &k);     // memory → disk cache → codegen
+ *   fa3_fwd_args a;    fa3_fwd_args_init(&a); ...shapes, pointers...; fa3_fwd_args_set_contiguous(&a);
+ *   fa3_fwd(k, &a, stream);
+ *   fa3_context_free(ctx);
+ *
+ * Errors: every function returns an fa3_status (pinned values below). On failure a message naming
+ * the bad value or the failing call is stored per thread; read it with fa3_last_error_message().
+ * The library never aborts and never prints.
+ *
+ * Thread-safety: fa3_context and fa3_kernel objects may be used from several threads at once
+ * (fa3_jit_get_kernel and fa3_fwd are thread-safe); fa3_context_free must not race with other calls
+ * on the same context. Functions without a context are pure and thread-safe.
+ */
+#ifndef FA3JIT_H
+#define FA3JIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define FA3_API
+#elif defined(__GNUC__)
+#define FA3_API __attribute__((visibility("default")))
+#else
+#define FA3_API
+#endif
+
+/* ---------------------------------------------------------------- version */
+#define FA3JIT_VERSION_MAJOR 0
+#define FA3JIT_VERSION_MINOR 1
+#define FA3JIT_VERSION_PATCH 0
+#define FA3JIT_VERSION_NUMBER \
+    (FA3JIT_VERSION_MAJOR * 10000 + FA3JIT_VERSION_MINOR * 100 + FA3JIT_VERSION_PATCH)
+#define FA3JIT_VERSION_STRING "0.1.0"
+
+/** @return FA3JIT_VERSION_NUMBER of the library actually linked. */
+FA3_API unsigned fa3_version_number(void);
+/** @return FA3JIT_VERSION_STRING of the library actually linked (static storage). */
+FA3_API const char *fa3_version_string(void);
+
+/* ---------------------------------------------------------------- status codes (pinned) */
+typedef enum fa3_status {
+    FA3_OK = 0,
+    FA3_ERR_INVALID_ARGUMENT = 1, /* NULL pointer, unknown enum value, bad flag */
+    FA3_ERR_BAD_HEAD_DIM = 2,     /* head_dim not supported by this build */
+    FA3_ERR_BAD_HEAD_DIM_V = 3,   /* head_dim_v not supported with this head_dim */
+    FA3_ERR_BAD_DTYPE = 4,        /* dtype not supported */
+    FA3_ERR_BAD_MASK = 5,         /* mask kind not supported */
+    FA3_ERR_BAD_ARCH = 6,         /* target arch not supported (only sm_90a) */
+    FA3_ERR_BAD_SHAPE = 7,        /* batch / seqlen / num_heads out of range or inconsistent */
+    FA3_ERR_BAD_STRIDE = 8,       /* a stride is negative, too large, or not TMA compatible */
+    FA3_ERR_BAD_ALIGNMENT = 9,    /* a device pointer is not 16-byte aligned */
+    FA3_ERR_BAD_SCALE = 10,       /* softmax_scale not a positive finite number */
+    FA3_ERR_BAD_SOFTCAP = 11,     /* softcap value inconsistent with the kernel's config */
+    FA3_ERR_BAD_WINDOW = 12,      /* window_size_left/right invalid for the mask */
+    FA3_ERR_OUT_OF_MEMORY = 13,   /* host allocation failed */
+    FA3_ERR_COMPILE = 14,         /* PTX → cubin compile failed (log: fa3_last_error_message) */
+    FA3_ERR_LINK = 15,            /* nvJitLink failed (log: fa3_last_error_message) */
+    FA3_ERR_NO_DRIVER = 16,       /* libcuda could not be loaded, or no CUDA device */
+    FA3_ERR_CUDA = 17,            /* a CUDA Driver API call failed (named in the message) */
+    FA3_ERR_CACHE_IO = 18,        /* disk cache failure that could not be worked around */
+    FA3_ERR_UNSUPPORTED = 19,     /* valid request this build/device cannot do (e.g. not sm_90) */
+    FA3_ERR_BAD_BACKEND = 20,     /* requested compile backend not available in this build */
+    FA3_ERR_INTERNAL = 21,        /* generator bug: please report */
+    FA3_ERR_BAD_BLOCK = 22,       /* block_n / stages override invalid */
+    FA3_ERR_NO_NVRTC = 23         /* NVRTC (reference kernel) could not be loaded */
+} fa3_status;
+
+/** @return a static, one-line English name for a status code ("unknown status" if out of range). */
+FA3_API const char *fa3_strerror(fa3_status status);
+
+/**
+ * @return the calling thread's message for the last failing fa3 call (naming the bad value, or the
+ * failing CUDA/nvJitLink/PTX-compiler call with its log); "" if none. Valid until the next fa3
+ * call on the same thread.
+ */
+FA3_API const char *fa3_last_error_message(void);
+
+/* ---------------------------------------------------------------- kernel configuration */
+typedef enum fa3_dtype {
+    FA3_DTYPE_BF16 = 0, /* bfloat16 Q/K/V/O */
+    FA3_DTYPE_FP16 = 1, /* IEEE half Q/K/V/O */
+    FA3_DTYPE_E4M3 = 2  /* fp8 e4m3 (not yet supported: FA3_ERR_BAD_DTYPE) */
+} fa3_dtype;
+
+typedef enum fa3_mask {
+    FA3_MASK_NONE = 0,
+    /* causal, aligned to the bottom-right corner: query i sees key j iff
+       j <= i + seqlen_k - seqlen_q (as FlashAttention 2.1+). */
+    FA3_MASK_CAUSAL = 1,
+    /* sliding window, bottom-right aligned: query i sees key j iff
+       i + seqlen_k - seqlen_q - window_size_left <= j <= i + seqlen_k - seqlen_q + window_size_right
+       (a negative window size means unlimited on that side). */
+    FA3_MASK_LOCAL = 2
+} fa3_mask;
+
+typedef enum fa3_arch { FA3_ARCH_SM90A = 90 } fa3_arch;
+
+/** Compile backend turning PTX into a loadable kernel. Part of the cache key. */
+typedef enum fa3_backend {
+    FA3_BACKEND_AUTO = 0,         /* PTX Compiler API if built in, else nvJitLink */
+    FA3_BACKEND_PTX_COMPILER = 1, /* nvPTXCompiler, whole-program: keeps setmaxnreg */
+    FA3_BACKEND_NVJITLINK = 2,    /* nvJitLink -arch=sm_90a -O3: relocatable, DROPS setmaxnreg */
+    FA3_BACKEND_DRIVER_JIT = 3    /* cuModuleLoadDataEx on PTX at first launch (needs a GPU) */
+} fa3_backend;
+
+/**
+ * Everything that changes the generated binary. Initialise with fa3_config_init(), then set fields.
+ * Validated and canonicalised by fa3_config_canonicalize() (done implicitly by every function that
+ * takes a config). Two configs with equal canonical forms produce the same kernel.
+ */
+typedef struct fa3_config {
+    int head_dim;     /* Q/K head dimension: 64, 128 or 256 (elements) */
+    int head_dim_v;   /* V/O head dimension; 0 = same as head_dim (only equal supported now) */
+    fa3_dtype dtype;  /* element type of Q, K, V and O */
+    fa3_mask mask;    /* FA3_MASK_NONE / CAUSAL / LOCAL */
+    int softcap;      /* 1: scores pass through softcap·tanh(s/softcap) (Gemma-2); 0: not */
+    fa3_arch arch;    /* FA3_ARCH_SM90A */
+    int block_n;      /* keys per tile; 0 = the planner's choice (recommended) */
+    int stages;       /* K/V shared-memory ring depth; 0 = the planner's choice */
+} fa3_config;
+
+/** Sets defaults: head_dim 128, head_dim_v 0, bf16, no mask, no softcap, sm_90a, planner tiles. */
+FA3_API void fa3_config_init(fa3_config *cfg);
+
+/**
+ * Validates cfg and writes its canonical form to out (out may equal cfg): head_dim_v 0 → head_dim,
+ * block_n/stages 0 → the planner's values. Errors: FA3_ERR_INVALID_ARGUMENT (NULL),
+ * FA3_ERR_BAD_HEAD_DIM, _BAD_HEAD_DIM_V, _BAD_DTYPE, _BAD_MASK, _BAD_ARCH, _BAD_BLOCK; the message
+ * names the field and its value. On error out is left unchanged.
+ */
+FA3_API fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out);
+
+/** Short human-readable form, e.g. "hd128 bf16 causal softcap=0 sm_90a bn128 st2". */
+FA3_API fa3_status fa3_config_describe(const fa3_config *cfg, char *buf, size_t buf_size);
+
+/**
+ * Generates the PTX text of cfg's kernel (no GPU, no driver needed).
+ * *ptx receives a NUL-terminated malloc'd string to release with fa3_free(); *len (may be NULL)
+ * its length without the NUL.
+ */
+FA3_API fa3_status fa3_emit_ptx(const fa3_config *cfg, char **ptx, size_t *len);
+
+/** Releases memory returned by fa3 functions (NULL is ignored). */
+FA3_API void fa3_free(void *p);
+
+/* ---------------------------------------------------------------- context */
+typedef struct fa3_context fa3_context;
+
+typedef struct fa3_context_options {
+    /* Disk cache directory; NULL = $FA3JIT_CACHE_DIR, else $XDG_CACHE_HOME/fa3jit, else
+       ~/.cache/fa3jit. Created on first write. */
+    const char *cache_dir;
+    int disable_disk_cache; /* 1: memory only (also when $FA3JIT_CACHE_DISABLE=1) */
+    fa3_backend backend;    /* FA3_BACKEND_AUTO recommended */
+} fa3_context_options;
+
+/** Zeroes opts (defaults: env/XDG cache dir, disk cache on, AUTO backend). */
+FA3_API void fa3_context_options_init(fa3_context_options *opts);
+
+/**
+ * Creates a context owning an in-memory kernel table and the disk-cache settings. opts may be NULL.
+ * Needs no GPU and no driver. Errors: FA3_ERR_INVALID_ARGUMENT, FA3_ERR_OUT_OF_MEMORY,
+ * FA3_ERR_BAD_BACKEND (backend not built in).
+ */
+FA3_API fa3_status fa3_context_create(fa3_context **ctx, const fa3_context_options *opts);
+
+/** Frees ctx, its kernels and their loaded modules. NULL is ignored. */
+FA3_API void fa3_context_free(fa3_context *ctx);
+
+/** The backend the context resolved AUTO to. */
+FA3_API fa3_backend fa3_context_backend(const fa3_context *ctx);
+/** The cache directory in use (static for the context's life), or NULL if the disk cache is off. */
+FA3_API const char *fa3_context_cache_dir(const fa3_context *ctx);
+/** Name of a backend: "ptx-compiler", "nvjitlink", "driver-jit", "auto". */
+FA3_API const char *fa3_backend_name(fa3_backend b);
+
+/* ---------------------------------------------------------------- kernels */
+typedef struct fa3_kernel fa3_kernel; /* owned by its context; valid until fa3_context_free */
+
+/**
+ * Returns the kernel for cfg: from the context's memory table, else the disk cache, else by
+ * generating PTX and compiling it (then stored in both). Needs no GPU (except the DRIVER_JIT
+ * backend). Thread-safe. Errors: the config errors of fa3_config_canonicalize, FA3_ERR_COMPILE /
+ * FA3_ERR_LINK (log in fa3_last_error_message and fa3_kernel_info.compile_log), FA3_ERR_OUT_OF_MEMORY.
+ */
+FA3_API fa3_status fa3_jit_get_kernel(fa3_context *ctx, const fa3_config *cfg, fa3_kernel **kernel);
+
+typedef enum fa3_kernel_source {
+    FA3_SOURCE_COMPILED = 0, /* generated and compiled by this call */
+    FA3_SOURCE_DISK = 1,     /* loaded from the disk cache */
+    FA3_SOURCE_MEMORY = 2    /* already in the context's table */
+} fa3_kernel_source;
+
+typedef struct fa3_kernel_info {
+    fa3_config config;       /* canonical config */
+    fa3_backend backend;     /* backend that produced the binary */
+    char cache_key[33];      /* XXH3-128 of the canonical inputs, 32 lowercase hex digits */
+    int num_regs;            /* registers per thread at entry (-1 if unknown) */
+    int spill_store_bytes;   /* ptxas "bytes spill stores" (-1 if unknown) */
+    int spill_load_bytes;    /* ptxas "bytes spill loads" (-1 if unknown) */
+    int stack_bytes;         /* ptxas "bytes stack frame" (-1 if unknown) */
+    int shared_bytes;        /* dynamic shared memory per CTA the launch requests (bytes) */
+    int threads;             /* threads per CTA */
+    int block_m, block_n, stages;   /* tile plan */
+    fa3_kernel_source source;       /* how this kernel was obtained the first time */
+    double compile_ms;       /* codegen + compile time when compiled, else 0 */
+    const char *compile_log; /* compiler info log (NUL-terminated, owned by the kernel) */
+    size_t cubin_size;       /* bytes, 0 for DRIVER_JIT */
+} fa3_kernel_info;
+
+/** Fills info for kernel. Errors: FA3_ERR_INVALID_ARGUMENT. */
+FA3_API fa3_status fa3_kernel_get_info(const fa3_kernel *kernel, fa3_kernel_info *info);
+
+/** Points *data/*size at the kernel's cubin (owned by the kernel). FA3_ERR_UNSUPPORTED for
+ *  DRIVER_JIT kernels, which have no cubin. */
+FA3_API fa3_status fa3_kernel_get_cubin(const fa3_kernel *kernel, const void **data, size_t *size);
+
+/* ---------------------------------------------------------------- forward pass */
+/**
+ * Arguments of one forward call. Tensors live in device memory, layout (batch, seqlen, heads,
+ * head_dim) like flash_attn_func, each with its own element strides (in ELEMENTS, not bytes) for
+ * the batch, sequence and head axes; the head_dim axis must be contiguous (stride 1).
+ *   q: (batch, seqlen_q, num_heads,   head_dim)    dtype of the config
+ *   k: (batch, seqlen_k, num_heads_k, head_dim)    dtype of the config
+ *   v: (batch, seqlen_k, num_heads_k, head_dim_v)  dtype of the config
+ *   o: (batch, seqlen_q, num_heads,   head_dim_v)  dtype of the config (written)
+ *   lse: (batch, num_heads, seqlen_q) fp32 contiguous, natural-log sum-exp of the scaled (and
+ *        capped) scores of each row; -inf for a row that sees no key. NULL = not written.
+ * TMA requirements: q, k, v 16-byte aligned; their batch/row/head strides × element size multiples
+ * of 16 bytes. o must be 4-byte aligned with even strides.
+ * GQA/MQA: num_heads_k divides num_heads; query head h reads K/V head h / (num_heads/num_heads_k).
+ * A query row that sees no key gets O = 0 and lse = -inf.
+ */
+typedef struct fa3_fwd_args {
+    const void *q, *k, *v; /* device pointers */
+    void *o;               /* device pointer */
+    float *lse;            /* device pointer or NULL */
+    int batch, seqlen_q, seqlen_k, num_heads, num_heads_k;
+    int64_t q_batch_stride, q_row_stride, q_head_stride;
+    int64_t k_batch_stride, k_row_stride, k_head_stride;
+    int64_t v_batch_stride, v_row_stride, v_head_stride;
+    int64_t o_batch_stride, o_row_stride, o_head_stride;
+    float softmax_scale;   /* 0 = 1/sqrt(head_dim); otherwise positive and finite */
+    float softcap;         /* > 0 iff the config has softcap */
+    int window_size_left;  /* FA3_MASK_LOCAL only; -1 = unlimited */
+    int window_size_right; /* FA3_MASK_LOCAL only; -1 = unlimited */
+} fa3_fwd_args;
+
+/** Zeroes args and sets window sizes to -1. */
+FA3_API void fa3_fwd_args_init(fa3_fwd_args *args);
+
+/** Sets all strides for contiguous (batch, seqlen, heads, head_dim) tensors from the shape fields
+ *  (batch, seqlen_q/k, num_heads/_k) and the given head dims. */
+FA3_API void fa3_fwd_args_set_contiguous(fa3_fwd_args *args, int head_dim, int head_dim_v);
+
+/**
+ * Validates args against kernel's config (every check before any launch; the message names the bad
+ * field and value), then launches on stream (a CUstream; NULL = legacy default stream) in the
+ * calling thread's current CUDA context (device 0's primary context is made current if there is
+ * none). Asynchronous. Errors: FA3_ERR_INVALID_ARGUMENT, _BAD_SHAPE, _BAD_STRIDE, _BAD_ALIGNMENT,
+ * _BAD_SCALE, _BAD_SOFTCAP, _BAD_WINDOW, _NO_DRIVER, _UNSUPPORTED (device not sm_90), _CUDA.
+ */
+FA3_API fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream);
+
+/**
+ * Floating-point operations of one forward call, counted as FlashAttention does:
+ * 4·batch·num_heads·seqlen_q·seqlen_k·head_dim (QKᵀ and PV), halved for causal when
+ * seqlen_q == seqlen_k. (Exact visible-pair counting for other masks.)
+ */
+FA3_API double fa3_fwd_flops(const fa3_config *cfg, const fa3_fwd_args *args);
+
+/* ---------------------------------------------------------------- reference (verification) */
+/**
+ * Plain reference attention: one CUDA C kernel compiled at run time through NVRTC (dlopen'd),
+ * fp32 accumulation, two passes over the keys. Same argument conventions as fa3_fwd (cfg says
+ * dtype, head dims, mask and softcap); o_ref is fp32 with layout (batch, seqlen_q, num_heads,
+ * head_dim_v) contiguous; lse_ref fp32 (batch, num_heads, seqlen_q), may be NULL. args->o/lse are
+ * ignored. Synchronous. Errors: as fa3_fwd, plus FA3_ERR_NO_NVRTC, FA3_ERR_COMPILE.
+ */
+FA3_API fa3_status fa3_reference_fwd(fa3_context *ctx, const fa3_config *cfg,
+                                     const fa3_fwd_args *args, float *o_ref, float *lse_ref,
+                                     void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FA3JIT_H */

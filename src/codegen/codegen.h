@@ -1,0 +1,48 @@
+/*
+ * Code generator interface: plan (decide) then emit (write), as in tinygrad's renderer.
+ *   fa3_plan_make   — tile sizes, pipeline depth, register split, shared-memory layout, barrier ids;
+ *   fa3_codegen_ptx — writes the sm_90a PTX of the forward kernel for a plan; decides nothing.
+ */
+#ifndef FA3JIT_CODEGEN_H
+#define FA3JIT_CODEGEN_H
+
+#include <stddef.h>
+#include "common.h"
+
+/* Bumped whenever generated PTX may change for the same config: part of every cache key. */
+#define FA3_GENERATOR_VERSION "fa3jit-codegen-1"
+
+typedef struct fa3_plan {
+    fa3_config cfg;        /* canonical config */
+    int elem_bytes;        /* 2 for bf16/fp16 */
+    int block_m;           /* query rows per CTA = 64 · num_consumer_wg */
+    int block_n;           /* keys per K/V tile */
+    int stages;            /* K/V ring depth */
+    int num_consumer_wg;   /* consumer warpgroups (each owns 64 query rows) */
+    int threads;           /* 128 · (1 + num_consumer_wg) */
+    int producer_regs;     /* setmaxnreg.dec target of the producer warpgroup */
+    int consumer_regs;     /* setmaxnreg.inc target of the consumer warpgroups */
+    int entry_regs;        /* register cap at entry (65536 / threads, rounded down to 8) */
+    int pingpong;          /* 1: consumers alternate GEMMs through named barriers */
+    int hd_chunks;         /* head_dim / 64 : 128-byte swizzle boxes per Q/K row */
+    int hdv_chunks;        /* head_dim_v / 64 */
+    /* dynamic shared memory layout, byte offsets from a 1024-aligned base */
+    int smem_q;            /* Q tile: hd_chunks boxes of block_m × 128 B */
+    int smem_k;            /* K ring: stages × hd_chunks boxes of block_n × 128 B */
+    int smem_k_stage;      /* bytes per K stage */
+    int smem_v;            /* V ring: stages × hdv_chunks boxes of block_n × 128 B */
+    int smem_v_stage;      /* bytes per V stage */
+    int smem_bar;          /* mbarriers: q_full, k_full[stages], v_full[stages], empty[stages] */
+    int smem_bytes;        /* dynamic shared memory to request (includes 1024 B alignment slack) */
+} fa3_plan;
+
+/* Planner's tile choice for a validated (not yet canonical) config: block_n and stages. */
+FA3_INTERNAL void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages);
+
+/* Builds the plan of a canonical config. Errors: FA3_ERR_BAD_BLOCK (smem/registers don't fit). */
+FA3_INTERNAL fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *plan);
+
+/* Writes the PTX for plan into a malloc'd NUL-terminated string. */
+FA3_INTERNAL fa3_status fa3_codegen_ptx(const fa3_plan *plan, char **ptx, size_t *len);
+
+#endif

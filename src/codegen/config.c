@@ -1,0 +1,115 @@
+/*
+ * fa3_config: defaults, validation with an error naming each bad field, canonical form,
+ * a one-line description, and fa3_emit_ptx (plan, then emit).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+
+void fa3_config_init(fa3_config *cfg)
+{
+    if (!cfg)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->head_dim = 128;
+    cfg->head_dim_v = 0;
+    cfg->dtype = FA3_DTYPE_BF16;
+    cfg->mask = FA3_MASK_NONE;
+    cfg->softcap = 0;
+    cfg->arch = FA3_ARCH_SM90A;
+}
+
+static const char *dtype_name(fa3_dtype d)
+{
+    switch (d) {
+    case FA3_DTYPE_BF16: return "bf16";
+    case FA3_DTYPE_FP16: return "fp16";
+    case FA3_DTYPE_E4M3: return "e4m3";
+    }
+    return "?";
+}
+
+static const char *mask_name(fa3_mask m)
+{
+    switch (m) {
+    case FA3_MASK_NONE: return "none";
+    case FA3_MASK_CAUSAL: return "causal";
+    case FA3_MASK_LOCAL: return "local";
+    }
+    return "?";
+}
+
+fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
+{
+    if (!cfg || !out)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_config_canonicalize: NULL %s",
+                          !cfg ? "cfg" : "out");
+    fa3_config c = *cfg;
+    if (c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256)
+        return fa3_seterr(FA3_ERR_BAD_HEAD_DIM,
+                          "head_dim %d is not supported (supported: 64, 128, 256)", c.head_dim);
+    if (c.head_dim_v == 0)
+        c.head_dim_v = c.head_dim;
+    if (c.head_dim_v != c.head_dim)
+        return fa3_seterr(FA3_ERR_BAD_HEAD_DIM_V,
+                          "head_dim_v %d is not supported with head_dim %d (supported: equal to "
+                          "head_dim)", c.head_dim_v, c.head_dim);
+    if (c.dtype == FA3_DTYPE_E4M3)
+        return fa3_seterr(FA3_ERR_BAD_DTYPE, "dtype e4m3 (%d) is not supported yet (supported: "
+                          "bf16, fp16)", (int)c.dtype);
+    if (c.dtype != FA3_DTYPE_BF16 && c.dtype != FA3_DTYPE_FP16)
+        return fa3_seterr(FA3_ERR_BAD_DTYPE, "dtype %d is not a valid fa3_dtype", (int)c.dtype);
+    if (c.mask != FA3_MASK_NONE && c.mask != FA3_MASK_CAUSAL && c.mask != FA3_MASK_LOCAL)
+        return fa3_seterr(FA3_ERR_BAD_MASK, "mask %d is not a valid fa3_mask", (int)c.mask);
+    if (c.softcap != 0 && c.softcap != 1)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "softcap flag %d must be 0 or 1", c.softcap);
+    if (c.arch != FA3_ARCH_SM90A)
+        return fa3_seterr(FA3_ERR_BAD_ARCH, "arch %d is not supported (supported: 90 = sm_90a)",
+                          (int)c.arch);
+    int bn, st;
+    fa3_plan_default_tiles(&c, &bn, &st);
+    if (c.block_n == 0)
+        c.block_n = bn;
+    if (c.stages == 0)
+        c.stages = st;
+    if (c.block_n < 16 || c.block_n > 256 || c.block_n % 16 != 0)
+        return fa3_seterr(FA3_ERR_BAD_BLOCK,
+                          "block_n %d is invalid (a multiple of 16 in 16..256)", c.block_n);
+    if (c.stages < 2 || c.stages > 8)
+        return fa3_seterr(FA3_ERR_BAD_BLOCK, "stages %d is invalid (2..8)", c.stages);
+    fa3_plan plan;
+    FA3_TRY(fa3_plan_make(&c, &plan));
+    *out = c;
+    return FA3_OK;
+}
+
+fa3_status fa3_config_describe(const fa3_config *cfg, char *buf, size_t buf_size)
+{
+    if (!cfg || !buf || buf_size == 0)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_config_describe: NULL argument");
+    int n = snprintf(buf, buf_size, "hd%d", cfg->head_dim);
+    if (cfg->head_dim_v && cfg->head_dim_v != cfg->head_dim)
+        n += snprintf(buf + n, n < (int)buf_size ? buf_size - n : 0, "x%d", cfg->head_dim_v);
+    snprintf(buf + n, n < (int)buf_size ? buf_size - n : 0, " %s %s%s sm_%da bn%d st%d",
+             dtype_name(cfg->dtype), mask_name(cfg->mask), cfg->softcap ? " softcap" : "",
+             (int)cfg->arch, cfg->block_n, cfg->stages);
+    return FA3_OK;
+}
+
+fa3_status fa3_emit_ptx(const fa3_config *cfg, char **ptx, size_t *len)
+{
+    if (!ptx)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_emit_ptx: NULL ptx");
+    fa3_config c;
+    FA3_TRY(fa3_config_canonicalize(cfg, &c));
+    fa3_plan plan;
+    FA3_TRY(fa3_plan_make(&c, &plan));
+    return fa3_codegen_ptx(&plan, ptx, len);
+}
+
+void fa3_free(void *p)
+{
+    free(p);
+}

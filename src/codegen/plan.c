@@ -1,0 +1,62 @@
+/*
+ * The planner: every decision about the kernel's shape lives here (tile sizes, pipeline depth,
+ * register split, shared-memory layout); the emitter (kernel_fwd.c) only writes what the plan says.
+ * Measured reasons for each choice are recorded beside it (bench/RESULTS.md has the runs).
+ */
+#include "codegen/codegen.h"
+
+#define SMEM_LIMIT 232448 /* opt-in dynamic shared memory per block on sm_90 */
+
+void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
+{
+    /* Starting points (FA3's tile_size.h uses 128×176 / 128×80 with intra-warpgroup overlap; the
+       first kernel keeps S, P and O live together, so N is chosen to fit 240 registers):
+       hd64: 128 keys, hd128: 128 keys, hd256: 64 keys (O alone takes 128 registers). */
+    int hd = cfg->head_dim;
+    *block_n = hd <= 128 ? 128 : 64;
+    *stages = 2;
+}
+
+fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
+{
+    *p = (fa3_plan){0};
+    p->cfg = *cfg;
+    p->elem_bytes = 2;
+    p->num_consumer_wg = 2;
+    p->block_m = 64 * p->num_consumer_wg;
+    p->block_n = cfg->block_n;
+    p->stages = cfg->stages;
+    p->threads = 128 * (1 + p->num_consumer_wg);
+    p->entry_regs = (65536 / p->threads) & ~7; /* 168 for 384 threads */
+    /* FA3's split for two consumer warpgroups: 128×24 + 256×240 = 64512 ≤ 65536. */
+    p->producer_regs = 24;
+    p->consumer_regs = 240;
+    p->pingpong = 1;
+    p->hd_chunks = cfg->head_dim / 64;
+    p->hdv_chunks = cfg->head_dim_v / 64;
+
+    /* Registers live in a consumer thread: S (block_n/2), P (block_n/4), O (head_dim_v/2). */
+    int live = p->block_n / 2 + p->block_n / 4 + cfg->head_dim_v / 2;
+    if (live > 200)
+        return fa3_seterr(FA3_ERR_BAD_BLOCK,
+                          "block_n %d needs %d accumulator registers per thread with head_dim_v "
+                          "%d (limit 200)", p->block_n, live, cfg->head_dim_v);
+
+    int off = 0;
+    p->smem_q = off;
+    off += p->hd_chunks * p->block_m * 128;
+    p->smem_k = off;
+    p->smem_k_stage = p->hd_chunks * p->block_n * 128;
+    off += p->stages * p->smem_k_stage;
+    p->smem_v = off;
+    p->smem_v_stage = p->hdv_chunks * p->block_n * 128;
+    off += p->stages * p->smem_v_stage;
+    p->smem_bar = off;
+    off += 8 * (1 + 3 * p->stages);
+    p->smem_bytes = off + 1024; /* slack to align the base to 1024 bytes (128B swizzle atoms) */
+    if (p->smem_bytes > SMEM_LIMIT)
+        return fa3_seterr(FA3_ERR_BAD_BLOCK,
+                          "block_n %d with %d stages needs %d bytes of shared memory (limit %d)",
+                          p->block_n, p->stages, p->smem_bytes, SMEM_LIMIT);
+    return FA3_OK;
+}

@@ -1,0 +1,29 @@
+/* Internal helpers shared by codegen and runtime: per-thread error message, status forwarding. */
+#ifndef FA3JIT_COMMON_H
+#define FA3JIT_COMMON_H
+
+#include "fa3jit.h"
+
+#if defined(__GNUC__)
+#define FA3_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define FA3_INTERNAL __attribute__((visibility("hidden")))
+#else
+#define FA3_PRINTF(a, b)
+#define FA3_INTERNAL
+#endif
+
+/* Formats the calling thread's last-error message and returns st (so: return fa3_seterr(...)). */
+FA3_INTERNAL fa3_status fa3_seterr(fa3_status st, const char *fmt, ...) FA3_PRINTF(2, 3);
+/* Appends to the calling thread's message (e.g. a compiler log), keeps it NUL-terminated. */
+FA3_INTERNAL void fa3_appenderr(const char *fmt, ...) FA3_PRINTF(1, 2);
+/* Clears the calling thread's message. */
+FA3_INTERNAL void fa3_clearerr(void);
+
+#define FA3_TRY(expr)                        \
+    do {                                     \
+        fa3_status fa3_try_st_ = (expr);     \
+        if (fa3_try_st_ != FA3_OK)           \
+            return fa3_try_st_;              \
+    } while (0)
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * The one kernel parameter of every generated kernel: `.param .align 64 .b8 fa3_params[...]`.
+ * The runtime fills this struct (fwd.c) and passes its address in kernelParams[0]; the code
+ * generator reads fields with ld.param at the offsets below (FA3P_OFF_*), so both sides share
+ * this file and the static asserts pin the layout.
+ */
+#ifndef FA3JIT_KERNEL_ABI_H
+#define FA3JIT_KERNEL_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FA3_KERNEL_NAME "fa3_fwd_kernel"
+
+typedef struct fa3_kernel_params {
+    /* CUtensorMap objects (128 bytes, 64-byte aligned), made by cuTensorMapEncodeTiled.
+       4-D maps, dims innermost first: {head_dim, seqlen, heads, batch}, 128B swizzle,
+       box {64, rows, 1, 1}. */
+    _Alignas(64) uint8_t tmap_q[128];
+    _Alignas(64) uint8_t tmap_k[128];
+    _Alignas(64) uint8_t tmap_v[128];
+    uint64_t o_ptr;          /* device address of O */
+    uint64_t lse_ptr;        /* device address of LSE, 0 = not written */
+    int64_t o_batch_stride;  /* elements */
+    int64_t o_row_stride;    /* elements */
+    int64_t o_head_stride;   /* elements */
+    int32_t seqlen_q;
+    int32_t seqlen_k;
+    int32_t num_heads;
+    int32_t heads_per_kv;    /* num_heads / num_heads_k */
+    int32_t num_m_blocks;    /* ceil(seqlen_q / block_m) */
+    int32_t window_left;     /* local: keys visible from i+sk-sq-window_left; causal/none: -1 */
+    int32_t window_right;    /* local: up to i+sk-sq+window_right; causal: 0; none: -1 */
+    float score_mul;         /* softcap: softmax_scale/softcap (pre-tanh factor); else 1 */
+    float scale_log2;        /* softcap: softcap·log2(e); else softmax_scale·log2(e) */
+    float lse_mul;           /* scale_log2·ln(2): turns a row max into natural-log units */
+    uint32_t total_tiles;    /* num_m_blocks · num_heads · batch (grid size, 1-D) */
+    uint32_t pad_;
+} fa3_kernel_params;
+
+#define FA3P_OFF_TMAP_Q 0
+#define FA3P_OFF_TMAP_K 128
+#define FA3P_OFF_TMAP_V 256
+#define FA3P_OFF_O_PTR 384
+#define FA3P_OFF_LSE_PTR 392
+#define FA3P_OFF_O_BATCH_STRIDE 400
+#define FA3P_OFF_O_ROW_STRIDE 408
+#define FA3P_OFF_O_HEAD_STRIDE 416
+#define FA3P_OFF_SEQLEN_Q 424
+#define FA3P_OFF_SEQLEN_K 428
+#define FA3P_OFF_NUM_HEADS 432
+#define FA3P_OFF_HEADS_PER_KV 436
+#define FA3P_OFF_NUM_M_BLOCKS 440
+#define FA3P_OFF_WINDOW_LEFT 444
+#define FA3P_OFF_WINDOW_RIGHT 448
+#define FA3P_OFF_SCORE_MUL 452
+#define FA3P_OFF_SCALE_LOG2 456
+#define FA3P_OFF_LSE_MUL 460
+#define FA3P_OFF_TOTAL_TILES 464
+#define FA3P_SIZE 512
+
+_Static_assert(offsetof(fa3_kernel_params, tmap_k) == FA3P_OFF_TMAP_K, "abi");
+_Static_assert(offsetof(fa3_kernel_params, tmap_v) == FA3P_OFF_TMAP_V, "abi");
+_Static_assert(offsetof(fa3_kernel_params, o_ptr) == FA3P_OFF_O_PTR, "abi");
+_Static_assert(offsetof(fa3_kernel_params, lse_ptr) == FA3P_OFF_LSE_PTR, "abi");
+_Static_assert(offsetof(fa3_kernel_params, o_batch_stride) == FA3P_OFF_O_BATCH_STRIDE, "abi");
+_Static_assert(offsetof(fa3_kernel_params, o_row_stride) == FA3P_OFF_O_ROW_STRIDE, "abi");
+_Static_assert(offsetof(fa3_kernel_params, o_head_stride) == FA3P_OFF_O_HEAD_STRIDE, "abi");
+_Static_assert(offsetof(fa3_kernel_params, seqlen_q) == FA3P_OFF_SEQLEN_Q, "abi");
+_Static_assert(offsetof(fa3_kernel_params, seqlen_k) == FA3P_OFF_SEQLEN_K, "abi");
+_Static_assert(offsetof(fa3_kernel_params, num_heads) == FA3P_OFF_NUM_HEADS, "abi");
+_Static_assert(offsetof(fa3_kernel_params, heads_per_kv) == FA3P_OFF_HEADS_PER_KV, "abi");
+_Static_assert(offsetof(fa3_kernel_params, num_m_blocks) == FA3P_OFF_NUM_M_BLOCKS, "abi");
+_Static_assert(offsetof(fa3_kernel_params, window_left) == FA3P_OFF_WINDOW_LEFT, "abi");
+_Static_assert(offsetof(fa3_kernel_params, window_right) == FA3P_OFF_WINDOW_RIGHT, "abi");
+_Static_assert(offsetof(fa3_kernel_params, score_mul) == FA3P_OFF_SCORE_MUL, "abi");
+_Static_assert(offsetof(fa3_kernel_params, scale_log2) == FA3P_OFF_SCALE_LOG2, "abi");
+_Static_assert(offsetof(fa3_kernel_params, lse_mul) == FA3P_OFF_LSE_MUL, "abi");
+_Static_assert(offsetof(fa3_kernel_params, total_tiles) == FA3P_OFF_TOTAL_TILES, "abi");
+_Static_assert(sizeof(fa3_kernel_params) == FA3P_SIZE, "abi");
+
+#endif
