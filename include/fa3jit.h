@@ -290,13 +290,23 @@ FA3_API double fa3_fwd_flops(const fa3_config *cfg, const fa3_fwd_args *args);
 /**
  * Plain reference attention: one CUDA C kernel compiled at run time through NVRTC (dlopen'd),
  * fp32 accumulation, two passes over the keys. Same argument conventions as fa3_fwd (cfg says
- * dtype, head dims, mask and softcap); o_ref is fp32 with layout (batch, seqlen_q, num_heads,
- * head_dim_v) contiguous; lse_ref fp32 (batch, num_heads, seqlen_q), may be NULL. args->o/lse are
+ * dtype, head dims, mask and softcap); o_ref (DEVICE pointer) is fp32 with layout (batch, seqlen_q, num_heads,
+ * head_dim_v) contiguous; lse_ref (DEVICE pointer) fp32 (batch, num_heads, seqlen_q), may be NULL. args->o/lse are
  * ignored. Synchronous. Errors: as fa3_fwd, plus FA3_ERR_NO_NVRTC, FA3_ERR_COMPILE.
  */
 FA3_API fa3_status fa3_reference_fwd(fa3_context *ctx, const fa3_config *cfg,
                                      const fa3_fwd_args *args, float *o_ref, float *lse_ref,
                                      void *stream);
+
+/**
+ * As fa3_reference_fwd, but with emulate_dtype = 1 the probabilities P are rounded to the config's
+ * dtype before the PV product (as the fast kernel does), and O is rounded to the dtype at the end:
+ * the difference between the two references measures the error the dtype itself makes, which the
+ * tests use as the tolerance scale (FlashAttention's testing rule).
+ */
+FA3_API fa3_status fa3_reference_fwd_ex(fa3_context *ctx, const fa3_config *cfg,
+                                        const fa3_fwd_args *args, float *o_ref, float *lse_ref,
+                                        int emulate_dtype, void *stream);
 
 #ifdef __cplusplus
 }
