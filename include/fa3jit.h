@@ -228,7 +228,7 @@ typedef struct fa3_kernel_info {
 /** Fills info for kernel. Errors: FA3_ERR_INVALID_ARGUMENT. */
 FA3_API fa3_status fa3_kernel_get_info(const fa3_kernel *kernel, fa3_kernel_info *info);
 
-/** Points *data/*size at the kernel's cubin (owned by the kernel). FA3_ERR_UNSUPPORTED for
+/** Points *data and *size at the kernel's cubin (owned by the kernel). FA3_ERR_UNSUPPORTED for
  *  DRIVER_JIT kernels, which have no cubin. */
 FA3_API fa3_status fa3_kernel_get_cubin(const fa3_kernel *kernel, const void **data, size_t *size);
 

@@ -1,17 +1,652 @@
-/* PLACEHOLDER while the real emitter is written: header + an empty kernel with the ABI param. */
+/*
+ * Emits the FlashAttention-3 forward kernel (sm_90a PTX) for one plan. Decides nothing: every
+ * size comes from the plan (plan.c). The kernel, one CTA per (m_block, head, batch) tile:
+ *
+ *   all threads   init mbarriers (q_full, k_full[s], v_full[s], empty[s]) → bar.sync 0
+ *   warpgroup 0   producer: setmaxnreg.dec; one thread issues TMA loads: Q once, then for each key
+ *                 block K and V into ring stage s (waiting empty[s]); completes k_full/v_full[s]
+ *   warpgroups 1+ consumers: setmaxnreg.inc; each owns 64 query rows; per key block:
+ *                 wait k_full → S = Q·Kᵀ (wgmma SS) → mask, online softmax with ex2 (scale·log2e
+ *                 folded) → O *= alpha → P packed to 16-bit A fragments in registers →
+ *                 wait v_full → O += P·V (wgmma RS) → arrive empty[s]
+ *                 Two consumers alternate their GEMMs through a pair of named barriers (ping-pong).
+ *   epilogue      O / l to global memory (dtype of Q), LSE = m·lse_mul + ln(l) (fp32).
+ *
+ * Layouts (see ../shared/docs/hopper-ptx-facts.md): tiles are loaded as 64-column boxes with the
+ * 128-byte swizzle; Q/K are K-major operands, V an MN-major operand (tB = 1).
+ */
+#include <stdio.h>
 #include <string.h>
+
 #include "codegen/codegen.h"
 #include "codegen/emit.h"
 #include "kernel_abi.h"
 
 extern const char fa3_tmpl_header[];
 
+#define NEG_INF "0fFF800000"
+#define ZERO_F "0f00000000"
+#define BAR_WG_FIRST 1 /* named barrier ids 1..num_consumer_wg: "consumer g may issue GEMMs" */
+
+typedef struct gen {
+    fa3_buf *b;
+    const fa3_plan *p;
+    int label; /* unique label counter */
+    const char *ab; /* "bf16" or "f16" */
+} gen;
+
+#define E(...) fa3_emitl(g->b, __VA_ARGS__)
+
+static int new_label(gen *g)
+{
+    return g->label++;
+}
+
+static void param_ld(gen *g, const char *type, const char *reg, int off)
+{
+    E("ld.param.%s %s, [fa3_params+%d];", type, reg, off);
+}
+
+/* Spin on an mbarrier phase: bar = 32-bit shared address register, parity = register or imm. */
+static void mbar_wait(gen *g, const char *bar, const char *parity)
+{
+    int l = new_label(g);
+    fa3_emitf(g->b, "$Lwait%d:\n", l);
+    E("mbarrier.try_wait.parity.shared::cta.b64 %%pw, [%s], %s;", bar, parity);
+    E("@!%%pw bra $Lwait%d;", l);
+}
+
+/* Register list "{%pre0, %pre1, ...}" of n registers starting at first. */
+static void reglist(char *out, size_t cap, const char *pre, int first, int n)
+{
+    size_t k = 0;
+    k += (size_t)snprintf(out + k, cap - k, "{");
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(out + k, cap - k, "%s%%%s%d", i ? ", " : "", pre, first + i);
+    snprintf(out + k, cap - k, "}");
+}
+
+/* ------------------------------------------------------------------ declarations */
+static void emit_decls(gen *g)
+{
+    const fa3_plan *p = g->p;
+    E(".reg .pred %%p<16>;");
+    E(".reg .pred %%pw, %%ptrue, %%pfalse;");
+    E(".reg .b32 %%r<64>;");
+    E(".reg .b64 %%rd<32>;");
+    E(".reg .f32 %%f<48>;");
+    E(".reg .f32 %%s<%d>;", p->block_n / 2);    /* S = Q·Kᵀ accumulators, then P in fp32 */
+    E(".reg .b32 %%a<%d>;", p->block_n / 4);    /* P as 16-bit A fragments */
+    E(".reg .f32 %%o<%d>;", p->cfg.head_dim_v / 2); /* O accumulators */
+    E(".reg .b64 %%descq, %%desck, %%descv;");
+    E(".reg .b32 %%thr, %%wg, %%warp, %%lane, %%sbase, %%bars;");
+    E(".reg .b32 %%mblk, %%head, %%kvhead, %%batch, %%m0, %%sq, %%sk, %%wl, %%wr;");
+    E(".reg .b32 %%nmin, %%nmax, %%niters, %%it, %%n, %%stage, %%phase;");
+    E(".reg .f32 %%score_mul, %%scale_log2, %%lse_mul;");
+    E(".reg .f32 %%m0r, %%m1r, %%l0r, %%l1r;");
+    E(".reg .b64 %%tmq, %%tmk, %%tmv;");
+}
+
+/* ------------------------------------------------------------------ prologue (all threads) */
+static void emit_prologue(gen *g)
+{
+    const fa3_plan *p = g->p;
+    const int bm = p->block_m, bn = p->block_n;
+    E("mov.u32 %%thr, %%tid.x;");
+    E("shr.u32 %%wg, %%thr, 7;");
+    E("shr.u32 %%warp, %%thr, 5;");
+    E("and.b32 %%warp, %%warp, 3;"); /* warp within its warpgroup */
+    E("and.b32 %%lane, %%thr, 31;");
+    /* 1024-aligned dynamic shared memory base (128B-swizzle atoms need it). */
+    E("mov.u32 %%r0, fa3_smem;");
+    E("add.u32 %%r0, %%r0, 1023;");
+    E("and.b32 %%sbase, %%r0, -1024;");
+    E("add.u32 %%bars, %%sbase, %d;", p->smem_bar);
+
+    /* Tile decode. Non-causal: m_block fastest (neighbouring CTAs share K/V in L2).
+       Masked: m_block slowest and reversed, so the longest rows start first. */
+    param_ld(g, "u32", "%sq", FA3P_OFF_SEQLEN_Q);
+    param_ld(g, "u32", "%sk", FA3P_OFF_SEQLEN_K);
+    param_ld(g, "u32", "%r1", FA3P_OFF_NUM_M_BLOCKS);
+    param_ld(g, "u32", "%r2", FA3P_OFF_NUM_HEADS);
+    param_ld(g, "u32", "%r3", FA3P_OFF_HEADS_PER_KV);
+    param_ld(g, "s32", "%wl", FA3P_OFF_WINDOW_LEFT);
+    param_ld(g, "s32", "%wr", FA3P_OFF_WINDOW_RIGHT);
+    E("mov.u32 %%r4, %%ctaid.x;");
+    if (p->cfg.mask == FA3_MASK_NONE) {
+        E("rem.u32 %%mblk, %%r4, %%r1;");
+        E("div.u32 %%r5, %%r4, %%r1;");
+    } else {
+        E("mov.u32 %%r6, %%nctaid.x;");
+        E("div.u32 %%r6, %%r6, %%r1;");          /* heads · batch */
+        E("div.u32 %%r7, %%r4, %%r6;");          /* reversed m index */
+        E("rem.u32 %%r5, %%r4, %%r6;");          /* head + batch·heads */
+        E("sub.u32 %%r8, %%r1, 1;");
+        E("sub.u32 %%mblk, %%r8, %%r7;");
+    }
+    E("rem.u32 %%head, %%r5, %%r2;");
+    E("div.u32 %%batch, %%r5, %%r2;");
+    E("div.u32 %%kvhead, %%head, %%r3;");
+    E("mul.lo.u32 %%m0, %%mblk, %d;", bm);
+
+    /* Key-block range [nmin, nmax) visible to rows m0 .. m0+bm-1 (bottom-right aligned). */
+    E("sub.s32 %%r9, %%sk, %%sq;");          /* diagonal offset sk - sq */
+    E("mov.u32 %%r10, %%sk;");               /* exclusive key end */
+    E("setp.ge.s32 %%p0, %%wr, 0;");
+    E("add.s32 %%r11, %%m0, %d;", bm);
+    E("add.s32 %%r11, %%r11, %%r9;");
+    E("add.s32 %%r11, %%r11, %%wr;");         /* m0 + bm + sk - sq + wr */
+    E("min.s32 %%r11, %%r11, %%r10;");
+    E("selp.b32 %%r10, %%r11, %%r10, %%p0;");
+    E("max.s32 %%r10, %%r10, 0;");
+    E("add.s32 %%r10, %%r10, %d;", bn - 1);
+    E("div.s32 %%nmax, %%r10, %d;", bn);
+    E("mov.u32 %%nmin, 0;");
+    E("setp.ge.s32 %%p1, %%wl, 0;");
+    E("add.s32 %%r12, %%m0, %%r9;");
+    E("sub.s32 %%r12, %%r12, %%wl;");         /* first visible key of row m0 */
+    E("max.s32 %%r12, %%r12, 0;");
+    E("div.s32 %%r12, %%r12, %d;", bn);
+    E("selp.b32 %%nmin, %%r12, 0, %%p1;");
+    E("sub.s32 %%niters, %%nmax, %%nmin;");
+    E("max.s32 %%niters, %%niters, 0;");
+
+    /* mbarriers: q_full (1 arrival + tx), k_full/v_full[s] (1 + tx), empty[s] (all consumers). */
+    int lab = new_label(g);
+    E("setp.ne.u32 %%p2, %%thr, 0;");
+    E("@%%p2 bra $Linit%d;", lab);
+    E("mbarrier.init.shared::cta.b64 [%%bars], 1;");
+    for (int s = 0; s < p->stages; s++) {
+        E("mbarrier.init.shared::cta.b64 [%%bars+%d], 1;", 8 + 8 * s);
+        E("mbarrier.init.shared::cta.b64 [%%bars+%d], 1;", 8 + 8 * p->stages + 8 * s);
+        E("mbarrier.init.shared::cta.b64 [%%bars+%d], %d;", 8 + 16 * p->stages + 8 * s,
+          128 * p->num_consumer_wg);
+    }
+    E("fence.mbarrier_init.release.cluster;");
+    fa3_emitf(g->b, "$Linit%d:\n", lab);
+    E("bar.sync 0;");
+}
+
+/* Stage/phase bookkeeping shared by producer and consumers: advance after each key block. */
+static void emit_stage_advance(gen *g)
+{
+    E("add.u32 %%stage, %%stage, 1;");
+    E("setp.eq.u32 %%p3, %%stage, %d;", g->p->stages);
+    E("selp.b32 %%stage, 0, %%stage, %%p3;");
+    E("xor.b32 %%r13, %%phase, 1;");
+    E("selp.b32 %%phase, %%r13, %%phase, %%p3;");
+}
+
+/* ------------------------------------------------------------------ producer warpgroup */
+static void emit_producer(gen *g)
+{
+    const fa3_plan *p = g->p;
+    const int bm = p->block_m, bn = p->block_n;
+    E("setmaxnreg.dec.sync.aligned.u32 %d;", p->producer_regs);
+    E("setp.ne.u32 %%p4, %%thr, 0;");
+    E("@%%p4 bra $Ldone;");
+    E("setp.le.s32 %%p5, %%niters, 0;");
+    E("@%%p5 bra $Ldone;");
+    E("mov.b64 %%rd0, fa3_params;");
+    E("cvta.param.u64 %%tmq, %%rd0;");
+    E("add.s64 %%tmk, %%tmq, %d;", FA3P_OFF_TMAP_K);
+    E("add.s64 %%tmv, %%tmq, %d;", FA3P_OFF_TMAP_V);
+    E("add.s64 %%tmq, %%tmq, %d;", FA3P_OFF_TMAP_Q);
+
+    /* Q: hd_chunks boxes of {64 columns, bm rows}. */
+    E("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%bars], %d;", p->hd_chunks * bm * 128);
+    for (int c = 0; c < p->hd_chunks; c++) {
+        E("add.u32 %%r14, %%sbase, %d;", p->smem_q + c * bm * 128);
+        E("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%%r14], "
+          "[%%tmq, {%d, %%m0, %%head, %%batch}], [%%bars];", c * 64);
+    }
+
+    E("mov.u32 %%stage, 0;");
+    E("mov.u32 %%phase, 0;");
+    E("mov.u32 %%it, 0;");
+    fa3_emitf(g->b, "$Lprod_loop:\n");
+    E("sub.s32 %%n, %%nmax, %%it;");
+    E("sub.s32 %%n, %%n, 1;");
+    E("mul.lo.s32 %%r15, %%n, %d;", bn); /* first key row of this block */
+    /* wait until consumers released this stage (first pass: parity 1 falls through) */
+    E("shl.b32 %%r16, %%stage, 3;");
+    E("add.u32 %%r17, %%bars, %d;", 8 + 16 * p->stages);
+    E("add.u32 %%r17, %%r17, %%r16;"); /* empty[stage] */
+    E("xor.b32 %%r18, %%phase, 1;");
+    mbar_wait(g, "%r17", "%r18");
+    /* K */
+    E("add.u32 %%r19, %%bars, 8;");
+    E("add.u32 %%r19, %%r19, %%r16;"); /* k_full[stage] */
+    E("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%r19], %d;", p->smem_k_stage);
+    E("mad.lo.u32 %%r20, %%stage, %d, %%sbase;", p->smem_k_stage);
+    for (int c = 0; c < p->hd_chunks; c++) {
+        E("add.u32 %%r21, %%r20, %d;", p->smem_k + c * bn * 128);
+        E("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%%r21], "
+          "[%%tmk, {%d, %%r15, %%kvhead, %%batch}], [%%r19];", c * 64);
+    }
+    /* V */
+    E("add.u32 %%r22, %%bars, %d;", 8 + 8 * p->stages);
+    E("add.u32 %%r22, %%r22, %%r16;"); /* v_full[stage] */
+    E("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%r22], %d;", p->smem_v_stage);
+    E("mad.lo.u32 %%r23, %%stage, %d, %%sbase;", p->smem_v_stage);
+    for (int c = 0; c < p->hdv_chunks; c++) {
+        E("add.u32 %%r24, %%r23, %d;", p->smem_v + c * bn * 128);
+        E("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%%r24], "
+          "[%%tmv, {%d, %%r15, %%kvhead, %%batch}], [%%r22];", c * 64);
+    }
+    emit_stage_advance(g);
+    E("add.u32 %%it, %%it, 1;");
+    E("setp.lt.s32 %%p6, %%it, %%niters;");
+    E("@%%p6 bra $Lprod_loop;");
+
+    /* Tail: wait until the consumers released every stage still in use, so no TMA write can
+       outlive the producer thread. */
+    E("min.s32 %%r25, %%niters, %d;", p->stages);
+    E("mov.u32 %%r26, 0;");
+    fa3_emitf(g->b, "$Lprod_tail:\n");
+    E("shl.b32 %%r16, %%stage, 3;");
+    E("add.u32 %%r17, %%bars, %d;", 8 + 16 * p->stages);
+    E("add.u32 %%r17, %%r17, %%r16;");
+    E("xor.b32 %%r18, %%phase, 1;");
+    mbar_wait(g, "%r17", "%r18");
+    emit_stage_advance(g);
+    E("add.u32 %%r26, %%r26, 1;");
+    E("setp.lt.s32 %%p6, %%r26, %%r25;");
+    E("@%%p6 bra $Lprod_tail;");
+    E("bra.uni $Ldone;");
+}
+
+/* ------------------------------------------------------------------ consumer pieces */
+
+/* S = Q·Kᵀ for this warpgroup's 64 rows: hd/16 SS wgmmas of m64n{bn}k16. */
+static void emit_qk(gen *g)
+{
+    const fa3_plan *p = g->p;
+    char regs[4096];
+    reglist(regs, sizeof regs, "s", 0, p->block_n / 2);
+    E("wgmma.fence.sync.aligned;");
+    for (int ks = 0; ks < p->cfg.head_dim / 16; ks++) {
+        int chunk = ks / 4, within = ks % 4;
+        int qoff = (chunk * p->block_m * 128 + within * 32) >> 4;
+        int koff = (chunk * p->block_n * 128 + within * 32) >> 4;
+        E("add.s64 %%rd1, %%descq, %d;", qoff);
+        E("add.s64 %%rd2, %%desck, %d;", koff);
+        E("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, %%rd1, %%rd2, %s, 1, 1, 0, 0;",
+          p->block_n, g->ab, g->ab, regs, ks ? "%ptrue" : "%pfalse");
+    }
+    E("wgmma.commit_group.sync.aligned;");
+}
+
+/* O += P·V: bn/16 RS wgmmas of m64n{hdv}k16, P from registers, V MN-major (tB = 1). */
+static void emit_pv(gen *g)
+{
+    const fa3_plan *p = g->p;
+    char oregs[4096], aregs[128];
+    reglist(oregs, sizeof oregs, "o", 0, p->cfg.head_dim_v / 2);
+    E("wgmma.fence.sync.aligned;");
+    for (int kk = 0; kk < p->block_n / 16; kk++) {
+        reglist(aregs, sizeof aregs, "a", 4 * kk, 4);
+        E("add.s64 %%rd3, %%descv, %d;", (kk * 16 * 128) >> 4);
+        E("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, %s, %%rd3, %%ptrue, 1, 1, 1;",
+          p->cfg.head_dim_v, g->ab, g->ab, oregs, aregs);
+    }
+    E("wgmma.commit_group.sync.aligned;");
+}
+
+/* Row of accumulator register i within the thread's pair of rows (0 or 1). */
+static int acc_row(int i)
+{
+    return (i >> 1) & 1;
+}
+/* Column of accumulator register i relative to the thread's base column 2·(lane%4). */
+static int acc_col(int i)
+{
+    return 8 * (i >> 2) + (i & 1);
+}
+
+/* Softcap, mask, online softmax; leaves P (fp32) in %s, its 16-bit fragments in %a, and O
+   rescaled. Row maxima %m0r/%m1r and partial row sums %l0r/%l1r are per thread. */
+static void emit_softmax(gen *g)
+{
+    const fa3_plan *p = g->p;
+    const int ns = p->block_n / 2;
+    if (p->cfg.softcap) {
+        for (int i = 0; i < ns; i++) {
+            E("mul.f32 %%s%d, %%s%d, %%score_mul;", i, i);
+            E("tanh.approx.f32 %%s%d, %%s%d;", i, i);
+        }
+    }
+    /* Mask only blocks that need it (key tail, or crossing the causal/local window edges).
+       %r30/%r31: first visible key of rows 0/1, %r32/%r33: last visible key (inclusive). */
+    int lab = new_label(g);
+    E("@!%%p8 bra $Lnomask%d;", lab);
+    E("mul.lo.s32 %%r34, %%n, %d;", p->block_n);
+    E("shl.b32 %%r35, %%lane, 1;");
+    E("and.b32 %%r35, %%r35, 6;");
+    E("add.s32 %%r34, %%r34, %%r35;"); /* this thread's base key column */
+    for (int i = 0; i < ns; i++) {
+        int r = acc_row(i);
+        E("add.s32 %%r36, %%r34, %d;", acc_col(i));
+        E("setp.lt.s32 %%p9, %%r36, %%r%d;", 30 + r);
+        E("setp.gt.or.s32 %%p9, %%r36, %%r%d, %%p9;", 32 + r);
+        E("selp.f32 %%s%d, " NEG_INF ", %%s%d, %%p9;", i, i);
+    }
+    fa3_emitf(g->b, "$Lnomask%d:\n", lab);
+
+    /* Row maxima over the thread's values, then across the 4 threads sharing each row. */
+    for (int r = 0; r < 2; r++) {
+        int fm = 0 + r; /* %f0 / %f1: block maxima */
+        int first = 1;
+        for (int i = 0; i < ns; i++) {
+            if (acc_row(i) != r)
+                continue;
+            if (first)
+                E("mov.f32 %%f%d, %%s%d;", fm, i);
+            else
+                E("max.f32 %%f%d, %%f%d, %%s%d;", fm, fm, i);
+            first = 0;
+        }
+        E("shfl.sync.bfly.b32 %%f2, %%f%d, 1, 31, -1;", fm);
+        E("max.f32 %%f%d, %%f%d, %%f2;", fm, fm);
+        E("shfl.sync.bfly.b32 %%f2, %%f%d, 2, 31, -1;", fm);
+        E("max.f32 %%f%d, %%f%d, %%f2;", fm, fm);
+        const char *mr = r ? "%m1r" : "%m0r";
+        /* new max; scaled max 0 when the row has seen no key yet (no (-inf)-(-inf)) */
+        E("max.f32 %%f%d, %%f%d, %s;", 4 + r, fm, mr);                  /* m_new */
+        E("setp.eq.f32 %%p10, %%f%d, " NEG_INF ";", 4 + r);
+        E("mul.f32 %%f%d, %%f%d, %%scale_log2;", 6 + r, 4 + r);
+        E("selp.f32 %%f%d, " ZERO_F ", %%f%d, %%p10;", 6 + r, 6 + r);    /* m_new·scale */
+        E("neg.f32 %%f%d, %%f%d;", 8 + r, 6 + r);
+        E("fma.rn.f32 %%f%d, %s, %%scale_log2, %%f%d;", 10 + r, mr, 8 + r);
+        E("ex2.approx.ftz.f32 %%f%d, %%f%d;", 10 + r, 10 + r);          /* alpha */
+        E("mov.f32 %s, %%f%d;", mr, 4 + r);
+    }
+    /* p = 2^(s·scale_log2 − m·scale_log2), partial row sums */
+    E("mov.f32 %%f12, " ZERO_F ";");
+    E("mov.f32 %%f13, " ZERO_F ";");
+    for (int i = 0; i < ns; i++) {
+        int r = acc_row(i);
+        E("fma.rn.f32 %%s%d, %%s%d, %%scale_log2, %%f%d;", i, i, 8 + r);
+        E("ex2.approx.ftz.f32 %%s%d, %%s%d;", i, i);
+        E("add.f32 %%f%d, %%f%d, %%s%d;", 12 + r, 12 + r, i);
+    }
+    E("fma.rn.f32 %%l0r, %%l0r, %%f10, %%f12;");
+    E("fma.rn.f32 %%l1r, %%l1r, %%f11, %%f13;");
+    for (int i = 0; i < p->cfg.head_dim_v / 2; i++)
+        E("mul.f32 %%o%d, %%o%d, %%f%d;", i, i, 10 + acc_row(i));
+    /* P fragments: a[4kk+j] = (lo = p[8kk+2j], hi = p[8kk+2j+1]); cvt puts its first source in
+       the upper half. */
+    const char *cv = p->cfg.dtype == FA3_DTYPE_FP16 ? "f16x2" : "bf16x2";
+    for (int j = 0; j < p->block_n / 4; j++)
+        E("cvt.rn.%s.f32 %%a%d, %%s%d, %%s%d;", cv, j, 2 * j + 1, 2 * j);
+}
+
+/* Consumer warpgroups. */
+static void emit_consumer(gen *g)
+{
+    const fa3_plan *p = g->p;
+    const int nwg = p->num_consumer_wg;
+    E("setmaxnreg.inc.sync.aligned.u32 %d;", p->consumer_regs);
+    E("sub.u32 %%r40, %%wg, 1;"); /* consumer index cw */
+    E("setp.eq.u32 %%ptrue, %%r40, %%r40;");
+    E("setp.ne.u32 %%pfalse, %%r40, %%r40;");
+    param_ld(g, "f32", "%score_mul", FA3P_OFF_SCORE_MUL);
+    param_ld(g, "f32", "%scale_log2", FA3P_OFF_SCALE_LOG2);
+    param_ld(g, "f32", "%lse_mul", FA3P_OFF_LSE_MUL);
+    for (int i = 0; i < p->cfg.head_dim_v / 2; i++)
+        E("mov.f32 %%o%d, " ZERO_F ";", i);
+    E("mov.f32 %%m0r, " NEG_INF ";");
+    E("mov.f32 %%m1r, " NEG_INF ";");
+    E("mov.f32 %%l0r, " ZERO_F ";");
+    E("mov.f32 %%l1r, " ZERO_F ";");
+
+    /* This thread's two query rows (absolute): r0 = m0 + 64·cw + 16·warp + lane/4, r1 = r0 + 8 */
+    E("shl.b32 %%r41, %%r40, 6;");
+    E("add.s32 %%r41, %%r41, %%m0;");
+    E("shl.b32 %%r42, %%warp, 4;");
+    E("add.s32 %%r41, %%r41, %%r42;");
+    E("shr.u32 %%r42, %%lane, 2;");
+    E("add.s32 %%r41, %%r41, %%r42;");   /* r0 */
+    E("add.s32 %%r43, %%r41, 8;");       /* r1 */
+    /* visible key range of each row: [r + sk - sq - wl, r + sk - sq + wr] ∩ [0, sk-1] */
+    E("sub.s32 %%r44, %%sk, %%sq;");
+    for (int r = 0; r < 2; r++) {
+        const char *row = r ? "%r43" : "%r41";
+        E("add.s32 %%r45, %s, %%r44;", row);
+        E("sub.s32 %%r%d, %%r45, %%wl;", 30 + r);
+        E("setp.lt.s32 %%p11, %%wl, 0;");
+        E("selp.b32 %%r%d, 0, %%r%d, %%p11;", 30 + r, 30 + r);
+        E("add.s32 %%r%d, %%r45, %%wr;", 32 + r);
+        E("sub.s32 %%r46, %%sk, 1;");
+        E("min.s32 %%r%d, %%r%d, %%r46;", 32 + r, 32 + r);
+        E("setp.lt.s32 %%p11, %%wr, 0;");
+        E("selp.b32 %%r%d, %%r46, %%r%d, %%p11;", 32 + r, 32 + r);
+    }
+    /* Per-CTA mask bounds, to decide per key block whether masking is needed at all:
+       %r47 = last key visible to every row (min over rows of the row's last key),
+       %r48 = first key visible to every row. */
+    E("add.s32 %%r47, %%m0, %%r44;");
+    E("add.s32 %%r47, %%r47, %%wr;");
+    E("sub.s32 %%r46, %%sk, 1;");
+    E("setp.lt.s32 %%p11, %%wr, 0;");
+    E("selp.b32 %%r47, %%r46, %%r47, %%p11;");
+    E("min.s32 %%r47, %%r47, %%r46;");
+    E("add.s32 %%r48, %%m0, %d;", p->block_m - 1);
+    E("add.s32 %%r48, %%r48, %%r44;");
+    E("sub.s32 %%r48, %%r48, %%wl;");
+    E("setp.lt.s32 %%p11, %%wl, 0;");
+    E("selp.b32 %%r48, 0, %%r48, %%p11;");
+
+    E("setp.le.s32 %%p5, %%niters, 0;");
+    E("@%%p5 bra $Lepilogue;");
+
+    if (p->pingpong && nwg == 2) {
+        /* consumer 1 lets consumer 0 issue first */
+        int lab = new_label(g);
+        E("setp.ne.u32 %%p12, %%r40, 1;");
+        E("@%%p12 bra $Lpp%d;", lab);
+        E("bar.arrive %d, 256;", BAR_WG_FIRST);
+        fa3_emitf(g->b, "$Lpp%d:\n", lab);
+    }
+    /* this warpgroup's Q descriptor: rows 64·cw of each box; K-major, 128B swizzle,
+       LBO 16 B (encoded 1), SBO 1024 B (encoded 64) */
+    mbar_wait(g, "%bars", "0");
+    E("mad.lo.u32 %%r49, %%r40, 8192, %%sbase;");
+    E("add.u32 %%r49, %%r49, %d;", p->smem_q);
+    E("shr.u32 %%r49, %%r49, 4;");
+    E("or.b32 %%r49, %%r49, 0x10000;");
+    E("mov.b64 %%descq, {%%r49, 0x40000040};");
+
+    E("mov.u32 %%stage, 0;");
+    E("mov.u32 %%phase, 0;");
+    E("mov.u32 %%it, 0;");
+    fa3_emitf(g->b, "$Lcons_loop:\n");
+    E("sub.s32 %%n, %%nmax, %%it;");
+    E("sub.s32 %%n, %%n, 1;");
+    /* needs mask: block crosses the key tail or a window edge */
+    E("mul.lo.s32 %%r50, %%n, %d;", p->block_n);
+    E("add.s32 %%r51, %%r50, %d;", p->block_n - 1); /* last key of the block */
+    E("setp.gt.s32 %%p8, %%r51, %%r47;");
+    E("setp.lt.or.s32 %%p8, %%r50, %%r48, %%p8;");
+
+    E("shl.b32 %%r52, %%stage, 3;");
+    E("add.u32 %%r53, %%bars, 8;");
+    E("add.u32 %%r53, %%r53, %%r52;"); /* k_full[stage] */
+    mbar_wait(g, "%r53", "%phase");
+    E("mad.lo.u32 %%r54, %%stage, %d, %%sbase;", p->smem_k_stage);
+    E("add.u32 %%r54, %%r54, %d;", p->smem_k);
+    E("shr.u32 %%r54, %%r54, 4;");
+    E("or.b32 %%r54, %%r54, 0x10000;");
+    E("mov.b64 %%desck, {%%r54, 0x40000040};");
+    if (p->pingpong && nwg == 2) {
+        E("add.u32 %%r55, %%r40, %d;", BAR_WG_FIRST);   /* my barrier */
+        E("sub.u32 %%r56, %d, %%r40;", BAR_WG_FIRST + 1); /* the other's */
+        E("bar.sync %%r55, 256;");
+    }
+    emit_qk(g);
+    if (p->pingpong && nwg == 2)
+        E("bar.arrive %%r56, 256;");
+    E("wgmma.wait_group.sync.aligned 0;");
+    emit_softmax(g);
+
+    E("add.u32 %%r53, %%bars, %d;", 8 + 8 * p->stages);
+    E("add.u32 %%r53, %%r53, %%r52;"); /* v_full[stage] */
+    mbar_wait(g, "%r53", "%phase");
+    /* V descriptor: MN-major, LBO = distance between 64-column boxes (bn·128 B), SBO 1024 B */
+    E("mad.lo.u32 %%r57, %%stage, %d, %%sbase;", p->smem_v_stage);
+    E("add.u32 %%r57, %%r57, %d;", p->smem_v);
+    E("shr.u32 %%r57, %%r57, 4;");
+    E("or.b32 %%r57, %%r57, %d;", (p->block_n * 128 >> 4) << 16);
+    E("mov.b64 %%descv, {%%r57, 0x40000040};");
+    if (p->pingpong && nwg == 2)
+        E("bar.sync %%r55, 256;");
+    emit_pv(g);
+    if (p->pingpong && nwg == 2) {
+        /* consumer 1 skips its very last arrive: consumer 0 has no GEMM left to order */
+        int lab = new_label(g);
+        E("add.u32 %%r58, %%it, 1;");
+        E("setp.eq.s32 %%p13, %%r58, %%niters;");
+        E("setp.eq.and.u32 %%p13, %%r40, 1, %%p13;");
+        E("@%%p13 bra $Lpp%d;", lab);
+        E("bar.arrive %%r56, 256;");
+        fa3_emitf(g->b, "$Lpp%d:\n", lab);
+    }
+    E("wgmma.wait_group.sync.aligned 0;");
+    E("add.u32 %%r53, %%bars, %d;", 8 + 16 * p->stages);
+    E("add.u32 %%r53, %%r53, %%r52;"); /* empty[stage] */
+    E("mbarrier.arrive.shared::cta.b64 _, [%%r53];");
+    emit_stage_advance(g);
+    E("add.u32 %%it, %%it, 1;");
+    E("setp.lt.s32 %%p6, %%it, %%niters;");
+    E("@%%p6 bra $Lcons_loop;");
+}
+
+/* Epilogue: l reduced over the row's 4 threads, O/l stored in the dtype, LSE in fp32. */
+static void emit_epilogue(gen *g)
+{
+    const fa3_plan *p = g->p;
+    const int no = p->cfg.head_dim_v / 2;
+    fa3_emitf(g->b, "$Lepilogue:\n");
+    for (int r = 0; r < 2; r++) {
+        const char *l = r ? "%l1r" : "%l0r";
+        E("shfl.sync.bfly.b32 %%f20, %s, 1, 31, -1;", l);
+        E("add.f32 %s, %s, %%f20;", l, l);
+        E("shfl.sync.bfly.b32 %%f20, %s, 2, 31, -1;", l);
+        E("add.f32 %s, %s, %%f20;", l, l);
+        E("setp.gt.f32 %%p14, %s, " ZERO_F ";", l);
+        E("rcp.rn.f32 %%f%d, %s;", 22 + r, l);
+        E("selp.f32 %%f%d, %%f%d, " ZERO_F ", %%p14;", 22 + r, 22 + r);
+    }
+    /* base address of the thread's two O rows at column 2·(lane%4) */
+    param_ld(g, "u64", "%rd4", FA3P_OFF_O_PTR);
+    param_ld(g, "s64", "%rd5", FA3P_OFF_O_BATCH_STRIDE);
+    param_ld(g, "s64", "%rd6", FA3P_OFF_O_ROW_STRIDE);
+    param_ld(g, "s64", "%rd7", FA3P_OFF_O_HEAD_STRIDE);
+    E("cvt.u64.u32 %%rd8, %%batch;");
+    E("mul.lo.s64 %%rd9, %%rd8, %%rd5;");
+    E("cvt.u64.u32 %%rd8, %%head;");
+    E("mad.lo.s64 %%rd9, %%rd8, %%rd7, %%rd9;");
+    E("shl.b32 %%r60, %%lane, 1;");
+    E("and.b32 %%r60, %%r60, 6;");
+    E("cvt.u64.u32 %%rd8, %%r60;");
+    E("add.s64 %%rd9, %%rd9, %%rd8;");
+    for (int r = 0; r < 2; r++) {
+        const char *row = r ? "%r43" : "%r41";
+        E("cvt.s64.s32 %%rd8, %s;", row);
+        E("mad.lo.s64 %%rd%d, %%rd8, %%rd6, %%rd9;", 10 + r);
+        E("shl.b64 %%rd%d, %%rd%d, 1;", 10 + r, 10 + r);
+        E("add.s64 %%rd%d, %%rd%d, %%rd4;", 10 + r, 10 + r);
+    }
+    const char *cv = p->cfg.dtype == FA3_DTYPE_FP16 ? "f16x2" : "bf16x2";
+    for (int r = 0; r < 2; r++) {
+        const char *row = r ? "%r43" : "%r41";
+        int lab = new_label(g);
+        E("setp.ge.s32 %%p15, %s, %%sq;", row);
+        E("@%%p15 bra $Lskiprow%d;", lab);
+        for (int i = 0; i < no; i += 2) {
+            if (acc_row(i) != r)
+                continue;
+            E("mul.f32 %%f24, %%o%d, %%f%d;", i, 22 + r);
+            E("mul.f32 %%f25, %%o%d, %%f%d;", i + 1, 22 + r);
+            E("cvt.rn.%s.f32 %%r61, %%f25, %%f24;", cv);
+            E("st.global.b32 [%%rd%d+%d], %%r61;", 10 + r, 2 * acc_col(i));
+        }
+        fa3_emitf(g->b, "$Lskiprow%d:\n", lab);
+    }
+    /* LSE (natural log): m·lse_mul + ln(l); -inf when the row saw no key. One thread per row. */
+    param_ld(g, "u64", "%rd12", FA3P_OFF_LSE_PTR);
+    E("setp.eq.u64 %%p15, %%rd12, 0;");
+    E("@%%p15 bra $Ldone;");
+    E("and.b32 %%r62, %%lane, 3;");
+    E("setp.ne.u32 %%p15, %%r62, 0;");
+    E("@%%p15 bra $Ldone;");
+    param_ld(g, "u32", "%r63", FA3P_OFF_NUM_HEADS);
+    E("mad.lo.u32 %%r63, %%batch, %%r63, %%head;");
+    E("cvt.u64.u32 %%rd13, %%r63;");
+    E("cvt.u64.u32 %%rd14, %%sq;");
+    E("mul.lo.u64 %%rd13, %%rd13, %%rd14;");
+    for (int r = 0; r < 2; r++) {
+        const char *row = r ? "%r43" : "%r41";
+        const char *l = r ? "%l1r" : "%l0r";
+        const char *m = r ? "%m1r" : "%m0r";
+        int lab = new_label(g);
+        E("setp.ge.s32 %%p15, %s, %%sq;", row);
+        E("@%%p15 bra $Lskiplse%d;", lab);
+        E("lg2.approx.f32 %%f26, %s;", l);
+        E("mul.f32 %%f26, %%f26, 0f3F317218;"); /* ln(2) */
+        E("fma.rn.f32 %%f26, %s, %%lse_mul, %%f26;", m);
+        E("setp.gt.f32 %%p14, %s, " ZERO_F ";", l);
+        E("selp.f32 %%f26, %%f26, " NEG_INF ", %%p14;");
+        E("cvt.s64.s32 %%rd15, %s;", row);
+        E("add.s64 %%rd15, %%rd15, %%rd13;");
+        E("shl.b64 %%rd15, %%rd15, 2;");
+        E("add.s64 %%rd15, %%rd15, %%rd12;");
+        E("st.global.f32 [%%rd15], %%f26;");
+        fa3_emitf(g->b, "$Lskiplse%d:\n", lab);
+    }
+}
+
 fa3_status fa3_codegen_ptx(const fa3_plan *plan, char **ptx, size_t *len)
 {
-    (void)plan;
-    fa3_buf b = {0};
-    fa3_emitf(&b, "%s", fa3_tmpl_header);
-    fa3_emitf(&b, ".visible .entry %s(.param .align 64 .b8 fa3_params[%d])\n{\n\tret;\n}\n",
+    if (!plan || !ptx)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_codegen_ptx: NULL argument");
+    fa3_buf buf = {0};
+    gen G = {.b = &buf, .p = plan, .label = 0,
+             .ab = plan->cfg.dtype == FA3_DTYPE_FP16 ? "f16" : "bf16"};
+    gen *g = &G;
+    char desc[128];
+    fa3_config_describe(&plan->cfg, desc, sizeof desc);
+
+    /* header template with its placeholders filled */
+    const char *t = fa3_tmpl_header;
+    while (*t) {
+        if (!strncmp(t, "@VERSION@", 9)) {
+            fa3_emitf(g->b, "%s", FA3JIT_VERSION_STRING);
+            t += 9;
+        } else if (!strncmp(t, "@GENERATOR@", 11)) {
+            fa3_emitf(g->b, "%s", FA3_GENERATOR_VERSION);
+            t += 11;
+        } else if (!strncmp(t, "@CONFIG@", 8)) {
+            fa3_emitf(g->b, "%s", desc);
+            t += 8;
+        } else {
+            fa3_emitf(g->b, "%c", *t++);
+        }
+    }
+    fa3_emitf(g->b, "\n.extern .shared .align 1024 .b8 fa3_smem[];\n\n");
+    fa3_emitf(g->b, ".visible .entry %s(\n\t.param .align 64 .b8 fa3_params[%d]\n)\n",
               FA3_KERNEL_NAME, FA3P_SIZE);
-    return fa3_buf_finish(&b, ptx, len);
+    fa3_emitf(g->b, ".maxntid %d, 1, 1\n.minnctapersm 1\n{\n", plan->threads);
+    emit_decls(g);
+    emit_prologue(g);
+    E("setp.ne.u32 %%p4, %%wg, 0;");
+    E("@%%p4 bra $Lconsumer;");
+    emit_producer(g);
+    fa3_emitf(g->b, "$Lconsumer:\n");
+    emit_consumer(g);
+    emit_epilogue(g);
+    fa3_emitf(g->b, "$Ldone:\n");
+    E("ret;");
+    fa3_emitf(g->b, "}\n");
+    return fa3_buf_finish(&buf, ptx, len);
 }
