@@ -2,13 +2,14 @@
  * Emits the FlashAttention-3 forward kernel (sm_90a PTX) for one plan. Decides nothing: every
  * size comes from the plan (plan.c). The kernel, one CTA per (m_block, head, batch) tile:
  *
- *   all threads   init mbarriers (q_full, k_full[s], v_full[s], empty[s]) → bar.sync 0
+ *   all threads   init mbarriers (q_full, k_full[s], v_full[s], k_empty[s], v_empty[s]) → bar.sync 0
  *   warpgroup 0   producer: setmaxnreg.dec; one thread issues TMA loads: Q once, then for each key
- *                 block K and V into ring stage s (waiting empty[s]); completes k_full/v_full[s]
+ *                 block K and V into ring stage s (waiting k_empty/v_empty[s]); completes
+ *                 k_full/v_full[s]
  *   warpgroups 1+ consumers: setmaxnreg.inc; each owns 64 query rows; per key block:
- *                 wait k_full → S = Q·Kᵀ (wgmma SS) → mask, online softmax with ex2 (scale·log2e
- *                 folded) → O *= alpha → P packed to 16-bit A fragments in registers →
- *                 wait v_full → O += P·V (wgmma RS) → arrive empty[s]
+ *                 issue S_j = Q·K_jᵀ (wgmma SS) together with O += P_{j-1}·V_{j-1} (wgmma RS,
+ *                 P from registers) → release K_j → mask, online softmax of S_j with ex2
+ *                 (scale·log2e folded) while PV runs → release V_{j-1} → O *= alpha → pack P_j
  *                 Two consumers alternate their GEMMs through a pair of named barriers (ping-pong).
  *   epilogue      O / l to global memory (dtype of Q), LSE = m·lse_mul + ln(l) (fp32).
  *
@@ -81,7 +82,7 @@ static void emit_decls(gen *g)
     E(".reg .b64 %%descq, %%desck, %%descv;");
     E(".reg .b32 %%thr, %%wg, %%warp, %%lane, %%sbase, %%bars;");
     E(".reg .b32 %%mblk, %%head, %%kvhead, %%batch, %%m0, %%sq, %%sk, %%wl, %%wr;");
-    E(".reg .b32 %%nmin, %%nmax, %%niters, %%it, %%n, %%stage, %%phase;");
+    E(".reg .b32 %%nmin, %%nmax, %%niters, %%it, %%n, %%stage, %%phase, %%pstage, %%pphase;");
     E(".reg .f32 %%score_mul, %%scale_log2, %%lse_mul;");
     E(".reg .f32 %%m0r, %%m1r, %%l0r, %%l1r;");
     E(".reg .b64 %%tmq, %%tmk, %%tmv;");
@@ -160,7 +161,9 @@ static void emit_prologue(gen *g)
         E("mbarrier.init.shared::cta.b64 [%%bars+%d], 1;", 8 + 8 * s);
         E("mbarrier.init.shared::cta.b64 [%%bars+%d], 1;", 8 + 8 * p->stages + 8 * s);
         E("mbarrier.init.shared::cta.b64 [%%bars+%d], %d;", 8 + 16 * p->stages + 8 * s,
-          128 * p->num_consumer_wg);
+          128 * p->num_consumer_wg); /* k_empty[s] */
+        E("mbarrier.init.shared::cta.b64 [%%bars+%d], %d;", 8 + 24 * p->stages + 8 * s,
+          128 * p->num_consumer_wg); /* v_empty[s] */
     }
     E("fence.mbarrier_init.release.cluster;");
     fa3_emitf(g->b, "$Linit%d:\n", lab);
@@ -208,13 +211,12 @@ static void emit_producer(gen *g)
     E("sub.s32 %%n, %%nmax, %%it;");
     E("sub.s32 %%n, %%n, 1;");
     E("mul.lo.s32 %%r15, %%n, %d;", bn); /* first key row of this block */
-    /* wait until consumers released this stage (first pass: parity 1 falls through) */
+    /* K: wait until consumers released this stage's K (first pass: parity 1 falls through) */
     E("shl.b32 %%r16, %%stage, 3;");
     E("add.u32 %%r17, %%bars, %d;", 8 + 16 * p->stages);
-    E("add.u32 %%r17, %%r17, %%r16;"); /* empty[stage] */
+    E("add.u32 %%r17, %%r17, %%r16;"); /* k_empty[stage] */
     E("xor.b32 %%r18, %%phase, 1;");
     mbar_wait(g, "%r17", "%r18");
-    /* K */
     E("add.u32 %%r19, %%bars, 8;");
     E("add.u32 %%r19, %%r19, %%r16;"); /* k_full[stage] */
     E("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%r19], %d;", p->smem_k_stage);
@@ -224,7 +226,10 @@ static void emit_producer(gen *g)
         E("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%%r21], "
           "[%%tmk, {%d, %%r15, %%kvhead, %%batch}], [%%r19];", c * 64);
     }
-    /* V */
+    /* V: wait for v_empty[stage] */
+    E("add.u32 %%r17, %%bars, %d;", 8 + 24 * p->stages);
+    E("add.u32 %%r17, %%r17, %%r16;"); /* v_empty[stage] */
+    mbar_wait(g, "%r17", "%r18");
     E("add.u32 %%r22, %%bars, %d;", 8 + 8 * p->stages);
     E("add.u32 %%r22, %%r22, %%r16;"); /* v_full[stage] */
     E("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%r22], %d;", p->smem_v_stage);
@@ -245,7 +250,7 @@ static void emit_producer(gen *g)
     E("mov.u32 %%r26, 0;");
     fa3_emitf(g->b, "$Lprod_tail:\n");
     E("shl.b32 %%r16, %%stage, 3;");
-    E("add.u32 %%r17, %%bars, %d;", 8 + 16 * p->stages);
+    E("add.u32 %%r17, %%bars, %d;", 8 + 24 * p->stages); /* v_empty: released last */
     E("add.u32 %%r17, %%r17, %%r16;");
     E("xor.b32 %%r18, %%phase, 1;");
     mbar_wait(g, "%r17", "%r18");
@@ -304,9 +309,9 @@ static int acc_col(int i)
     return 8 * (i >> 2) + (i & 1);
 }
 
-/* Softcap, mask, online softmax; leaves P (fp32) in %s, its 16-bit fragments in %a, and O
-   rescaled. Row maxima %m0r/%m1r and partial row sums %l0r/%l1r are per thread. */
-static void emit_softmax(gen *g)
+/* Softcap, mask, online softmax; leaves P (fp32) in %s and the rescale factors alpha of the two
+   rows in %f10/%f11. Row maxima %m0r/%m1r and partial row sums %l0r/%l1r are per thread. */
+static void emit_softmax(gen *g, int masked)
 {
     const fa3_plan *p = g->p;
     const int ns = p->block_n / 2;
@@ -316,10 +321,9 @@ static void emit_softmax(gen *g)
             E("tanh.approx.f32 %%s%d, %%s%d;", i, i);
         }
     }
-    /* Mask only blocks that need it (key tail, or crossing the causal/local window edges).
+    /* Masked variant (key tail, or a block crossing the causal/local window edges).
        %r30/%r31: first visible key of rows 0/1, %r32/%r33: last visible key (inclusive). */
-    int lab = new_label(g);
-    E("@!%%p8 bra $Lnomask%d;", lab);
+    if (masked) {
     E("mul.lo.s32 %%r34, %%n, %d;", p->block_n);
     E("shl.b32 %%r35, %%lane, 1;");
     E("and.b32 %%r35, %%r35, 6;");
@@ -331,7 +335,7 @@ static void emit_softmax(gen *g)
         E("setp.gt.or.s32 %%p9, %%r36, %%r%d, %%p9;", 32 + r);
         E("selp.f32 %%s%d, " NEG_INF ", %%s%d, %%p9;", i, i);
     }
-    fa3_emitf(g->b, "$Lnomask%d:\n", lab);
+    }
 
     /* Row maxima over the thread's values, then across the 4 threads sharing each row. */
     for (int r = 0; r < 2; r++) {
@@ -372,13 +376,71 @@ static void emit_softmax(gen *g)
     }
     E("fma.rn.f32 %%l0r, %%l0r, %%f10, %%f12;");
     E("fma.rn.f32 %%l1r, %%l1r, %%f11, %%f13;");
-    for (int i = 0; i < p->cfg.head_dim_v / 2; i++)
+}
+
+/* O *= alpha (per row, %f10/%f11), once the PV wgmma writing O has completed. */
+static void emit_rescale_o(gen *g)
+{
+    for (int i = 0; i < g->p->cfg.head_dim_v / 2; i++)
         E("mul.f32 %%o%d, %%o%d, %%f%d;", i, i, 10 + acc_row(i));
-    /* P fragments: a[4kk+j] = (lo = p[8kk+2j], hi = p[8kk+2j+1]); cvt puts its first source in
-       the upper half. */
-    const char *cv = p->cfg.dtype == FA3_DTYPE_FP16 ? "f16x2" : "bf16x2";
-    for (int j = 0; j < p->block_n / 4; j++)
+}
+
+/* P fragments: a[4kk+j] = (lo = p[8kk+2j], hi = p[8kk+2j+1]); cvt puts its first source in the
+   upper half. */
+static void emit_pack_p(gen *g)
+{
+    const char *cv = g->p->cfg.dtype == FA3_DTYPE_FP16 ? "f16x2" : "bf16x2";
+    for (int j = 0; j < g->p->block_n / 4; j++)
         E("cvt.rn.%s.f32 %%a%d, %%s%d, %%s%d;", cv, j, 2 * j + 1, 2 * j);
+}
+
+/* Wait for K of block %n (stage %stage) and build its descriptor (K-major, 128B swizzle). */
+static void emit_k_wait_desc(gen *g)
+{
+    const fa3_plan *p = g->p;
+    E("shl.b32 %%r52, %%stage, 3;");
+    E("add.u32 %%r53, %%bars, 8;");
+    E("add.u32 %%r53, %%r53, %%r52;"); /* k_full[stage] */
+    mbar_wait(g, "%r53", "%phase");
+    E("mad.lo.u32 %%r54, %%stage, %d, %%sbase;", p->smem_k_stage);
+    E("add.u32 %%r54, %%r54, %d;", p->smem_k);
+    E("shr.u32 %%r54, %%r54, 4;");
+    E("or.b32 %%r54, %%r54, 0x10000;");
+    E("mov.b64 %%desck, {%%r54, 0x40000040};");
+}
+
+/* Release K of stage %stage once its QK wgmma completed. */
+static void emit_k_release(gen *g)
+{
+    E("shl.b32 %%r52, %%stage, 3;");
+    E("add.u32 %%r53, %%bars, %d;", 8 + 16 * g->p->stages);
+    E("add.u32 %%r53, %%r53, %%r52;"); /* k_empty[stage] */
+    E("mbarrier.arrive.shared::cta.b64 _, [%%r53];");
+}
+
+/* Wait for V of the previous block (stage %pstage) and build its descriptor: MN-major, LBO =
+   distance between 64-column boxes (bn·128 B), SBO 1024 B, 128B swizzle. */
+static void emit_v_wait_desc(gen *g)
+{
+    const fa3_plan *p = g->p;
+    E("shl.b32 %%r59, %%pstage, 3;");
+    E("add.u32 %%r53, %%bars, %d;", 8 + 8 * p->stages);
+    E("add.u32 %%r53, %%r53, %%r59;"); /* v_full[pstage] */
+    mbar_wait(g, "%r53", "%pphase");
+    E("mad.lo.u32 %%r57, %%pstage, %d, %%sbase;", p->smem_v_stage);
+    E("add.u32 %%r57, %%r57, %d;", p->smem_v);
+    E("shr.u32 %%r57, %%r57, 4;");
+    E("or.b32 %%r57, %%r57, %d;", (p->block_n * 128 >> 4) << 16);
+    E("mov.b64 %%descv, {%%r57, 0x40000040};");
+}
+
+/* Release V of the previous block (after its PV wgmma completed). */
+static void emit_v_release(gen *g)
+{
+    E("shl.b32 %%r59, %%pstage, 3;");
+    E("add.u32 %%r53, %%bars, %d;", 8 + 24 * g->p->stages);
+    E("add.u32 %%r53, %%r53, %%r59;"); /* v_empty[pstage] */
+    E("mbarrier.arrive.shared::cta.b64 _, [%%r53];");
 }
 
 /* Consumer warpgroups. */
@@ -460,7 +522,36 @@ static void emit_consumer(gen *g)
     E("mov.u32 %%stage, 0;");
     E("mov.u32 %%phase, 0;");
     E("mov.u32 %%it, 0;");
+    const int pp = p->pingpong && nwg == 2;
+    if (pp) {
+        E("add.u32 %%r55, %%r40, %d;", BAR_WG_FIRST);   /* my scheduling barrier */
+        E("sub.u32 %%r56, %d, %%r40;", BAR_WG_FIRST + 1); /* the other consumer's */
+    }
+
+    /* Intra-warpgroup overlap (FA3 §3.2): iteration j issues S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1}
+       together, runs the softmax of S_j while the PV product is in flight, then rescales O.
+       Block 0 runs QK alone (peeled); a last section runs the final PV alone. No branch may sit
+       between a wgmma and its wait (ptxas would serialize the pipeline, C7514), so the loop body
+       is emitted twice, masked and unmasked, chosen at the top of each iteration. */
+    E("sub.s32 %%n, %%nmax, 1;");
+    emit_k_wait_desc(g);
+    if (pp)
+        E("bar.sync %%r55, 256;");
+    emit_qk(g);
+    if (pp)
+        E("bar.arrive %%r56, 256;");
+    E("wgmma.wait_group.sync.aligned 0;");
+    emit_k_release(g);
+    emit_softmax(g, 1);
+    emit_pack_p(g);
+    E("mov.u32 %%pstage, %%stage;");
+    E("mov.u32 %%pphase, %%phase;");
+    emit_stage_advance(g);
+    E("mov.u32 %%it, 1;");
+
     fa3_emitf(g->b, "$Lcons_loop:\n");
+    E("setp.ge.s32 %%p6, %%it, %%niters;");
+    E("@%%p6 bra $Lcons_last;");
     E("sub.s32 %%n, %%nmax, %%it;");
     E("sub.s32 %%n, %%n, 1;");
     /* needs mask: block crosses the key tail or a window edge */
@@ -468,57 +559,48 @@ static void emit_consumer(gen *g)
     E("add.s32 %%r51, %%r50, %d;", p->block_n - 1); /* last key of the block */
     E("setp.gt.s32 %%p8, %%r51, %%r47;");
     E("setp.lt.or.s32 %%p8, %%r50, %%r48, %%p8;");
-
-    E("shl.b32 %%r52, %%stage, 3;");
-    E("add.u32 %%r53, %%bars, 8;");
-    E("add.u32 %%r53, %%r53, %%r52;"); /* k_full[stage] */
-    mbar_wait(g, "%r53", "%phase");
-    E("mad.lo.u32 %%r54, %%stage, %d, %%sbase;", p->smem_k_stage);
-    E("add.u32 %%r54, %%r54, %d;", p->smem_k);
-    E("shr.u32 %%r54, %%r54, 4;");
-    E("or.b32 %%r54, %%r54, 0x10000;");
-    E("mov.b64 %%desck, {%%r54, 0x40000040};");
-    if (p->pingpong && nwg == 2) {
-        E("add.u32 %%r55, %%r40, %d;", BAR_WG_FIRST);   /* my barrier */
-        E("sub.u32 %%r56, %d, %%r40;", BAR_WG_FIRST + 1); /* the other's */
-        E("bar.sync %%r55, 256;");
+    E("@%%p8 bra $Lcons_masked;");
+    for (int masked = 0; masked < 2; masked++) {
+        if (masked)
+            fa3_emitf(g->b, "$Lcons_masked:\n");
+        emit_k_wait_desc(g);
+        emit_v_wait_desc(g);
+        if (pp)
+            E("bar.sync %%r55, 256;");
+        emit_qk(g);
+        emit_pv(g);
+        if (pp)
+            E("bar.arrive %%r56, 256;");
+        E("wgmma.wait_group.sync.aligned 1;"); /* S_j ready; PV may still run */
+        emit_k_release(g);
+        emit_softmax(g, masked);
+        E("wgmma.wait_group.sync.aligned 0;");
+        emit_v_release(g);
+        emit_rescale_o(g);
+        emit_pack_p(g);
+        E("mov.u32 %%pstage, %%stage;");
+        E("mov.u32 %%pphase, %%phase;");
+        emit_stage_advance(g);
+        E("add.u32 %%it, %%it, 1;");
+        E("bra.uni $Lcons_loop;");
     }
-    emit_qk(g);
-    if (p->pingpong && nwg == 2)
-        E("bar.arrive %%r56, 256;");
-    E("wgmma.wait_group.sync.aligned 0;");
-    emit_softmax(g);
+    fa3_emitf(g->b, "$Lcons_last:\n");
 
-    E("add.u32 %%r53, %%bars, %d;", 8 + 8 * p->stages);
-    E("add.u32 %%r53, %%r53, %%r52;"); /* v_full[stage] */
-    mbar_wait(g, "%r53", "%phase");
-    /* V descriptor: MN-major, LBO = distance between 64-column boxes (bn·128 B), SBO 1024 B */
-    E("mad.lo.u32 %%r57, %%stage, %d, %%sbase;", p->smem_v_stage);
-    E("add.u32 %%r57, %%r57, %d;", p->smem_v);
-    E("shr.u32 %%r57, %%r57, 4;");
-    E("or.b32 %%r57, %%r57, %d;", (p->block_n * 128 >> 4) << 16);
-    E("mov.b64 %%descv, {%%r57, 0x40000040};");
-    if (p->pingpong && nwg == 2)
+    /* last section: O += P_last · V_last */
+    emit_v_wait_desc(g);
+    if (pp)
         E("bar.sync %%r55, 256;");
     emit_pv(g);
-    if (p->pingpong && nwg == 2) {
+    if (pp) {
         /* consumer 1 skips its very last arrive: consumer 0 has no GEMM left to order */
         int lab = new_label(g);
-        E("add.u32 %%r58, %%it, 1;");
-        E("setp.eq.s32 %%p13, %%r58, %%niters;");
-        E("setp.eq.and.u32 %%p13, %%r40, 1, %%p13;");
+        E("setp.eq.u32 %%p13, %%r40, 1;");
         E("@%%p13 bra $Lpp%d;", lab);
         E("bar.arrive %%r56, 256;");
         fa3_emitf(g->b, "$Lpp%d:\n", lab);
     }
     E("wgmma.wait_group.sync.aligned 0;");
-    E("add.u32 %%r53, %%bars, %d;", 8 + 16 * p->stages);
-    E("add.u32 %%r53, %%r53, %%r52;"); /* empty[stage] */
-    E("mbarrier.arrive.shared::cta.b64 _, [%%r53];");
-    emit_stage_advance(g);
-    E("add.u32 %%it, %%it, 1;");
-    E("setp.lt.s32 %%p6, %%it, %%niters;");
-    E("@%%p6 bra $Lcons_loop;");
+    emit_v_release(g);
 }
 
 /* Epilogue: l reduced over the row's 4 threads, O/l stored in the dtype, LSE in fp32. */
