@@ -106,7 +106,7 @@ typedef enum fa3_mask {
     FA3_MASK_CAUSAL = 1,
     /* sliding window, bottom-right aligned: query i sees key j iff
        i + seqlen_k - seqlen_q - window_size_left <= j <= i + seqlen_k - seqlen_q + window_size_right
-       (a negative window size means unlimited on that side). */
+       (a window size of -1 means unlimited on that side; below -1 is FA3_ERR_BAD_WINDOW). */
     FA3_MASK_LOCAL = 2
 } fa3_mask;
 
@@ -219,8 +219,12 @@ typedef struct fa3_kernel_info {
     int shared_bytes;        /* dynamic shared memory per CTA the launch requests (bytes) */
     int threads;             /* threads per CTA */
     int block_m, block_n, stages;   /* tile plan */
-    fa3_kernel_source source;       /* how this kernel was obtained the first time */
-    double compile_ms;       /* codegen + compile time when compiled, else 0 */
+    fa3_kernel_source source;       /* how the calling thread's latest fa3_jit_get_kernel call
+                                       obtained this kernel (COMPILED, DISK, or MEMORY on a repeat);
+                                       if that call returned another kernel: how the context first
+                                       obtained this one (COMPILED or DISK) */
+    double compile_ms;       /* codegen + compile time if this context compiled it (kept on later
+                                MEMORY hits), 0 if it came from the disk cache */
     const char *compile_log; /* compiler info log (NUL-terminated, owned by the kernel) */
     size_t cubin_size;       /* bytes, 0 for DRIVER_JIT */
 } fa3_kernel_info;
@@ -259,8 +263,8 @@ typedef struct fa3_fwd_args {
     int64_t o_batch_stride, o_row_stride, o_head_stride;
     float softmax_scale;   /* 0 = 1/sqrt(head_dim); otherwise positive and finite */
     float softcap;         /* > 0 iff the config has softcap */
-    int window_size_left;  /* FA3_MASK_LOCAL only; -1 = unlimited */
-    int window_size_right; /* FA3_MASK_LOCAL only; -1 = unlimited */
+    int window_size_left;  /* FA3_MASK_LOCAL: >= 0, or -1 = unlimited; other masks: must be -1 */
+    int window_size_right; /* FA3_MASK_LOCAL: >= 0, or -1 = unlimited; other masks: must be -1 */
 } fa3_fwd_args;
 
 /** Zeroes args and sets window sizes to -1. */

@@ -55,6 +55,10 @@ typedef struct fa3_driver {
    dlopen/cuInit reason in the message. */
 FA3_INTERNAL fa3_status fa3_driver_get(const fa3_driver **out);
 
+/* 1 if a previous fa3_driver_get succeeded (never loads anything; thread-safe). Lets cleanup code
+   skip driver calls when the driver was never loaded. */
+FA3_INTERNAL int fa3_driver_loaded(void);
+
 /* Converts a CUresult into FA3_OK or FA3_ERR_CUDA with "<call>: CUDA_ERROR_X (text)" as message. */
 FA3_INTERNAL fa3_status fa3_cu_check(CUresult r, const char *call);
 #define FA3_CU(drv, call_expr) fa3_cu_check((drv)->call_expr, #call_expr)

@@ -1,0 +1,594 @@
+/*
+ * Compile backends (see compile.h): PTX → sm_90a cubin with the PTX Compiler API (whole-program,
+ * keeps setmaxnreg; only when the build found libnvptxcompiler_static.a) or nvJitLink (relocatable,
+ * drops setmaxnreg), plus the parser that reads registers, spills and warnings out of ptxas's
+ * verbose log. Every library call's return code is checked; a failure names the call and carries
+ * the compiler's logs in the thread's error message.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nvJitLink.h>
+
+#include "fa3jit_build_config.h"
+#include "kernel_abi.h"
+#include "runtime/compile.h"
+#include "runtime/driver.h"
+
+#if FA3_HAVE_PTX_COMPILER
+#include <nvPTXCompiler.h>
+#endif
+
+/* ------------------------------------------------------------------ small helpers */
+
+const char *fa3_arch_name(fa3_arch arch)
+{
+    switch (arch) {
+    case FA3_ARCH_SM90A: return "sm_90a";
+    }
+    return NULL;
+}
+
+static char *dup_text(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    char *d = malloc(n + 1);
+    if (d) {
+        if (n)
+            memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+void fa3_compile_result_free(fa3_compile_result *r)
+{
+    if (!r)
+        return;
+    free(r->cubin);
+    free(r->info_log);
+    free(r->error_log);
+    memset(r, 0, sizeof *r);
+    r->num_regs = r->spill_store_bytes = r->spill_load_bytes = r->stack_bytes = -1;
+}
+
+static void result_init(fa3_compile_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->num_regs = r->spill_store_bytes = r->spill_load_bytes = r->stack_bytes = -1;
+}
+
+/* Appends the logs to the thread's error message (after the caller's fa3_seterr). */
+static void append_logs(const fa3_compile_result *r)
+{
+    if (r->error_log && r->error_log[0])
+        fa3_appenderr("\n--- error log ---\n%s", r->error_log);
+    if (r->info_log && r->info_log[0])
+        fa3_appenderr("\n--- info log ---\n%s", r->info_log);
+}
+
+/* ------------------------------------------------------------------ ptxas log parsing */
+
+/* Case-insensitive substring search within [s, end). */
+static const char *find_ci(const char *s, const char *end, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (const char *p = s; p + n <= end; p++) {
+        size_t i = 0;
+        while (i < n && tolower((unsigned char)p[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == n)
+            return p;
+    }
+    return NULL;
+}
+
+/* Case-sensitive substring search within [s, end). */
+static const char *find_cs(const char *s, const char *end, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (const char *p = s; p + n <= end; p++)
+        if (memcmp(p, needle, n) == 0)
+            return p;
+    return NULL;
+}
+
+/* The decimal integer that ends just before pos (spaces skipped), or -1. */
+static int int_before(const char *line, const char *pos)
+{
+    const char *e = pos;
+    while (e > line && e[-1] == ' ')
+        e--;
+    const char *b = e;
+    while (b > line && isdigit((unsigned char)b[-1]))
+        b--;
+    if (b == e || e - b > 9)
+        return -1;
+    int v = 0;
+    for (const char *p = b; p < e; p++)
+        v = v * 10 + (*p - '0');
+    return v;
+}
+
+/* 1 if [s, end) names exactly our kernel right after prefix (optionally quoted). */
+static int names_kernel(const char *s, const char *end, const char *prefix)
+{
+    const char *p = find_cs(s, end, prefix);
+    if (!p)
+        return -1; /* the line is not of this kind */
+    p += strlen(prefix);
+    if (p < end && *p == '\'')
+        p++;
+    size_t n = strlen(FA3_KERNEL_NAME);
+    if ((size_t)(end - p) < n || memcmp(p, FA3_KERNEL_NAME, n) != 0)
+        return 0;
+    p += n;
+    return p == end || *p == '\'' || isspace((unsigned char)*p) ? 1 : 0;
+}
+
+/* 1 if [s, end) holds a ptxas message code "(Cnnnn)": ptxas prints performance diagnostics such
+   as C7504/C7508 (setmaxnreg ignored) and C7509-C7515 (wgmma serialized) as "info" lines. */
+static int has_diag_code(const char *s, const char *end)
+{
+    for (const char *p = s; p + 7 <= end; p++)
+        if (p[0] == '(' && p[1] == 'C' && isdigit((unsigned char)p[2]) &&
+            isdigit((unsigned char)p[3]) && isdigit((unsigned char)p[4]) &&
+            isdigit((unsigned char)p[5]) && p[6] == ')')
+            return 1;
+    return 0;
+}
+
+void fa3_parse_ptxas_log(const char *log, fa3_compile_result *r)
+{
+    if (!log || !r)
+        return;
+    /* scope: which function the following "Used N registers" / "bytes stack frame" lines are
+       about: 1 = ours, 0 = another or unknown. First-seen values are the fallback. */
+    int entry_scope = 0, props_scope = 0;
+    int regs = -1, st = -1, ss = -1, sl = -1;         /* ours */
+    int any_regs = -1, any_st = -1, any_ss = -1, any_sl = -1; /* first seen */
+    const char *p = log;
+    while (*p) {
+        const char *end = strchr(p, '\n');
+        if (!end)
+            end = p + strlen(p);
+        int k;
+        if ((k = names_kernel(p, end, "Compiling entry function ")) >= 0)
+            entry_scope = k;
+        if ((k = names_kernel(p, end, "Function properties for ")) >= 0)
+            props_scope = k;
+        if (find_ci(p, end, "warning") || find_cs(p, end, "Performance Loss") ||
+            has_diag_code(p, end))
+            r->has_warning = 1;
+        const char *u = find_cs(p, end, "Used ");
+        if (u) {
+            char *num_end;
+            long v = strtol(u + 5, &num_end, 10);
+            if (num_end > u + 5 && num_end < end && strncmp(num_end, " register", 9) == 0 &&
+                v >= 0 && v < 100000) {
+                if (any_regs < 0)
+                    any_regs = (int)v;
+                if (entry_scope == 1)
+                    regs = (int)v;
+            }
+        }
+        const char *sf = find_cs(p, end, " bytes stack frame");
+        if (sf) {
+            int a = int_before(p, sf);
+            const char *s1 = find_cs(sf, end, " bytes spill stores");
+            const char *s2 = find_cs(sf, end, " bytes spill loads");
+            int b = s1 ? int_before(p, s1) : -1;
+            int c = s2 ? int_before(p, s2) : -1;
+            if (any_st < 0 && a >= 0) {
+                any_st = a;
+                any_ss = b;
+                any_sl = c;
+            }
+            if (props_scope == 1 && a >= 0) {
+                st = a;
+                ss = b;
+                sl = c;
+            }
+        }
+        p = *end ? end + 1 : end;
+    }
+    if (regs < 0)
+        regs = any_regs;
+    if (st < 0) {
+        st = any_st;
+        ss = any_ss;
+        sl = any_sl;
+    }
+    if (regs >= 0)
+        r->num_regs = regs;
+    if (st >= 0)
+        r->stack_bytes = st;
+    if (ss >= 0)
+        r->spill_store_bytes = ss;
+    if (sl >= 0)
+        r->spill_load_bytes = sl;
+}
+
+/* ------------------------------------------------------------------ backends */
+
+int fa3_backend_available(fa3_backend b)
+{
+    switch (b) {
+    case FA3_BACKEND_PTX_COMPILER: return FA3_HAVE_PTX_COMPILER;
+    case FA3_BACKEND_NVJITLINK: return 1;
+    case FA3_BACKEND_DRIVER_JIT: return 1;
+    case FA3_BACKEND_AUTO: return 1;
+    }
+    return 0;
+}
+
+fa3_backend fa3_backend_resolve(fa3_backend b)
+{
+    if (b == FA3_BACKEND_AUTO)
+        return FA3_HAVE_PTX_COMPILER ? FA3_BACKEND_PTX_COMPILER : FA3_BACKEND_NVJITLINK;
+    return b;
+}
+
+static const char *jitlink_result_name(nvJitLinkResult r)
+{
+    switch (r) {
+    case NVJITLINK_SUCCESS: return "NVJITLINK_SUCCESS";
+    case NVJITLINK_ERROR_UNRECOGNIZED_OPTION: return "NVJITLINK_ERROR_UNRECOGNIZED_OPTION";
+    case NVJITLINK_ERROR_MISSING_ARCH: return "NVJITLINK_ERROR_MISSING_ARCH";
+    case NVJITLINK_ERROR_INVALID_INPUT: return "NVJITLINK_ERROR_INVALID_INPUT";
+    case NVJITLINK_ERROR_PTX_COMPILE: return "NVJITLINK_ERROR_PTX_COMPILE";
+    case NVJITLINK_ERROR_NVVM_COMPILE: return "NVJITLINK_ERROR_NVVM_COMPILE";
+    case NVJITLINK_ERROR_INTERNAL: return "NVJITLINK_ERROR_INTERNAL";
+    case NVJITLINK_ERROR_THREADPOOL: return "NVJITLINK_ERROR_THREADPOOL";
+    case NVJITLINK_ERROR_UNRECOGNIZED_INPUT: return "NVJITLINK_ERROR_UNRECOGNIZED_INPUT";
+    case NVJITLINK_ERROR_FINALIZE: return "NVJITLINK_ERROR_FINALIZE";
+    case NVJITLINK_ERROR_NULL_INPUT: return "NVJITLINK_ERROR_NULL_INPUT";
+    case NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS: return "NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS";
+    case NVJITLINK_ERROR_INCORRECT_INPUT_TYPE: return "NVJITLINK_ERROR_INCORRECT_INPUT_TYPE";
+    case NVJITLINK_ERROR_ARCH_MISMATCH: return "NVJITLINK_ERROR_ARCH_MISMATCH";
+    case NVJITLINK_ERROR_OUTDATED_LIBRARY: return "NVJITLINK_ERROR_OUTDATED_LIBRARY";
+    case NVJITLINK_ERROR_MISSING_FATBIN: return "NVJITLINK_ERROR_MISSING_FATBIN";
+    case NVJITLINK_ERROR_UNRECOGNIZED_ARCH: return "NVJITLINK_ERROR_UNRECOGNIZED_ARCH";
+    case NVJITLINK_ERROR_UNSUPPORTED_ARCH: return "NVJITLINK_ERROR_UNSUPPORTED_ARCH";
+    case NVJITLINK_ERROR_LTO_NOT_ENABLED: return "NVJITLINK_ERROR_LTO_NOT_ENABLED";
+    }
+    return "NVJITLINK_ERROR_(unknown)";
+}
+
+/* Options that change the binary; they also enter the backend's cache-key identity. */
+#define JITLINK_OPT_O "-O3"
+#define PTXC_OPT_O "-O3"
+
+/* ---- nvJitLink */
+
+static fa3_status jitlink_version(char *buf, size_t size)
+{
+    unsigned major = 0, minor = 0;
+    nvJitLinkResult r = nvJitLinkVersion(&major, &minor);
+    if (r != NVJITLINK_SUCCESS)
+        return fa3_seterr(FA3_ERR_LINK, "nvJitLinkVersion failed: %s", jitlink_result_name(r));
+    snprintf(buf, size, "nvJitLink %u.%u " JITLINK_OPT_O, major, minor);
+    return FA3_OK;
+}
+
+/* Reads one of nvJitLink's logs into a malloc'd string ("" when empty). */
+static fa3_status jitlink_log(nvJitLinkHandle h, int error_log, char **out)
+{
+    size_t n = 0;
+    nvJitLinkResult r = error_log ? nvJitLinkGetErrorLogSize(h, &n) : nvJitLinkGetInfoLogSize(h, &n);
+    if (r != NVJITLINK_SUCCESS)
+        return fa3_seterr(FA3_ERR_LINK, "%s failed: %s",
+                          error_log ? "nvJitLinkGetErrorLogSize" : "nvJitLinkGetInfoLogSize",
+                          jitlink_result_name(r));
+    char *s = malloc(n + 1);
+    if (!s)
+        return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory reading a %zu-byte nvJitLink log", n);
+    s[0] = '\0';
+    if (n > 0) {
+        r = error_log ? nvJitLinkGetErrorLog(h, s) : nvJitLinkGetInfoLog(h, s);
+        if (r != NVJITLINK_SUCCESS) {
+            free(s);
+            return fa3_seterr(FA3_ERR_LINK, "%s failed: %s",
+                              error_log ? "nvJitLinkGetErrorLog" : "nvJitLinkGetInfoLog",
+                              jitlink_result_name(r));
+        }
+    }
+    s[n] = '\0';
+    *out = s;
+    return FA3_OK;
+}
+
+/* Collects both logs into r (best effort: used on the failure path too). */
+static fa3_status jitlink_logs(nvJitLinkHandle h, fa3_compile_result *r)
+{
+    fa3_status st = FA3_OK;
+    if (!r->info_log)
+        st = jitlink_log(h, 0, &r->info_log);
+    if (!r->error_log) {
+        fa3_status st2 = jitlink_log(h, 1, &r->error_log);
+        if (st == FA3_OK)
+            st = st2;
+    }
+    return st;
+}
+
+static fa3_status compile_jitlink(const char *ptx, size_t len, const char *arch,
+                                  fa3_compile_result *out)
+{
+    FA3_TRY(jitlink_version(out->backend_version, sizeof out->backend_version));
+    char arch_opt[32];
+    snprintf(arch_opt, sizeof arch_opt, "-arch=%s", arch);
+    const char *opts[] = {arch_opt, JITLINK_OPT_O, "-Xptxas=-v"};
+    nvJitLinkHandle h = NULL;
+    nvJitLinkResult r = nvJitLinkCreate(&h, (uint32_t)(sizeof opts / sizeof opts[0]), opts);
+    if (r != NVJITLINK_SUCCESS)
+        return fa3_seterr(FA3_ERR_LINK, "nvJitLinkCreate(%s %s -Xptxas=-v) failed: %s", arch_opt,
+                          JITLINK_OPT_O, jitlink_result_name(r));
+
+    const char *failed = NULL;
+    r = nvJitLinkAddData(h, NVJITLINK_INPUT_PTX, ptx, len, FA3_KERNEL_NAME ".ptx");
+    if (r != NVJITLINK_SUCCESS)
+        failed = "nvJitLinkAddData(PTX)";
+    if (!failed) {
+        r = nvJitLinkComplete(h);
+        if (r != NVJITLINK_SUCCESS)
+            failed = "nvJitLinkComplete";
+    }
+    size_t size = 0;
+    if (!failed) {
+        r = nvJitLinkGetLinkedCubinSize(h, &size);
+        if (r != NVJITLINK_SUCCESS)
+            failed = "nvJitLinkGetLinkedCubinSize";
+        else if (size == 0) {
+            r = NVJITLINK_ERROR_INTERNAL;
+            failed = "nvJitLinkGetLinkedCubinSize (empty cubin)";
+        }
+    }
+    if (failed) {
+        /* The logs explain the failure; read them first, then set the message. */
+        fa3_compile_result tmp;
+        result_init(&tmp);
+        (void)jitlink_logs(h, &tmp);
+        out->info_log = tmp.info_log;
+        out->error_log = tmp.error_log;
+        nvJitLinkResult dr = nvJitLinkDestroy(&h);
+        (void)dr; /* the failure being reported matters more */
+        fa3_seterr(FA3_ERR_LINK, "%s failed: %s", failed, jitlink_result_name(r));
+        append_logs(out);
+        return FA3_ERR_LINK;
+    }
+    fa3_status st = FA3_OK;
+    out->cubin = malloc(size);
+    if (!out->cubin)
+        st = fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory for a %zu-byte cubin", size);
+    if (st == FA3_OK) {
+        r = nvJitLinkGetLinkedCubin(h, out->cubin);
+        if (r != NVJITLINK_SUCCESS)
+            st = fa3_seterr(FA3_ERR_LINK, "nvJitLinkGetLinkedCubin failed: %s",
+                            jitlink_result_name(r));
+        else
+            out->cubin_size = size;
+    }
+    if (st == FA3_OK)
+        st = jitlink_logs(h, out);
+    r = nvJitLinkDestroy(&h);
+    if (st == FA3_OK && r != NVJITLINK_SUCCESS)
+        st = fa3_seterr(FA3_ERR_LINK, "nvJitLinkDestroy failed: %s", jitlink_result_name(r));
+    return st;
+}
+
+/* ---- PTX Compiler API */
+
+#if FA3_HAVE_PTX_COMPILER
+static const char *ptxc_result_name(nvPTXCompileResult r)
+{
+    switch (r) {
+    case NVPTXCOMPILE_SUCCESS: return "NVPTXCOMPILE_SUCCESS";
+    case NVPTXCOMPILE_ERROR_INVALID_COMPILER_HANDLE: return "NVPTXCOMPILE_ERROR_INVALID_COMPILER_HANDLE";
+    case NVPTXCOMPILE_ERROR_INVALID_INPUT: return "NVPTXCOMPILE_ERROR_INVALID_INPUT";
+    case NVPTXCOMPILE_ERROR_COMPILATION_FAILURE: return "NVPTXCOMPILE_ERROR_COMPILATION_FAILURE";
+    case NVPTXCOMPILE_ERROR_INTERNAL: return "NVPTXCOMPILE_ERROR_INTERNAL";
+    case NVPTXCOMPILE_ERROR_OUT_OF_MEMORY: return "NVPTXCOMPILE_ERROR_OUT_OF_MEMORY";
+    case NVPTXCOMPILE_ERROR_COMPILER_INVOCATION_INCOMPLETE:
+        return "NVPTXCOMPILE_ERROR_COMPILER_INVOCATION_INCOMPLETE";
+    case NVPTXCOMPILE_ERROR_UNSUPPORTED_PTX_VERSION: return "NVPTXCOMPILE_ERROR_UNSUPPORTED_PTX_VERSION";
+    case NVPTXCOMPILE_ERROR_UNSUPPORTED_DEVSIDE_SYNC: return "NVPTXCOMPILE_ERROR_UNSUPPORTED_DEVSIDE_SYNC";
+    case NVPTXCOMPILE_ERROR_CANCELLED: return "NVPTXCOMPILE_ERROR_CANCELLED";
+    }
+    return "NVPTXCOMPILE_ERROR_(unknown)";
+}
+
+static fa3_status ptxc_version(char *buf, size_t size)
+{
+    unsigned major = 0, minor = 0;
+    nvPTXCompileResult r = nvPTXCompilerGetVersion(&major, &minor);
+    if (r != NVPTXCOMPILE_SUCCESS)
+        return fa3_seterr(FA3_ERR_COMPILE, "nvPTXCompilerGetVersion failed: %s",
+                          ptxc_result_name(r));
+    snprintf(buf, size, "nvPTXCompiler %u.%u " PTXC_OPT_O, major, minor);
+    return FA3_OK;
+}
+
+static fa3_status ptxc_log(nvPTXCompilerHandle h, int error_log, char **out)
+{
+    size_t n = 0;
+    nvPTXCompileResult r = error_log ? nvPTXCompilerGetErrorLogSize(h, &n)
+                                     : nvPTXCompilerGetInfoLogSize(h, &n);
+    if (r != NVPTXCOMPILE_SUCCESS)
+        return fa3_seterr(FA3_ERR_COMPILE, "%s failed: %s",
+                          error_log ? "nvPTXCompilerGetErrorLogSize" : "nvPTXCompilerGetInfoLogSize",
+                          ptxc_result_name(r));
+    char *s = malloc(n + 1);
+    if (!s)
+        return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory reading a %zu-byte compiler log", n);
+    s[0] = '\0';
+    if (n > 0) {
+        r = error_log ? nvPTXCompilerGetErrorLog(h, s) : nvPTXCompilerGetInfoLog(h, s);
+        if (r != NVPTXCOMPILE_SUCCESS) {
+            free(s);
+            return fa3_seterr(FA3_ERR_COMPILE, "%s failed: %s",
+                              error_log ? "nvPTXCompilerGetErrorLog" : "nvPTXCompilerGetInfoLog",
+                              ptxc_result_name(r));
+        }
+    }
+    s[n] = '\0';
+    *out = s;
+    return FA3_OK;
+}
+
+static fa3_status ptxc_logs(nvPTXCompilerHandle h, fa3_compile_result *r)
+{
+    fa3_status st = FA3_OK;
+    if (!r->info_log)
+        st = ptxc_log(h, 0, &r->info_log);
+    if (!r->error_log) {
+        fa3_status st2 = ptxc_log(h, 1, &r->error_log);
+        if (st == FA3_OK)
+            st = st2;
+    }
+    return st;
+}
+
+static fa3_status compile_ptxc(const char *ptx, size_t len, const char *arch,
+                               fa3_compile_result *out)
+{
+    FA3_TRY(ptxc_version(out->backend_version, sizeof out->backend_version));
+    char arch_opt[32];
+    snprintf(arch_opt, sizeof arch_opt, "--gpu-name=%s", arch);
+    const char *const opts[] = {arch_opt, PTXC_OPT_O, "--verbose"};
+    nvPTXCompilerHandle h = NULL;
+    nvPTXCompileResult r = nvPTXCompilerCreate(&h, len, ptx);
+    if (r != NVPTXCOMPILE_SUCCESS)
+        return fa3_seterr(FA3_ERR_COMPILE, "nvPTXCompilerCreate failed: %s", ptxc_result_name(r));
+
+    const char *failed = NULL;
+    r = nvPTXCompilerCompile(h, (int)(sizeof opts / sizeof opts[0]), opts);
+    if (r != NVPTXCOMPILE_SUCCESS)
+        failed = "nvPTXCompilerCompile";
+    size_t size = 0;
+    if (!failed) {
+        r = nvPTXCompilerGetCompiledProgramSize(h, &size);
+        if (r != NVPTXCOMPILE_SUCCESS)
+            failed = "nvPTXCompilerGetCompiledProgramSize";
+        else if (size == 0) {
+            r = NVPTXCOMPILE_ERROR_INTERNAL;
+            failed = "nvPTXCompilerGetCompiledProgramSize (empty program)";
+        }
+    }
+    if (failed) {
+        fa3_compile_result tmp;
+        result_init(&tmp);
+        (void)ptxc_logs(h, &tmp);
+        out->info_log = tmp.info_log;
+        out->error_log = tmp.error_log;
+        nvPTXCompileResult dr = nvPTXCompilerDestroy(&h);
+        (void)dr;
+        fa3_seterr(FA3_ERR_COMPILE, "%s(%s %s --verbose) failed: %s", failed, arch_opt, PTXC_OPT_O,
+                   ptxc_result_name(r));
+        append_logs(out);
+        return FA3_ERR_COMPILE;
+    }
+    fa3_status st = FA3_OK;
+    out->cubin = malloc(size);
+    if (!out->cubin)
+        st = fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory for a %zu-byte cubin", size);
+    if (st == FA3_OK) {
+        r = nvPTXCompilerGetCompiledProgram(h, out->cubin);
+        if (r != NVPTXCOMPILE_SUCCESS)
+            st = fa3_seterr(FA3_ERR_COMPILE, "nvPTXCompilerGetCompiledProgram failed: %s",
+                            ptxc_result_name(r));
+        else
+            out->cubin_size = size;
+    }
+    if (st == FA3_OK)
+        st = ptxc_logs(h, out);
+    r = nvPTXCompilerDestroy(&h);
+    if (st == FA3_OK && r != NVPTXCOMPILE_SUCCESS)
+        st = fa3_seterr(FA3_ERR_COMPILE, "nvPTXCompilerDestroy failed: %s", ptxc_result_name(r));
+    return st;
+}
+#endif /* FA3_HAVE_PTX_COMPILER */
+
+/* ---- dispatch */
+
+fa3_status fa3_backend_version(fa3_backend b, char *buf, size_t size)
+{
+    if (!buf || size == 0)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_backend_version: no buffer");
+    buf[0] = '\0';
+    switch (fa3_backend_resolve(b)) {
+    case FA3_BACKEND_PTX_COMPILER:
+#if FA3_HAVE_PTX_COMPILER
+        return ptxc_version(buf, size);
+#else
+        return fa3_seterr(FA3_ERR_BAD_BACKEND,
+                          "backend ptx-compiler is not built into this library (configure with "
+                          "-Dptx_compiler_dir=<folder of libnvptxcompiler_static.a>)");
+#endif
+    case FA3_BACKEND_NVJITLINK:
+        return jitlink_version(buf, size);
+    case FA3_BACKEND_DRIVER_JIT: {
+        const fa3_driver *d = NULL;
+        if (fa3_driver_get(&d) == FA3_OK)
+            snprintf(buf, size, "driver-jit %d", d->version);
+        else {
+            fa3_clearerr(); /* not an error here: the launch will report it */
+            snprintf(buf, size, "driver-jit unavailable");
+        }
+        return FA3_OK;
+    }
+    case FA3_BACKEND_AUTO:
+        break;
+    }
+    return fa3_seterr(FA3_ERR_BAD_BACKEND, "backend %d is not a valid fa3_backend", (int)b);
+}
+
+fa3_status fa3_compile_ptx(const char *ptx, size_t len, fa3_arch arch, fa3_backend b,
+                           fa3_compile_result *out)
+{
+    if (!out)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_compile_ptx: NULL result");
+    result_init(out);
+    if (!ptx || len == 0 || ptx[len] != '\0')
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                          "fa3_compile_ptx: PTX text missing or not NUL-terminated at len %zu", len);
+    const char *arch_name = fa3_arch_name(arch);
+    if (!arch_name)
+        return fa3_seterr(FA3_ERR_BAD_ARCH, "arch %d is not supported (supported: 90 = sm_90a)",
+                          (int)arch);
+    fa3_status st;
+    switch (b) {
+    case FA3_BACKEND_PTX_COMPILER:
+#if FA3_HAVE_PTX_COMPILER
+        st = compile_ptxc(ptx, len, arch_name, out);
+        break;
+#else
+        return fa3_seterr(FA3_ERR_BAD_BACKEND,
+                          "backend ptx-compiler is not built into this library");
+#endif
+    case FA3_BACKEND_NVJITLINK:
+        st = compile_jitlink(ptx, len, arch_name, out);
+        break;
+    case FA3_BACKEND_DRIVER_JIT:
+        /* Compiled by the driver when the module is loaded. */
+        st = fa3_backend_version(b, out->backend_version, sizeof out->backend_version);
+        if (st == FA3_OK && (!(out->info_log = dup_text("")) || !(out->error_log = dup_text(""))))
+            st = fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory");
+        break;
+    default:
+        return fa3_seterr(FA3_ERR_BAD_BACKEND, "backend %d cannot compile (resolve AUTO first)",
+                          (int)b);
+    }
+    /* Resources come from the info log; a warning counts in either log. */
+    if (out->info_log)
+        fa3_parse_ptxas_log(out->info_log, out);
+    if (out->error_log) {
+        fa3_compile_result w;
+        result_init(&w);
+        fa3_parse_ptxas_log(out->error_log, &w);
+        out->has_warning |= w.has_warning;
+    }
+    return st;
+}

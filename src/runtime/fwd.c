@@ -1,0 +1,372 @@
+/*
+ * The forward call: argument helpers, the FLOP count, and fa3_fwd, which validates every argument
+ * against the kernel's config (each failure names the field and its value) before anything touches
+ * the GPU, then fills the kernel's single parameter block (kernel_abi.h: three TMA descriptors,
+ * O/LSE addresses and strides, shapes, mask window, softmax constants) and launches one CTA per
+ * (query tile, head, batch).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernel_abi.h"
+#include "runtime/runtime.h"
+
+#define LOG2E 1.4426950408889634
+
+/* ------------------------------------------------------------------ helpers */
+
+void fa3_fwd_args_init(fa3_fwd_args *args)
+{
+    if (!args)
+        return;
+    memset(args, 0, sizeof *args);
+    args->window_size_left = -1;
+    args->window_size_right = -1;
+}
+
+void fa3_fwd_args_set_contiguous(fa3_fwd_args *a, int head_dim, int head_dim_v)
+{
+    if (!a)
+        return;
+    if (head_dim_v <= 0)
+        head_dim_v = head_dim;
+    int64_t hq = a->num_heads, hk = a->num_heads_k, sq = a->seqlen_q, sk = a->seqlen_k;
+    a->q_head_stride = head_dim;
+    a->q_row_stride = hq * head_dim;
+    a->q_batch_stride = sq * hq * head_dim;
+    a->k_head_stride = head_dim;
+    a->k_row_stride = hk * head_dim;
+    a->k_batch_stride = sk * hk * head_dim;
+    a->v_head_stride = head_dim_v;
+    a->v_row_stride = hk * head_dim_v;
+    a->v_batch_stride = sk * hk * head_dim_v;
+    a->o_head_stride = head_dim_v;
+    a->o_row_stride = hq * head_dim_v;
+    a->o_batch_stride = sq * hq * head_dim_v;
+}
+
+/* Number of (query, key) pairs one (batch, head) sees under the mask; windows as in fa3_mask
+   (negative = unlimited). Exact, O(seqlen_q). */
+static double visible_pairs(int sq, int sk, int64_t wl, int64_t wr)
+{
+    double pairs = 0;
+    int64_t off = (int64_t)sk - sq;
+    for (int64_t i = 0; i < sq; i++) {
+        int64_t lo = wl < 0 ? 0 : i + off - wl;
+        int64_t hi = wr < 0 ? (int64_t)sk - 1 : i + off + wr;
+        if (lo < 0)
+            lo = 0;
+        if (hi > (int64_t)sk - 1)
+            hi = (int64_t)sk - 1;
+        if (hi >= lo)
+            pairs += (double)(hi - lo + 1);
+    }
+    return pairs;
+}
+
+double fa3_fwd_flops(const fa3_config *cfg, const fa3_fwd_args *args)
+{
+    if (!cfg || !args || args->batch < 1 || args->num_heads < 1 || args->seqlen_q < 1 ||
+        args->seqlen_k < 1)
+        return 0.0;
+    int hd = cfg->head_dim, hdv = cfg->head_dim_v ? cfg->head_dim_v : cfg->head_dim;
+    /* QKᵀ: 2·sq·sk·hd, PV: 2·sq·sk·hdv per (batch, head). */
+    double per_pair = 2.0 * ((double)hd + (double)hdv);
+    double bh = (double)args->batch * (double)args->num_heads;
+    double sq = args->seqlen_q, sk = args->seqlen_k;
+    switch (cfg->mask) {
+    case FA3_MASK_NONE:
+        return bh * sq * sk * per_pair;
+    case FA3_MASK_CAUSAL:
+        if (args->seqlen_q == args->seqlen_k)
+            return 0.5 * bh * sq * sk * per_pair; /* FlashAttention's convention */
+        return bh * visible_pairs(args->seqlen_q, args->seqlen_k, -1, 0) * per_pair;
+    case FA3_MASK_LOCAL:
+        return bh *
+               visible_pairs(args->seqlen_q, args->seqlen_k, args->window_size_left,
+                             args->window_size_right) *
+               per_pair;
+    }
+    return 0.0;
+}
+
+/* ------------------------------------------------------------------ validation */
+
+#define MAX_TMA_STRIDE ((int64_t)1 << 40) /* bytes, exclusive */
+
+/* A Q/K/V stride: non-negative; when its dimension has more than one element, × 2 bytes a
+   multiple of 16 and below 2^40 (TMA rules). */
+static fa3_status check_tma_stride(const char *name, int64_t stride, int64_t extent, int esize)
+{
+    if (stride < 0)
+        return fa3_seterr(FA3_ERR_BAD_STRIDE, "%s %lld is negative", name, (long long)stride);
+    if (extent <= 1)
+        return FA3_OK; /* never used: the tensor map gets a substitute */
+    if (stride >= MAX_TMA_STRIDE / esize)
+        return fa3_seterr(FA3_ERR_BAD_STRIDE,
+                          "%s %lld elements is too large (TMA strides must be below 2^40 bytes)",
+                          name, (long long)stride);
+    if ((stride * esize) % 16 != 0)
+        return fa3_seterr(FA3_ERR_BAD_STRIDE,
+                          "%s %lld elements = %lld bytes is not a multiple of 16 bytes (TMA)", name,
+                          (long long)stride, (long long)(stride * esize));
+    return FA3_OK;
+}
+
+static fa3_status check_o_stride(const char *name, int64_t stride, int64_t extent)
+{
+    if (stride < 0)
+        return fa3_seterr(FA3_ERR_BAD_STRIDE, "%s %lld is negative", name, (long long)stride);
+    if (extent > 1 && stride % 2 != 0)
+        return fa3_seterr(FA3_ERR_BAD_STRIDE,
+                          "%s %lld is odd (O is written two elements at a time: strides must be "
+                          "even)", name, (long long)stride);
+    if (extent > 1 && stride > (INT64_MAX / 4) / extent)
+        return fa3_seterr(FA3_ERR_BAD_STRIDE, "%s %lld is too large", name, (long long)stride);
+    return FA3_OK;
+}
+
+static fa3_status check_aligned(const char *name, const void *p, uintptr_t align)
+{
+    if ((uintptr_t)p % align != 0)
+        return fa3_seterr(FA3_ERR_BAD_ALIGNMENT, "%s %p is not %u-byte aligned", name, p,
+                          (unsigned)align);
+    return FA3_OK;
+}
+
+/* Everything about args that does not need the GPU. Normalized values come back in the out
+   parameters. */
+static fa3_status validate(const fa3_kernel *k, const fa3_fwd_args *a, float *scale,
+                           int *win_left, int *win_right, uint32_t *tiles)
+{
+    const fa3_config *c = &k->cfg;
+    const int es = k->plan.elem_bytes;
+    if (!a->q || !a->k || !a->v || !a->o)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "args->%s is NULL",
+                          !a->q ? "q" : !a->k ? "k" : !a->v ? "v" : "o");
+
+    /* shapes */
+    static const char *const shape_names[] = {"batch", "seqlen_q", "seqlen_k", "num_heads",
+                                              "num_heads_k"};
+    const int shape[] = {a->batch, a->seqlen_q, a->seqlen_k, a->num_heads, a->num_heads_k};
+    for (int i = 0; i < 5; i++)
+        if (shape[i] < 1)
+            return fa3_seterr(FA3_ERR_BAD_SHAPE, "args->%s %d must be at least 1", shape_names[i],
+                              shape[i]);
+    if (a->num_heads % a->num_heads_k != 0)
+        return fa3_seterr(FA3_ERR_BAD_SHAPE,
+                          "args->num_heads %d is not a multiple of args->num_heads_k %d",
+                          a->num_heads, a->num_heads_k);
+    /* The kernel forms i + seqlen_k - seqlen_q ± window in 32-bit integers. */
+    if ((int64_t)a->seqlen_q + a->seqlen_k > INT32_MAX)
+        return fa3_seterr(FA3_ERR_BAD_SHAPE,
+                          "args->seqlen_q %d + args->seqlen_k %d exceeds 2^31-1", a->seqlen_q,
+                          a->seqlen_k);
+    int64_t m_blocks = ((int64_t)a->seqlen_q + k->plan.block_m - 1) / k->plan.block_m;
+    int64_t total = m_blocks * a->num_heads; /* ≤ 2^31 · 2^31 / 128: no overflow */
+    if (total > INT32_MAX || total * a->batch > INT32_MAX)
+        return fa3_seterr(FA3_ERR_BAD_SHAPE,
+                          "too many tiles: ceil(seqlen_q %d / %d) * num_heads %d * batch %d exceeds "
+                          "2^31-1", a->seqlen_q, k->plan.block_m, a->num_heads, a->batch);
+    total *= a->batch;
+
+    /* pointers */
+    FA3_TRY(check_aligned("args->q", a->q, 16));
+    FA3_TRY(check_aligned("args->k", a->k, 16));
+    FA3_TRY(check_aligned("args->v", a->v, 16));
+    FA3_TRY(check_aligned("args->o", a->o, 4));
+    FA3_TRY(check_aligned("args->lse", a->lse, 4));
+
+    /* strides */
+    FA3_TRY(check_tma_stride("args->q_row_stride", a->q_row_stride, a->seqlen_q, es));
+    FA3_TRY(check_tma_stride("args->q_head_stride", a->q_head_stride, a->num_heads, es));
+    FA3_TRY(check_tma_stride("args->q_batch_stride", a->q_batch_stride, a->batch, es));
+    FA3_TRY(check_tma_stride("args->k_row_stride", a->k_row_stride, a->seqlen_k, es));
+    FA3_TRY(check_tma_stride("args->k_head_stride", a->k_head_stride, a->num_heads_k, es));
+    FA3_TRY(check_tma_stride("args->k_batch_stride", a->k_batch_stride, a->batch, es));
+    FA3_TRY(check_tma_stride("args->v_row_stride", a->v_row_stride, a->seqlen_k, es));
+    FA3_TRY(check_tma_stride("args->v_head_stride", a->v_head_stride, a->num_heads_k, es));
+    FA3_TRY(check_tma_stride("args->v_batch_stride", a->v_batch_stride, a->batch, es));
+    FA3_TRY(check_o_stride("args->o_row_stride", a->o_row_stride, a->seqlen_q));
+    FA3_TRY(check_o_stride("args->o_head_stride", a->o_head_stride, a->num_heads));
+    FA3_TRY(check_o_stride("args->o_batch_stride", a->o_batch_stride, a->batch));
+
+    /* softmax scale */
+    float s = a->softmax_scale;
+    if (s == 0.0f)
+        s = (float)(1.0 / sqrt((double)c->head_dim));
+    else if (!isfinite(s) || !(s > 0.0f))
+        return fa3_seterr(FA3_ERR_BAD_SCALE,
+                          "args->softmax_scale %g must be positive and finite (0 = 1/sqrt(head_dim))",
+                          (double)a->softmax_scale);
+    *scale = s;
+
+    /* softcap */
+    if (c->softcap) {
+        if (!isfinite(a->softcap) || !(a->softcap > 0.0f))
+            return fa3_seterr(FA3_ERR_BAD_SOFTCAP,
+                              "args->softcap %g must be positive and finite for a softcap kernel",
+                              (double)a->softcap);
+    } else if (a->softcap != 0.0f) {
+        return fa3_seterr(FA3_ERR_BAD_SOFTCAP,
+                          "args->softcap %g must be 0: the kernel's config has softcap = 0",
+                          (double)a->softcap);
+    }
+
+    /* windows */
+    int wl = a->window_size_left, wr = a->window_size_right;
+    if (c->mask == FA3_MASK_LOCAL) {
+        if (wl < -1 || wr < -1)
+            return fa3_seterr(FA3_ERR_BAD_WINDOW,
+                              "args->window_size_%s %d is invalid (-1 = unlimited, else >= 0)",
+                              wl < -1 ? "left" : "right", wl < -1 ? wl : wr);
+        /* A window that reaches past every key is unlimited (left: wl >= seqlen_k - 1 already
+           is; right: wr >= seqlen_q - 1). Writing -1 for it keeps the kernel's 32-bit
+           i + seqlen_k - seqlen_q ± window within range. */
+        if (wl >= a->seqlen_k)
+            wl = -1;
+        if (wr >= a->seqlen_q)
+            wr = -1;
+        *win_left = wl;
+        *win_right = wr;
+    } else {
+        if (wl != -1 || wr != -1)
+            return fa3_seterr(FA3_ERR_BAD_WINDOW,
+                              "args->window_size_left/right %d/%d must be -1/-1 for mask %s (only "
+                              "FA3_MASK_LOCAL uses windows)", wl, wr,
+                              c->mask == FA3_MASK_CAUSAL ? "causal" : "none");
+        *win_left = -1;
+        *win_right = c->mask == FA3_MASK_CAUSAL ? 0 : -1;
+    }
+    *tiles = (uint32_t)total;
+    return FA3_OK;
+}
+
+/* ------------------------------------------------------------------ launch */
+
+/* A byte stride the tensor map accepts for a dimension of extent 1 (whose stride is never used):
+   the contiguous stride, i.e. the inner extents' product, rounded up to 16; the row size if that
+   would be too large. */
+static uint64_t substitute_stride(const uint64_t *dims, int dim, int esize)
+{
+    uint64_t s = (uint64_t)esize;
+    for (int i = 0; i < dim; i++) {
+        if (s > (uint64_t)MAX_TMA_STRIDE / (dims[i] ? dims[i] : 1)) {
+            s = 0;
+            break;
+        }
+        s *= dims[i];
+    }
+    s = (s + 15) & ~(uint64_t)15;
+    if (s == 0 || s >= (uint64_t)MAX_TMA_STRIDE)
+        s = ((uint64_t)esize * dims[0] + 15) & ~(uint64_t)15;
+    return s;
+}
+
+static fa3_status encode_map(const fa3_driver *d, uint8_t map[128], const char *which,
+                             CUtensorMapDataType dtype, int esize, const void *ptr, int head_dim,
+                             int seqlen, int heads, int batch, int64_t row_stride,
+                             int64_t head_stride, int64_t batch_stride, int rows)
+{
+    const cuuint64_t dims[4] = {(cuuint64_t)head_dim, (cuuint64_t)seqlen, (cuuint64_t)heads,
+                                (cuuint64_t)batch};
+    const int64_t strides_el[3] = {row_stride, head_stride, batch_stride};
+    cuuint64_t strides[3];
+    for (int i = 0; i < 3; i++)
+        strides[i] = dims[i + 1] > 1 ? (cuuint64_t)strides_el[i] * (cuuint64_t)esize
+                                     : (cuuint64_t)substitute_stride(dims, i + 1, esize);
+    const cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1};
+    const cuuint32_t estr[4] = {1, 1, 1, 1};
+    CUresult r = d->cuTensorMapEncodeTiled((CUtensorMap *)(void *)map, dtype, 4, (void *)ptr, dims,
+                                           strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                           CU_TENSOR_MAP_SWIZZLE_128B,
+                                           CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fa3_status st = fa3_cu_check(r, "cuTensorMapEncodeTiled");
+        fa3_appenderr(" for %s: dims {%llu, %llu, %llu, %llu}, byte strides {%llu, %llu, %llu}, "
+                      "box {64, %d, 1, 1}, address %p", which, (unsigned long long)dims[0],
+                      (unsigned long long)dims[1], (unsigned long long)dims[2],
+                      (unsigned long long)dims[3], (unsigned long long)strides[0],
+                      (unsigned long long)strides[1], (unsigned long long)strides[2], rows, ptr);
+        return st;
+    }
+    return FA3_OK;
+}
+
+fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream)
+{
+    if (!kernel || !args)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_fwd: NULL %s",
+                          !kernel ? "kernel" : "args");
+    const fa3_config *c = &kernel->cfg;
+    const fa3_plan *p = &kernel->plan;
+    float scale = 1.0f;
+    int wl = -1, wr = -1;
+    uint32_t tiles = 0;
+    FA3_TRY(validate(kernel, args, &scale, &wl, &wr, &tiles));
+
+    /* The device. */
+    const fa3_driver *d;
+    FA3_TRY(fa3_driver_get(&d));
+    CUdevice dev;
+    FA3_TRY(fa3_driver_ensure_context(NULL, &dev));
+    int major = 0, minor = 0;
+    FA3_TRY(FA3_CU(d, cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                           dev)));
+    FA3_TRY(FA3_CU(d, cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                           dev)));
+    if (major != 9 || minor != 0) {
+        char name[128] = "?";
+        if (d->cuDeviceGetName(name, (int)sizeof name, dev) != CUDA_SUCCESS)
+            strcpy(name, "?");
+        return fa3_seterr(FA3_ERR_UNSUPPORTED,
+                          "device %d (%s) has compute capability %d.%d; fa3jit kernels need 9.0 "
+                          "(sm_90a, Hopper)", (int)dev, name, major, minor);
+    }
+    CUfunction fn;
+    FA3_TRY(fa3_kernel_function(kernel, &fn, NULL));
+
+    /* The parameter block. */
+    _Alignas(64) fa3_kernel_params prm;
+    memset(&prm, 0, sizeof prm);
+    const CUtensorMapDataType dt = c->dtype == FA3_DTYPE_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                              : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const int es = p->elem_bytes;
+    FA3_TRY(encode_map(d, prm.tmap_q, "q", dt, es, args->q, c->head_dim, args->seqlen_q,
+                       args->num_heads, args->batch, args->q_row_stride, args->q_head_stride,
+                       args->q_batch_stride, p->block_m));
+    FA3_TRY(encode_map(d, prm.tmap_k, "k", dt, es, args->k, c->head_dim, args->seqlen_k,
+                       args->num_heads_k, args->batch, args->k_row_stride, args->k_head_stride,
+                       args->k_batch_stride, p->block_n));
+    FA3_TRY(encode_map(d, prm.tmap_v, "v", dt, es, args->v, c->head_dim_v, args->seqlen_k,
+                       args->num_heads_k, args->batch, args->v_row_stride, args->v_head_stride,
+                       args->v_batch_stride, p->block_n));
+    prm.o_ptr = (uint64_t)(uintptr_t)args->o;
+    prm.lse_ptr = (uint64_t)(uintptr_t)args->lse;
+    prm.o_batch_stride = args->o_batch_stride;
+    prm.o_row_stride = args->o_row_stride;
+    prm.o_head_stride = args->o_head_stride;
+    prm.seqlen_q = args->seqlen_q;
+    prm.seqlen_k = args->seqlen_k;
+    prm.num_heads = args->num_heads;
+    prm.heads_per_kv = args->num_heads / args->num_heads_k;
+    prm.num_m_blocks = (int32_t)(((int64_t)args->seqlen_q + p->block_m - 1) / p->block_m);
+    prm.window_left = wl;
+    prm.window_right = wr;
+    if (c->softcap) {
+        prm.score_mul = (float)((double)scale / (double)args->softcap);
+        prm.scale_log2 = (float)((double)args->softcap * LOG2E);
+        prm.lse_mul = args->softcap;
+    } else {
+        prm.score_mul = 1.0f;
+        prm.scale_log2 = (float)((double)scale * LOG2E);
+        prm.lse_mul = scale;
+    }
+    prm.total_tiles = tiles;
+
+    void *params[] = {&prm};
+    return FA3_CU(d, cuLaunchKernel(fn, tiles, 1, 1, (unsigned)p->threads, 1, 1,
+                                    (unsigned)p->smem_bytes, (CUstream)stream, params, NULL));
+}

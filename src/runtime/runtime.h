@@ -1,0 +1,92 @@
+/*
+ * Runtime objects behind the public handles: fa3_context (options, resolved backend, cache
+ * directory, the table of kernels) and fa3_kernel (config, plan, PTX, cubin, compile results and
+ * the per-CUcontext modules). Internal functions other runtime files call are declared here.
+ */
+#ifndef FA3JIT_RUNTIME_H
+#define FA3JIT_RUNTIME_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "codegen/codegen.h"
+#include "runtime/driver.h"
+
+/* One loaded copy of a kernel's module in one CUDA context. */
+typedef struct fa3_kernel_module {
+    CUcontext cuctx;
+    CUmodule module;
+    CUfunction function;
+} fa3_kernel_module;
+
+struct fa3_kernel {
+    fa3_context *owner;
+    /* Immutable once the kernel is published in the context's table (state == READY). */
+    fa3_config cfg;          /* canonical */
+    fa3_plan plan;
+    fa3_backend backend;     /* resolved: PTX_COMPILER, NVJITLINK or DRIVER_JIT */
+    char backend_version[96];
+    char key[33];            /* cache key, 32 lowercase hex digits */
+    char *ptx;               /* NUL-terminated generated PTX */
+    size_t ptx_len;
+    void *cubin;             /* NULL for DRIVER_JIT */
+    size_t cubin_size;
+    double compile_ms;       /* codegen + compile when compiled by this context, else 0 */
+
+    /* Guarded by mu (DRIVER_JIT fills these in at the first module load). */
+    pthread_mutex_t mu;
+    char *compile_log;       /* never NULL once published; replaced only while "" (DRIVER_JIT) */
+    int num_regs, spill_store_bytes, spill_load_bytes, stack_bytes; /* -1 = unknown */
+    int has_warning;         /* the compiler log has a warning line */
+    fa3_kernel_source first_source; /* COMPILED or DISK: how the context first obtained it */
+    unsigned long long serial;      /* process-unique id (per-thread "latest source" tracking) */
+    fa3_kernel_module *modules;
+    size_t num_modules, cap_modules;
+
+    /* Guarded by the owner's mu. */
+    int ready;               /* 0 while being built by some thread */
+    struct fa3_kernel *next; /* context's table */
+};
+
+struct fa3_context {
+    fa3_backend requested;   /* as given in the options */
+    fa3_backend backend;     /* AUTO resolved */
+    char *cache_dir;         /* NULL = disk cache off */
+    pthread_mutex_t mu;      /* guards kernels, every kernel's ready/next, cache_warning */
+    pthread_cond_t built;    /* broadcast when a kernel under construction is finished or dropped */
+    fa3_kernel *kernels;     /* singly linked; few configs per process, so a list suffices */
+    char cache_warning[512]; /* last disk-cache problem worked around ("" = none) */
+};
+
+/*
+ * The CUfunction of kernel in the calling thread's current CUDA context (made current first with
+ * fa3_driver_ensure_context if there is none). The first call per context loads the module:
+ * cuModuleLoadData on the cubin, or, for DRIVER_JIT, cuModuleLoadDataEx on the PTX with info/error
+ * log buffers (its log and the registers the driver reports then fill the kernel's info); then sets
+ * CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to plan.smem_bytes. Thread-safe.
+ * *dev (may be NULL) receives the context's device.
+ * Errors: FA3_ERR_NO_DRIVER, FA3_ERR_CUDA, FA3_ERR_COMPILE (driver JIT failed, log in the message),
+ * FA3_ERR_OUT_OF_MEMORY.
+ */
+FA3_INTERNAL fa3_status fa3_kernel_function(fa3_kernel *kernel, CUfunction *fn, CUdevice *dev);
+
+/*
+ * Cache key of a kernel: XXH3-128 (32 lowercase hex digits + NUL into out) of the canonical form
+ * of cfg (canonicalized again here, so equal kernels share a key), the PTX text ptx[0..len), the
+ * generator version FA3_GENERATOR_VERSION, backend's name (AUTO is resolved first) and
+ * backend_version (fa3_backend_version's string), and the arch name. Pure; implemented in cache.c.
+ * Errors: FA3_ERR_INVALID_ARGUMENT, the config errors, FA3_ERR_OUT_OF_MEMORY.
+ */
+FA3_INTERNAL fa3_status fa3_cache_key_for(const fa3_config *canonical, const char *ptx, size_t len,
+                                          fa3_backend backend, const char *backend_version,
+                                          char out[33]);
+
+/* 1 if the kernel's compile log has a diagnostic line (see fa3_compile_result.has_warning); for
+   DRIVER_JIT kernels known only after the first module load. Thread-safe. */
+FA3_INTERNAL int fa3_kernel_has_warning(const fa3_kernel *kernel);
+
+/* The context's last disk-cache warning (a read-only or uncreatable directory, a failed write),
+   copied into buf (size bytes); "" if none. Returns buf. */
+FA3_INTERNAL const char *fa3_context_cache_warning(fa3_context *ctx, char *buf, size_t size);
+
+#endif
