@@ -32,7 +32,8 @@ typedef struct fa3_plan {
     int smem_k_stage;      /* bytes per K stage */
     int smem_v;            /* V ring: stages × hdv_chunks boxes of block_n × 128 B */
     int smem_v_stage;      /* bytes per V stage */
-    int smem_bar;          /* mbarriers: q_full, k_full[st], v_full[st], k_empty[st], v_empty[st] */
+    int smem_bar;          /* mbarriers: q_full, k_full[st], v_full[st], k_empty[st], v_empty[st],
+                              q_empty */
     int smem_bytes;        /* dynamic shared memory to request (includes 1024 B alignment slack) */
 } fa3_plan;
 

@@ -83,6 +83,7 @@ static void emit_decls(gen *g)
     E(".reg .b32 %%thr, %%wg, %%warp, %%lane, %%sbase, %%bars;");
     E(".reg .b32 %%mblk, %%head, %%kvhead, %%batch, %%m0, %%sq, %%sk, %%wl, %%wr;");
     E(".reg .b32 %%nmin, %%nmax, %%niters, %%it, %%n, %%stage, %%phase, %%pstage, %%pphase;");
+    E(".reg .b32 %%tile, %%round, %%ntiles, %%qc, %%totit;");
     E(".reg .f32 %%score_mul, %%scale_log2, %%lse_mul;");
     E(".reg .f32 %%m0r, %%m1r, %%l0r, %%l1r;");
     E(".reg .b64 %%tmq, %%tmk, %%tmv;");
@@ -92,7 +93,6 @@ static void emit_decls(gen *g)
 static void emit_prologue(gen *g)
 {
     const fa3_plan *p = g->p;
-    const int bm = p->block_m, bn = p->block_n;
     E("mov.u32 %%thr, %%tid.x;");
     E("shr.u32 %%wg, %%thr, 7;");
     E("shr.u32 %%warp, %%thr, 5;");
@@ -104,22 +104,52 @@ static void emit_prologue(gen *g)
     E("and.b32 %%sbase, %%r0, -1024;");
     E("add.u32 %%bars, %%sbase, %d;", p->smem_bar);
 
-    /* Tile decode. Non-causal: m_block fastest (neighbouring CTAs share K/V in L2).
-       Masked: m_block slowest and reversed, so the longest rows start first. */
     param_ld(g, "u32", "%sq", FA3P_OFF_SEQLEN_Q);
     param_ld(g, "u32", "%sk", FA3P_OFF_SEQLEN_K);
+    param_ld(g, "s32", "%wl", FA3P_OFF_WINDOW_LEFT);
+    param_ld(g, "s32", "%wr", FA3P_OFF_WINDOW_RIGHT);
+    param_ld(g, "u32", "%ntiles", FA3P_OFF_TOTAL_TILES);
+
+    /* mbarriers: q_full, k_full[s], v_full[s] (1 arrival + tx bytes); k_empty[s], v_empty[s],
+       q_empty (one arrival per consumer thread). */
+    int lab = new_label(g);
+    E("setp.ne.u32 %%p2, %%thr, 0;");
+    E("@%%p2 bra $Linit%d;", lab);
+    E("mbarrier.init.shared::cta.b64 [%%bars], 1;");
+    for (int s = 0; s < p->stages; s++) {
+        E("mbarrier.init.shared::cta.b64 [%%bars+%d], 1;", 8 + 8 * s);
+        E("mbarrier.init.shared::cta.b64 [%%bars+%d], 1;", 8 + 8 * p->stages + 8 * s);
+        E("mbarrier.init.shared::cta.b64 [%%bars+%d], %d;", 8 + 16 * p->stages + 8 * s,
+          128 * p->num_consumer_wg); /* k_empty[s] */
+        E("mbarrier.init.shared::cta.b64 [%%bars+%d], %d;", 8 + 24 * p->stages + 8 * s,
+          128 * p->num_consumer_wg); /* v_empty[s] */
+    }
+    E("mbarrier.init.shared::cta.b64 [%%bars+%d], %d;", 8 + 32 * p->stages,
+      128 * p->num_consumer_wg); /* q_empty */
+    E("fence.mbarrier_init.release.cluster;");
+    fa3_emitf(g->b, "$Linit%d:\n", lab);
+    E("bar.sync 0;");
+}
+
+/* Decodes tile index %tile into (mblk, head, batch, kvhead, m0) and the key-block range
+   [nmin, nmax) with niters = nmax - nmin (≤ 0: no visible key). Producer and consumers run the
+   same code, so they agree on every tile's work. */
+static void emit_tile_decode(gen *g)
+{
+    const fa3_plan *p = g->p;
+    const int bm = p->block_m, bn = p->block_n;
+    /* Tile decode. Non-causal: m_block fastest (neighbouring CTAs share K/V in L2).
+       Masked: m_block slowest and reversed, so the longest rows start first (the persistent
+       loop hands tiles out in that order: longest work first). */
     param_ld(g, "u32", "%r1", FA3P_OFF_NUM_M_BLOCKS);
     param_ld(g, "u32", "%r2", FA3P_OFF_NUM_HEADS);
     param_ld(g, "u32", "%r3", FA3P_OFF_HEADS_PER_KV);
-    param_ld(g, "s32", "%wl", FA3P_OFF_WINDOW_LEFT);
-    param_ld(g, "s32", "%wr", FA3P_OFF_WINDOW_RIGHT);
-    E("mov.u32 %%r4, %%ctaid.x;");
+    E("mov.u32 %%r4, %%tile;");
     if (p->cfg.mask == FA3_MASK_NONE) {
         E("rem.u32 %%mblk, %%r4, %%r1;");
         E("div.u32 %%r5, %%r4, %%r1;");
     } else {
-        E("mov.u32 %%r6, %%nctaid.x;");
-        E("div.u32 %%r6, %%r6, %%r1;");          /* heads · batch */
+        E("div.u32 %%r6, %%ntiles, %%r1;");      /* heads · batch */
         E("div.u32 %%r7, %%r4, %%r6;");          /* reversed m index */
         E("rem.u32 %%r5, %%r4, %%r6;");          /* head + batch·heads */
         E("sub.u32 %%r8, %%r1, 1;");
@@ -152,22 +182,23 @@ static void emit_prologue(gen *g)
     E("sub.s32 %%niters, %%nmax, %%nmin;");
     E("max.s32 %%niters, %%niters, 0;");
 
-    /* mbarriers: q_full (1 arrival + tx), k_full/v_full[s] (1 + tx), empty[s] (all consumers). */
-    int lab = new_label(g);
-    E("setp.ne.u32 %%p2, %%thr, 0;");
-    E("@%%p2 bra $Linit%d;", lab);
-    E("mbarrier.init.shared::cta.b64 [%%bars], 1;");
-    for (int s = 0; s < p->stages; s++) {
-        E("mbarrier.init.shared::cta.b64 [%%bars+%d], 1;", 8 + 8 * s);
-        E("mbarrier.init.shared::cta.b64 [%%bars+%d], 1;", 8 + 8 * p->stages + 8 * s);
-        E("mbarrier.init.shared::cta.b64 [%%bars+%d], %d;", 8 + 16 * p->stages + 8 * s,
-          128 * p->num_consumer_wg); /* k_empty[s] */
-        E("mbarrier.init.shared::cta.b64 [%%bars+%d], %d;", 8 + 24 * p->stages + 8 * s,
-          128 * p->num_consumer_wg); /* v_empty[s] */
+}
+
+/* %tile = this CTA's tile of round %round. Non-causal: ctaid.x + round·nctaid.x. Masked
+   (tiles sorted longest first): alternate direction each round (boustrophedon), so the CTA
+   that took the longest tile of one round takes the shortest of the next. */
+static void emit_tile_index(gen *g)
+{
+    E("mov.u32 %%r14, %%nctaid.x;");
+    E("mov.u32 %%r15, %%ctaid.x;");
+    if (g->p->cfg.mask != FA3_MASK_NONE) {
+        E("and.b32 %%r16, %%round, 1;");
+        E("setp.ne.u32 %%p5, %%r16, 0;");
+        E("sub.u32 %%r16, %%r14, 1;");
+        E("sub.u32 %%r16, %%r16, %%r15;");
+        E("selp.b32 %%r15, %%r16, %%r15, %%p5;");
     }
-    E("fence.mbarrier_init.release.cluster;");
-    fa3_emitf(g->b, "$Linit%d:\n", lab);
-    E("bar.sync 0;");
+    E("mad.lo.u32 %%tile, %%round, %%r14, %%r15;");
 }
 
 /* Stage/phase bookkeeping shared by producer and consumers: advance after each key block. */
@@ -188,13 +219,37 @@ static void emit_producer(gen *g)
     E("setmaxnreg.dec.sync.aligned.u32 %d;", p->producer_regs);
     E("setp.ne.u32 %%p4, %%thr, 0;");
     E("@%%p4 bra $Ldone;");
-    E("setp.le.s32 %%p5, %%niters, 0;");
-    E("@%%p5 bra $Ldone;");
     E("mov.b64 %%rd0, fa3_params;");
     E("cvta.param.u64 %%tmq, %%rd0;");
     E("add.s64 %%tmk, %%tmq, %d;", FA3P_OFF_TMAP_K);
     E("add.s64 %%tmv, %%tmq, %d;", FA3P_OFF_TMAP_V);
     E("add.s64 %%tmq, %%tmq, %d;", FA3P_OFF_TMAP_Q);
+    E("mov.u32 %%stage, 0;");
+    E("mov.u32 %%phase, 0;");
+    E("mov.u32 %%qc, 0;");
+    E("mov.u32 %%totit, 0;");
+    E("mov.u32 %%round, 0;");
+
+    /* Persistent loop over this CTA's tiles, one per round (emit_tile_index). */
+    fa3_emitf(g->b, "$Lprod_tile:\n");
+    emit_tile_index(g);
+    E("setp.ge.u32 %%p5, %%tile, %%ntiles;");
+    E("@%%p5 bra $Lprod_end;");
+    emit_tile_decode(g);
+    E("setp.le.s32 %%p5, %%niters, 0;");
+    E("@%%p5 bra $Lprod_next;");
+    /* Q buffer free? (consumers release it after their last GEMM of the previous tile) */
+    {
+        int lab = new_label(g);
+        E("setp.eq.u32 %%p5, %%qc, 0;");
+        E("@%%p5 bra $Lqfree%d;", lab);
+        E("add.u32 %%r14, %%qc, 1;");
+        E("and.b32 %%r14, %%r14, 1;"); /* parity of use qc-1 */
+        E("add.u32 %%r15, %%bars, %d;", 8 + 32 * p->stages);
+        mbar_wait(g, "%r15", "%r14");
+        fa3_emitf(g->b, "$Lqfree%d:\n", lab);
+    }
+    E("add.u32 %%qc, %%qc, 1;");
 
     /* Q: hd_chunks boxes of {64 columns, bm rows}. */
     E("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%bars], %d;", p->hd_chunks * bm * 128);
@@ -204,8 +259,6 @@ static void emit_producer(gen *g)
           "[%%tmq, {%d, %%m0, %%head, %%batch}], [%%bars];", c * 64);
     }
 
-    E("mov.u32 %%stage, 0;");
-    E("mov.u32 %%phase, 0;");
     E("mov.u32 %%it, 0;");
     fa3_emitf(g->b, "$Lprod_loop:\n");
     E("sub.s32 %%n, %%nmax, %%it;");
@@ -243,10 +296,17 @@ static void emit_producer(gen *g)
     E("add.u32 %%it, %%it, 1;");
     E("setp.lt.s32 %%p6, %%it, %%niters;");
     E("@%%p6 bra $Lprod_loop;");
+    E("add.u32 %%totit, %%totit, %%niters;");
+    fa3_emitf(g->b, "$Lprod_next:\n");
+    E("add.u32 %%round, %%round, 1;");
+    E("bra.uni $Lprod_tile;");
 
     /* Tail: wait until the consumers released every stage still in use, so no TMA write can
        outlive the producer thread. */
-    E("min.s32 %%r25, %%niters, %d;", p->stages);
+    fa3_emitf(g->b, "$Lprod_end:\n");
+    E("setp.eq.u32 %%p5, %%totit, 0;");
+    E("@%%p5 bra $Ldone;");
+    E("min.u32 %%r25, %%totit, %d;", p->stages);
     E("mov.u32 %%r26, 0;");
     fa3_emitf(g->b, "$Lprod_tail:\n");
     E("shl.b32 %%r16, %%stage, 3;");
@@ -455,6 +515,17 @@ static void emit_consumer(gen *g)
     param_ld(g, "f32", "%score_mul", FA3P_OFF_SCORE_MUL);
     param_ld(g, "f32", "%scale_log2", FA3P_OFF_SCALE_LOG2);
     param_ld(g, "f32", "%lse_mul", FA3P_OFF_LSE_MUL);
+    E("mov.u32 %%stage, 0;");
+    E("mov.u32 %%phase, 0;");
+    E("mov.u32 %%qc, 0;");
+    E("mov.u32 %%round, 0;");
+
+    /* Persistent loop over this CTA's tiles (the producer walks the same sequence). */
+    fa3_emitf(g->b, "$Lcons_tile:\n");
+    emit_tile_index(g);
+    E("setp.ge.u32 %%p5, %%tile, %%ntiles;");
+    E("@%%p5 bra $Ldone;");
+    emit_tile_decode(g);
     for (int i = 0; i < p->cfg.head_dim_v / 2; i++)
         E("mov.f32 %%o%d, " ZERO_F ";", i);
     E("mov.f32 %%m0r, " NEG_INF ";");
@@ -512,16 +583,13 @@ static void emit_consumer(gen *g)
     }
     /* this warpgroup's Q descriptor: rows 64·cw of each box; K-major, 128B swizzle,
        LBO 16 B (encoded 1), SBO 1024 B (encoded 64) */
-    mbar_wait(g, "%bars", "0");
+    E("and.b32 %%r49, %%qc, 1;");
+    mbar_wait(g, "%bars", "%r49");
     E("mad.lo.u32 %%r49, %%r40, 8192, %%sbase;");
     E("add.u32 %%r49, %%r49, %d;", p->smem_q);
     E("shr.u32 %%r49, %%r49, 4;");
     E("or.b32 %%r49, %%r49, 0x10000;");
     E("mov.b64 %%descq, {%%r49, 0x40000040};");
-
-    E("mov.u32 %%stage, 0;");
-    E("mov.u32 %%phase, 0;");
-    E("mov.u32 %%it, 0;");
     const int pp = p->pingpong && nwg == 2;
     if (pp) {
         E("add.u32 %%r55, %%r40, %d;", BAR_WG_FIRST);   /* my scheduling barrier */
@@ -601,6 +669,9 @@ static void emit_consumer(gen *g)
     }
     E("wgmma.wait_group.sync.aligned 0;");
     emit_v_release(g);
+    E("add.u32 %%r53, %%bars, %d;", 8 + 32 * p->stages);
+    E("mbarrier.arrive.shared::cta.b64 _, [%%r53];"); /* q_empty: Q may be reloaded */
+    E("add.u32 %%qc, %%qc, 1;");
 }
 
 /* Epilogue: l reduced over the row's 4 threads, O/l stored in the dtype, LSE in fp32. */
@@ -658,10 +729,10 @@ static void emit_epilogue(gen *g)
     /* LSE (natural log): m·lse_mul + ln(l); -inf when the row saw no key. One thread per row. */
     param_ld(g, "u64", "%rd12", FA3P_OFF_LSE_PTR);
     E("setp.eq.u64 %%p15, %%rd12, 0;");
-    E("@%%p15 bra $Ldone;");
+    E("@%%p15 bra $Lepi_end;");
     E("and.b32 %%r62, %%lane, 3;");
     E("setp.ne.u32 %%p15, %%r62, 0;");
-    E("@%%p15 bra $Ldone;");
+    E("@%%p15 bra $Lepi_end;");
     param_ld(g, "u32", "%r63", FA3P_OFF_NUM_HEADS);
     E("mad.lo.u32 %%r63, %%batch, %%r63, %%head;");
     E("cvt.u64.u32 %%rd13, %%r63;");
@@ -686,6 +757,9 @@ static void emit_epilogue(gen *g)
         E("st.global.f32 [%%rd15], %%f26;");
         fa3_emitf(g->b, "$Lskiplse%d:\n", lab);
     }
+    fa3_emitf(g->b, "$Lepi_end:\n");
+    E("add.u32 %%round, %%round, 1;");
+    E("bra.uni $Lcons_tile;");
 }
 
 fa3_status fa3_codegen_ptx(const fa3_plan *plan, char **ptx, size_t *len)

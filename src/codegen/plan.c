@@ -9,15 +9,15 @@
 
 void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
 {
-    /* Measured on the H200 (bf16, FA3 paper sweep, intra-warpgroup overlap + ping-pong; the
-       runs are in bench/RESULTS.md, 2026-11-29):
-       hd64:  bn192 st2 — 463 TFLOP/s at 16k non-causal vs 430 for bn128 (more work per
-              softmax); 3-4 stages changed nothing measurable (±1%).
-       hd128: bn128 st2 — 678 at 16k vs 638 for bn176 (FA3's choice; here bn176 leaves only 4
+    /* Measured on the H200 (bf16, FA3 paper sweep batch·seqlen = 16k, heads·hd = 2048; intra-
+       warpgroup overlap, ping-pong, persistent grid; probe runs of 2026-11-29, bench/RESULTS.md):
+       hd64:  bn128 st2 — 370/278 TFLOP/s (full/causal) at seqlen 1024 vs 343/253 for bn192;
+              at 16k the two are within 2% (460 vs 468); 3-4 stages changed nothing (±1%).
+       hd128: bn128 st2 — 678 at 16k vs 638 for bn176 (FA3's choice: here it leaves only a few
               registers of headroom and loses); 3 stages ±1%.
        hd256: bn80 st2 — 809 at 16k vs 770 for bn64; 3 stages do not fit in shared memory. */
     int hd = cfg->head_dim;
-    *block_n = hd == 64 ? 192 : hd == 128 ? 128 : 80;
+    *block_n = hd <= 128 ? 128 : 80;
     *stages = 2;
 }
 
@@ -56,7 +56,7 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     p->smem_v_stage = p->hdv_chunks * p->block_n * 128;
     off += p->stages * p->smem_v_stage;
     p->smem_bar = off;
-    off += 8 * (1 + 4 * p->stages);
+    off += 8 * (2 + 4 * p->stages);
     p->smem_bytes = off + 1024; /* slack to align the base to 1024 bytes (128B swizzle atoms) */
     if (p->smem_bytes > SMEM_LIMIT)
         return fa3_seterr(FA3_ERR_BAD_BLOCK,

@@ -325,6 +325,9 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream)
                           "device %d (%s) has compute capability %d.%d; fa3jit kernels need 9.0 "
                           "(sm_90a, Hopper)", (int)dev, name, major, minor);
     }
+    int num_sms = 0;
+    FA3_TRY(FA3_CU(d, cuDeviceGetAttribute(&num_sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                           dev)));
     CUfunction fn;
     FA3_TRY(fa3_kernel_function(kernel, &fn, NULL));
 
@@ -366,7 +369,12 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream)
     }
     prm.total_tiles = tiles;
 
+    /* Persistent kernel: one CTA per SM (the plan uses all of an SM's shared memory), each
+       walking tiles ctaid.x, ctaid.x + gridDim.x, ... in the order the kernel defines. */
+    unsigned grid = tiles;
+    if (num_sms > 0 && grid > (unsigned)num_sms)
+        grid = (unsigned)num_sms;
     void *params[] = {&prm};
-    return FA3_CU(d, cuLaunchKernel(fn, tiles, 1, 1, (unsigned)p->threads, 1, 1,
+    return FA3_CU(d, cuLaunchKernel(fn, grid, 1, 1, (unsigned)p->threads, 1, 1,
                                     (unsigned)p->smem_bytes, (CUstream)stream, params, NULL));
 }
