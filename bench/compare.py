@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Times fa3jit (through `fa3-gen bench --json`) and cuDNN fused attention (PyTorch SDPA) on the
+same shapes in the same device run, and prints a markdown table with the ratio.
+
+Shapes: the FlashAttention-3 paper sweep, batch*seqlen = 16384, num_heads*head_dim = 2048.
+cuDNN is timed with triton.testing.do_bench (median, warmup 25 ms, rep 100 ms) on random normal
+inputs laid out (batch, heads, seqlen, head_dim), as in ../shared/baselines/h200-sdpa.json.
+FLOPs: 4*batch*heads*seqlen^2*head_dim, halved for causal (the same count fa3-gen uses).
+
+usage: bench/compare.py [--fa3-gen build/fa3-gen] [--dtypes bf16,fp16] [--head-dims 64,128,256]
+                        [--seqlens 512,...,16384] [--json OUT.json]
+"""
+import argparse
+import json
+import subprocess
+import sys
+
+
+def cudnn_tflops(dtype, hd, seqlen, causal):
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from triton.testing import do_bench
+
+    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    b, h = 16384 // seqlen, 2048 // hd
+    q, k, v = (torch.randn(b, h, seqlen, hd, device="cuda", dtype=tdt) for _ in range(3))
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        ms = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, is_causal=causal), warmup=25, rep=100, return_mode="median")
+    flops = 4.0 * b * h * seqlen * seqlen * hd * (0.5 if causal else 1.0)
+    return flops / (ms * 1e-3) / 1e12
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fa3-gen", default="build/fa3-gen")
+    ap.add_argument("--dtypes", default="bf16,fp16")
+    ap.add_argument("--head-dims", default="64,128,256")
+    ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
+    ap.add_argument("--json", default=None, help="write all rows to this file")
+    a = ap.parse_args()
+    seqlens = [int(s) for s in a.seqlens.split(",")]
+    rows = []
+    for dtype in a.dtypes.split(","):
+        for hd in (int(x) for x in a.head_dims.split(",")):
+            cmd = [a.fa3_gen, "bench", "--json", "--dtype", dtype, "--head-dim", str(hd), "--both"]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            fa3 = {}
+            text = out.strip()
+            recs = json.loads(text) if text.startswith("[") else [json.loads(l) for l in text.splitlines() if l.startswith("{")]
+            for r in recs:
+                fa3[(int(r["seqlen"]), bool(r["causal"]))] = float(r["tflops"])
+            for causal in (False, True):
+                for s in seqlens:
+                    if (s, causal) not in fa3:
+                        continue
+                    c = cudnn_tflops(dtype, hd, s, causal)
+                    rows.append(dict(dtype=dtype, head_dim=hd, seqlen=s, causal=causal,
+                                     fa3jit=fa3[(s, causal)], cudnn=c, ratio=fa3[(s, causal)] / c))
+                    r = rows[-1]
+                    print(f"{dtype} hd{hd:<3} {'causal' if causal else 'full  '} {s:6d}  "
+                          f"fa3jit {r['fa3jit']:6.1f}  cuDNN {r['cudnn']:6.1f}  x{r['ratio']:.2f}",
+                          flush=True)
+    print()
+    print("| dtype | head_dim | causal | seqlen | fa3jit TFLOP/s | cuDNN TFLOP/s | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['dtype']} | {r['head_dim']} | {'yes' if r['causal'] else 'no'} | {r['seqlen']} | "
+              f"{r['fa3jit']:.1f} | {r['cudnn']:.1f} | {r['ratio']:.2f} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""Configs, contexts and kernels over the C API, without torch: emit_ptx, get_kernel, version."""
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+
+from . import _lib
+from ._lib import check, lib
+
+__all__ = ["Context", "KernelInfo", "emit_ptx", "get_kernel", "version", "default_context",
+           "configure", "make_config"]
+
+_DTYPES = {
+    "bf16": _lib.FA3_DTYPE_BF16, "bfloat16": _lib.FA3_DTYPE_BF16,
+    "torch.bfloat16": _lib.FA3_DTYPE_BF16,
+    "fp16": _lib.FA3_DTYPE_FP16, "float16": _lib.FA3_DTYPE_FP16, "half": _lib.FA3_DTYPE_FP16,
+    "torch.float16": _lib.FA3_DTYPE_FP16,
+    # Known to the C enum but not supported yet: the library itself says so (FA3_ERR_BAD_DTYPE).
+    "e4m3": _lib.FA3_DTYPE_E4M3, "fp8": _lib.FA3_DTYPE_E4M3, "float8_e4m3fn": _lib.FA3_DTYPE_E4M3,
+    "torch.float8_e4m3fn": _lib.FA3_DTYPE_E4M3,
+}
+
+
+def _dtype_code(dtype) -> int:
+    key = str(dtype).lower()   # 'bf16', 'fp16', ... and torch dtypes, without importing torch
+    if key not in _DTYPES:
+        raise ValueError(f"fa3jit: dtype {dtype!r} is not supported (supported: 'bf16', 'fp16')")
+    return _DTYPES[key]
+
+
+def _int_arg(name, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"fa3jit: {name} must be an int, got {value!r}")
+    return value
+
+
+def make_config(head_dim=128, dtype="bf16", causal=False, softcap=False, window=False,
+                head_dim_v=None, *, block_n=0, stages=0) -> _lib.Config:
+    """A (non-canonical) fa3_config. window=True selects FA3_MASK_LOCAL (which also covers causal
+    with a window: the window sizes are launch arguments); causal alone FA3_MASK_CAUSAL."""
+    cfg = _lib.Config()
+    lib.fa3_config_init(ctypes.byref(cfg))
+    cfg.head_dim = _int_arg("head_dim", head_dim)
+    cfg.head_dim_v = 0 if head_dim_v is None else _int_arg("head_dim_v", head_dim_v)
+    cfg.dtype = _dtype_code(dtype)
+    cfg.mask = (_lib.FA3_MASK_LOCAL if window else
+                _lib.FA3_MASK_CAUSAL if causal else _lib.FA3_MASK_NONE)
+    cfg.softcap = 1 if softcap else 0
+    cfg.block_n = _int_arg("block_n", block_n)
+    cfg.stages = _int_arg("stages", stages)
+    return cfg
+
+
+def _config_key(cfg: _lib.Config) -> tuple:
+    return (cfg.head_dim, cfg.head_dim_v, cfg.dtype, cfg.mask, cfg.softcap, cfg.arch,
+            cfg.block_n, cfg.stages)
+
+
+def _describe(cfg: _lib.Config) -> str:
+    buf = ctypes.create_string_buffer(256)
+    check(lib.fa3_config_describe(ctypes.byref(cfg), buf, len(buf)))
+    return buf.value.decode()
+
+
+def emit_ptx(head_dim=128, dtype="bf16", causal=False, softcap=False, window=False,
+             head_dim_v=None, *, block_n=0, stages=0) -> str:
+    """PTX text of the kernel for this config (no GPU, no driver needed)."""
+    cfg = make_config(head_dim, dtype, causal, softcap, window, head_dim_v,
+                      block_n=block_n, stages=stages)
+    ptr = ctypes.c_void_p()
+    n = ctypes.c_size_t()
+    check(lib.fa3_emit_ptx(ctypes.byref(cfg), ctypes.byref(ptr), ctypes.byref(n)))
+    try:
+        return ctypes.string_at(ptr.value, n.value).decode("ascii")
+    finally:
+        lib.fa3_free(ptr)
+
+
+def version() -> str:
+    """Version string of the loaded C library (e.g. '0.1.0')."""
+    return lib.fa3_version_string().decode()
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What fa3_kernel_get_info reports for a compiled kernel."""
+    description: str        # e.g. "hd128 bf16 causal sm_90a bn128 st2" (canonical config)
+    head_dim: int
+    head_dim_v: int
+    dtype: str              # 'bf16' / 'fp16'
+    mask: str               # 'none' / 'causal' / 'local'
+    softcap: bool
+    backend: str            # 'ptx-compiler' / 'nvjitlink' / 'driver-jit'
+    cache_key: str          # 32 hex digits
+    registers: int          # per thread (-1 unknown)
+    spill_store_bytes: int  # -1 unknown
+    spill_load_bytes: int   # -1 unknown
+    stack_bytes: int        # -1 unknown
+    shared_bytes: int       # dynamic shared memory per CTA
+    threads: int            # per CTA
+    block_m: int
+    block_n: int
+    stages: int
+    source: str             # 'compiled' / 'disk' / 'memory'
+    compile_ms: float
+    compile_log: str
+    cubin_size: int
+
+    @property
+    def spill_bytes(self) -> int:
+        """Spill stores + loads (-1 if unknown)."""
+        if self.spill_store_bytes < 0 or self.spill_load_bytes < 0:
+            return -1
+        return self.spill_store_bytes + self.spill_load_bytes
+
+    def __getitem__(self, key):  # dict-style access too: info['registers']
+        return getattr(self, key)
+
+
+def _kernel_info(kernel: int) -> KernelInfo:
+    info = _lib.KernelInfo()
+    check(lib.fa3_kernel_get_info(kernel, ctypes.byref(info)))
+    c = info.config
+    return KernelInfo(
+        description=_describe(c),
+        head_dim=c.head_dim, head_dim_v=c.head_dim_v,
+        dtype={_lib.FA3_DTYPE_BF16: "bf16", _lib.FA3_DTYPE_FP16: "fp16"}.get(c.dtype, str(c.dtype)),
+        mask={0: "none", 1: "causal", 2: "local"}.get(c.mask, str(c.mask)),
+        softcap=bool(c.softcap),
+        backend=lib.fa3_backend_name(info.backend).decode(),
+        cache_key=info.cache_key.decode(),
+        registers=info.num_regs, spill_store_bytes=info.spill_store_bytes,
+        spill_load_bytes=info.spill_load_bytes, stack_bytes=info.stack_bytes,
+        shared_bytes=info.shared_bytes, threads=info.threads,
+        block_m=info.block_m, block_n=info.block_n, stages=info.stages,
+        source=_lib.SOURCES.get(info.source, str(info.source)),
+        compile_ms=info.compile_ms,
+        compile_log=(info.compile_log or b"").decode("utf-8", "replace"),
+        cubin_size=info.cubin_size,
+    )
+
+
+class Context:
+    """An fa3_context: the C in-memory kernel table plus the disk-cache settings.
+
+    cache_dir None = the library's default ($FA3JIT_CACHE_DIR, else $XDG_CACHE_HOME/fa3jit, else
+    ~/.cache/fa3jit); backend one of 'auto', 'ptx-compiler', 'nvjitlink', 'driver-jit'.
+    Kernels belong to the context and stay valid while it lives; close() frees them (never while
+    another thread uses the context)."""
+
+    def __init__(self, cache_dir=None, disable_disk_cache=False, backend="auto"):
+        if backend not in _lib.BACKENDS:
+            raise ValueError(f"fa3jit: backend {backend!r} is not one of {sorted(_lib.BACKENDS)}")
+        opts = _lib.ContextOptions()
+        lib.fa3_context_options_init(ctypes.byref(opts))
+        self._cache_dir_bytes = None if cache_dir is None else str(cache_dir).encode()
+        opts.cache_dir = self._cache_dir_bytes
+        opts.disable_disk_cache = 1 if disable_disk_cache else 0
+        opts.backend = _lib.BACKENDS[backend]
+        handle = ctypes.c_void_p()
+        check(lib.fa3_context_create(ctypes.byref(handle), ctypes.byref(opts)))
+        self._handle = handle.value
+        self._lock = threading.Lock()
+        self._kernels = {}   # config key tuple -> fa3_kernel * (int)
+
+    @property
+    def handle(self) -> int:
+        if not self._handle:
+            raise ValueError("fa3jit: this Context is closed")
+        return self._handle
+
+    @property
+    def backend(self) -> str:
+        return lib.fa3_backend_name(lib.fa3_context_backend(self.handle)).decode()
+
+    @property
+    def cache_dir(self):
+        d = lib.fa3_context_cache_dir(self.handle)
+        return d.decode() if d else None
+
+    def kernel_handle(self, cfg: _lib.Config) -> int:
+        """fa3_kernel * for cfg; fa3_jit_get_kernel runs once per config key in this context."""
+        key = _config_key(cfg)
+        k = self._kernels.get(key)
+        if k is not None:
+            return k
+        out = ctypes.c_void_p()
+        # Outside the lock: the C side is thread-safe and builds one config once.
+        check(lib.fa3_jit_get_kernel(self.handle, ctypes.byref(cfg), ctypes.byref(out)))
+        with self._lock:
+            return self._kernels.setdefault(key, out.value)
+
+    def get_kernel(self, head_dim=128, dtype="bf16", causal=False, softcap=False, window=False,
+                   head_dim_v=None, *, block_n=0, stages=0) -> KernelInfo:
+        cfg = make_config(head_dim, dtype, causal, softcap, window, head_dim_v,
+                          block_n=block_n, stages=stages)
+        return _kernel_info(self.kernel_handle(cfg))
+
+    def close(self) -> None:
+        h, self._handle = self._handle, None
+        self._kernels = {}
+        if h:
+            lib.fa3_context_free(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+_default_lock = threading.Lock()
+_default = None
+_default_options = {}
+
+
+def configure(cache_dir=None, disable_disk_cache=False, backend="auto") -> None:
+    """Options of the process-wide context; only before its first use (else RuntimeError)."""
+    global _default_options
+    if backend not in _lib.BACKENDS:
+        raise ValueError(f"fa3jit: backend {backend!r} is not one of {sorted(_lib.BACKENDS)}")
+    with _default_lock:
+        if _default is not None:
+            raise RuntimeError("fa3jit.configure() must be called before the first kernel is "
+                               "requested (the process-wide context already exists)")
+        _default_options = dict(cache_dir=cache_dir, disable_disk_cache=disable_disk_cache,
+                                backend=backend)
+
+
+def default_context() -> Context:
+    """The process-wide context, created on first use (thread-safe). Never freed: its kernels
+    and their loaded modules live as long as the process."""
+    global _default
+    ctx = _default
+    if ctx is None:
+        with _default_lock:
+            if _default is None:
+                _default = Context(**_default_options)
+            ctx = _default
+    return ctx
+
+
+def get_kernel(head_dim=128, dtype="bf16", causal=False, softcap=False, window=False,
+               head_dim_v=None, *, block_n=0, stages=0) -> KernelInfo:
+    """Compiles (or fetches from the caches) the kernel for this config in the process-wide
+    context and returns its KernelInfo. Needs no GPU (except with the driver-jit backend)."""
+    return default_context().get_kernel(head_dim, dtype, causal, softcap, window, head_dim_v,
+                                        block_n=block_n, stages=stages)

@@ -1,0 +1,297 @@
+"""ctypes binding of the fa3jit C library (include/fa3jit.h): library lookup, struct mirrors,
+function prototypes, and the status → exception rule.
+
+Nothing here imports torch, touches a GPU or loads libcuda: the shared library itself loads the
+CUDA driver lazily, on the first launch.
+
+Lookup order of the shared library (first hit wins, done once, at first use — never at import):
+  1. $FA3JIT_LIBRARY (a path to libfa3jit.so; if set, it must exist — no fallback);
+  2. the meson build folders of the source tree this package sits in, when it sits in one
+     (<repo>/build/libfa3jit.so, then any <repo>/build*/libfa3jit.so, newest first);
+  3. the installed library, through ctypes.util.find_library("fa3jit").
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+from pathlib import Path
+
+__all__ = [
+    "Fa3Error", "LibraryNotFoundError", "lib", "check", "library_path", "candidate_paths",
+    "Config", "ContextOptions", "KernelInfo", "FwdArgs",
+]
+
+# ---------------------------------------------------------------- enums (pinned values, fa3jit.h)
+FA3_OK = 0
+FA3_ERR_BAD_HEAD_DIM = 2
+STATUS_NAMES = {
+    0: "FA3_OK", 1: "FA3_ERR_INVALID_ARGUMENT", 2: "FA3_ERR_BAD_HEAD_DIM",
+    3: "FA3_ERR_BAD_HEAD_DIM_V", 4: "FA3_ERR_BAD_DTYPE", 5: "FA3_ERR_BAD_MASK",
+    6: "FA3_ERR_BAD_ARCH", 7: "FA3_ERR_BAD_SHAPE", 8: "FA3_ERR_BAD_STRIDE",
+    9: "FA3_ERR_BAD_ALIGNMENT", 10: "FA3_ERR_BAD_SCALE", 11: "FA3_ERR_BAD_SOFTCAP",
+    12: "FA3_ERR_BAD_WINDOW", 13: "FA3_ERR_OUT_OF_MEMORY", 14: "FA3_ERR_COMPILE",
+    15: "FA3_ERR_LINK", 16: "FA3_ERR_NO_DRIVER", 17: "FA3_ERR_CUDA", 18: "FA3_ERR_CACHE_IO",
+    19: "FA3_ERR_UNSUPPORTED", 20: "FA3_ERR_BAD_BACKEND", 21: "FA3_ERR_INTERNAL",
+    22: "FA3_ERR_BAD_BLOCK", 23: "FA3_ERR_NO_NVRTC",
+}
+
+FA3_DTYPE_BF16, FA3_DTYPE_FP16, FA3_DTYPE_E4M3 = 0, 1, 2
+FA3_MASK_NONE, FA3_MASK_CAUSAL, FA3_MASK_LOCAL = 0, 1, 2
+FA3_ARCH_SM90A = 90
+BACKENDS = {"auto": 0, "ptx-compiler": 1, "nvjitlink": 2, "driver-jit": 3}
+SOURCES = {0: "compiled", 1: "disk", 2: "memory"}
+
+
+# ---------------------------------------------------------------- struct mirrors
+# Enums are C ints (c_int). Layout on x86-64 / aarch64 (LP64), checked against a C program that
+# printed sizeof/offsetof of the header's structs:
+#   fa3_config           32 bytes: 8 ints at 0,4,...,28
+#   fa3_context_options  16 bytes: cache_dir@0 disable_disk_cache@8 backend@12
+#   fa3_kernel_info     136 bytes: config@0 backend@32 cache_key[33]@36 num_regs@72 ...
+#                                  source@108 compile_ms@112 compile_log@120 cubin_size@128
+#   fa3_fwd_args        176 bytes: q,k,v,o,lse@0..32 batch@40 ... num_heads_k@56
+#                                  q_batch_stride@64 ... o_head_stride@152 softmax_scale@160
+#                                  softcap@164 window_size_left@168 window_size_right@172
+class Config(ctypes.Structure):
+    _fields_ = [
+        ("head_dim", ctypes.c_int),
+        ("head_dim_v", ctypes.c_int),
+        ("dtype", ctypes.c_int),      # fa3_dtype
+        ("mask", ctypes.c_int),       # fa3_mask
+        ("softcap", ctypes.c_int),
+        ("arch", ctypes.c_int),       # fa3_arch
+        ("block_n", ctypes.c_int),
+        ("stages", ctypes.c_int),
+    ]
+
+
+class ContextOptions(ctypes.Structure):
+    _fields_ = [
+        ("cache_dir", ctypes.c_char_p),
+        ("disable_disk_cache", ctypes.c_int),
+        ("backend", ctypes.c_int),    # fa3_backend
+    ]
+
+
+class KernelInfo(ctypes.Structure):
+    _fields_ = [
+        ("config", Config),
+        ("backend", ctypes.c_int),    # fa3_backend
+        ("cache_key", ctypes.c_char * 33),
+        ("num_regs", ctypes.c_int),
+        ("spill_store_bytes", ctypes.c_int),
+        ("spill_load_bytes", ctypes.c_int),
+        ("stack_bytes", ctypes.c_int),
+        ("shared_bytes", ctypes.c_int),
+        ("threads", ctypes.c_int),
+        ("block_m", ctypes.c_int),
+        ("block_n", ctypes.c_int),
+        ("stages", ctypes.c_int),
+        ("source", ctypes.c_int),     # fa3_kernel_source
+        ("compile_ms", ctypes.c_double),
+        ("compile_log", ctypes.c_char_p),
+        ("cubin_size", ctypes.c_size_t),
+    ]
+
+
+class FwdArgs(ctypes.Structure):
+    _fields_ = [
+        ("q", ctypes.c_void_p),
+        ("k", ctypes.c_void_p),
+        ("v", ctypes.c_void_p),
+        ("o", ctypes.c_void_p),
+        ("lse", ctypes.c_void_p),     # float * (device pointer) or NULL
+        ("batch", ctypes.c_int),
+        ("seqlen_q", ctypes.c_int),
+        ("seqlen_k", ctypes.c_int),
+        ("num_heads", ctypes.c_int),
+        ("num_heads_k", ctypes.c_int),
+        ("q_batch_stride", ctypes.c_int64),
+        ("q_row_stride", ctypes.c_int64),
+        ("q_head_stride", ctypes.c_int64),
+        ("k_batch_stride", ctypes.c_int64),
+        ("k_row_stride", ctypes.c_int64),
+        ("k_head_stride", ctypes.c_int64),
+        ("v_batch_stride", ctypes.c_int64),
+        ("v_row_stride", ctypes.c_int64),
+        ("v_head_stride", ctypes.c_int64),
+        ("o_batch_stride", ctypes.c_int64),
+        ("o_row_stride", ctypes.c_int64),
+        ("o_head_stride", ctypes.c_int64),
+        ("softmax_scale", ctypes.c_float),
+        ("softcap", ctypes.c_float),
+        ("window_size_left", ctypes.c_int),
+        ("window_size_right", ctypes.c_int),
+    ]
+
+
+# Sizes derived from the header's layout (LP64). A mismatch means this file and fa3jit.h disagree.
+EXPECTED_SIZES_LP64 = {Config: 32, ContextOptions: 16, KernelInfo: 136, FwdArgs: 176}
+if ctypes.sizeof(ctypes.c_void_p) == 8 and ctypes.sizeof(ctypes.c_long) == 8:
+    for _t, _n in EXPECTED_SIZES_LP64.items():
+        if ctypes.sizeof(_t) != _n:  # pragma: no cover - a programming error in this file
+            raise AssertionError(f"fa3jit: ctypes mirror {_t.__name__} is {ctypes.sizeof(_t)} "
+                                 f"bytes, fa3jit.h says {_n}")
+    del _t, _n
+
+
+# ---------------------------------------------------------------- errors
+class Fa3Error(RuntimeError):
+    """A non-zero fa3_status from the C library. ``status`` is the integer code, ``status_name``
+    its FA3_ERR_* name, ``message`` the library's message for the failing call."""
+
+    def __init__(self, status: int, message: str):
+        self.status = int(status)
+        self.status_name = STATUS_NAMES.get(self.status, f"status {self.status}")
+        self.message = message
+        super().__init__(f"{message} [{self.status_name}]")
+
+
+class LibraryNotFoundError(OSError):
+    """libfa3jit.so could not be found or loaded; the message lists every path tried."""
+
+
+# ---------------------------------------------------------------- library lookup
+def _repo_root() -> Path:
+    # python/fa3jit/_lib.py → parents[0] python/fa3jit, [1] python, [2] the repository root.
+    return Path(__file__).resolve().parents[2]
+
+
+def candidate_paths() -> list:
+    """Paths tried for the library, in order, before ctypes.util.find_library("fa3jit")."""
+    env = os.environ.get("FA3JIT_LIBRARY")
+    if env:
+        return [env]
+    root = _repo_root()
+    if not (root / "meson.build").is_file():      # an installed package: no source tree around
+        return []
+    paths = [root / "build" / "libfa3jit.so"]
+    others = [p for p in root.glob("build*/libfa3jit.so") if p.parent.name != "build"]
+    others.sort(key=lambda p: (-_mtime(p), str(p)))
+    paths += others
+    return [str(p) for p in paths]
+
+
+def _mtime(p: Path) -> float:
+    try:
+        return p.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+_lock = threading.Lock()
+_lib = None
+_lib_path = None
+
+
+def _load():
+    global _lib, _lib_path
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        env = os.environ.get("FA3JIT_LIBRARY")
+        if env:
+            if not os.path.isfile(env):
+                raise LibraryNotFoundError(
+                    f"fa3jit: $FA3JIT_LIBRARY={env!r} is not a file "
+                    f"(build the C library with `meson setup build && ninja -C build`)")
+            try:
+                handle = ctypes.CDLL(env)
+            except OSError as e:
+                raise LibraryNotFoundError(
+                    f"fa3jit: cannot load $FA3JIT_LIBRARY={env!r}: {e}") from e
+            _lib, _lib_path = _declare(handle), env
+            return _lib
+        errors = []
+        for p in candidate_paths():
+            tried.append(p)
+            if os.path.isfile(p):
+                try:
+                    handle = ctypes.CDLL(p)
+                except OSError as e:
+                    errors.append(f"{p}: {e}")
+                    continue
+                _lib, _lib_path = _declare(handle), p
+                return _lib
+        found = ctypes.util.find_library("fa3jit")
+        tried.append(f"ctypes.util.find_library('fa3jit') -> {found}")
+        if found:
+            try:
+                handle = ctypes.CDLL(found)
+                _lib, _lib_path = _declare(handle), found
+                return _lib
+            except OSError as e:
+                errors.append(f"{found}: {e}")
+        msg = ("fa3jit: the C library libfa3jit.so was not found. Build it (`meson setup build && "
+               "ninja -C build` in the repository), install it, or set $FA3JIT_LIBRARY to its "
+               "path. Tried:\n  " + "\n  ".join(tried))
+        if errors:
+            msg += "\nLoad errors:\n  " + "\n  ".join(errors)
+        raise LibraryNotFoundError(msg)
+
+
+def library_path() -> str:
+    """Path of the loaded shared library (loads it if needed)."""
+    _load()
+    return _lib_path
+
+
+def _declare(h):
+    P = ctypes.POINTER
+    vp, cp, st = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+
+    def fn(name, restype, *argtypes):
+        f = getattr(h, name)
+        f.restype = restype
+        f.argtypes = list(argtypes)
+
+    fn("fa3_version_number", ctypes.c_uint)
+    fn("fa3_version_string", cp)
+    fn("fa3_strerror", cp, st)
+    fn("fa3_last_error_message", cp)
+    fn("fa3_config_init", None, P(Config))
+    fn("fa3_config_canonicalize", st, P(Config), P(Config))
+    fn("fa3_config_describe", st, P(Config), cp, ctypes.c_size_t)
+    fn("fa3_emit_ptx", st, P(Config), P(vp), P(ctypes.c_size_t))
+    fn("fa3_free", None, vp)
+    fn("fa3_context_options_init", None, P(ContextOptions))
+    fn("fa3_context_create", st, P(vp), P(ContextOptions))
+    fn("fa3_context_free", None, vp)
+    fn("fa3_context_backend", ctypes.c_int, vp)
+    fn("fa3_context_cache_dir", cp, vp)
+    fn("fa3_backend_name", cp, ctypes.c_int)
+    fn("fa3_jit_get_kernel", st, vp, P(Config), P(vp))
+    fn("fa3_kernel_get_info", st, vp, P(KernelInfo))
+    fn("fa3_kernel_get_cubin", st, vp, P(vp), P(ctypes.c_size_t))
+    fn("fa3_fwd_args_init", None, P(FwdArgs))
+    fn("fa3_fwd_args_set_contiguous", None, P(FwdArgs), ctypes.c_int, ctypes.c_int)
+    fn("fa3_fwd", st, vp, P(FwdArgs), vp)
+    fn("fa3_fwd_flops", ctypes.c_double, P(Config), P(FwdArgs))
+    return h
+
+
+class _LazyLib:
+    """``lib.fa3_xxx`` loads the library on first attribute access."""
+
+    def __getattr__(self, name):
+        return getattr(_load(), name)
+
+
+lib = _LazyLib()
+
+
+def _decode(b) -> str:
+    return b.decode("utf-8", "replace") if b else ""
+
+
+def check(status: int) -> None:
+    """Raise Fa3Error for a non-zero fa3_status (message: fa3_last_error_message, else
+    fa3_strerror). Call it right after the C call, in the same thread."""
+    if status == FA3_OK:
+        return
+    h = _load()
+    msg = _decode(h.fa3_last_error_message()) or _decode(h.fa3_strerror(status))
+    raise Fa3Error(status, msg)

@@ -1,0 +1,269 @@
+"""fa3jit without a GPU and without torch: import, struct layout, library lookup, PTX emission,
+errors, and compiling kernels through the library's default backend."""
+import ctypes
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import fa3jit
+from fa3jit import _lib
+
+PY_DIR = Path(__file__).resolve().parents[1]          # python/
+REPO = PY_DIR.parent
+
+
+def _library_or_none():
+    try:
+        return fa3jit.library_path()
+    except fa3jit.LibraryNotFoundError:
+        return None
+
+
+LIBRARY = _library_or_none()
+needs_library = pytest.mark.skipif(
+    LIBRARY is None, reason="libfa3jit.so not built (meson setup build && ninja -C build, or set "
+                            "$FA3JIT_LIBRARY)")
+
+
+def _run_python(code, env_update=None, cwd=None, drop=()):
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(env_update or {})
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+# ------------------------------------------------------------------ import, layout, lookup
+def test_import_needs_neither_torch_nor_library():
+    r = _run_python("""
+        import sys
+        import fa3jit
+        assert 'torch' not in sys.modules, 'importing fa3jit imported torch'
+        assert callable(fa3jit.flash_attn_func)
+        print('ok')
+        """, {"PYTHONPATH": str(PY_DIR), "FA3JIT_LIBRARY": "/nonexistent/libfa3jit.so"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
+
+
+def test_missing_library_error_names_paths_tried():
+    r = _run_python("""
+        import fa3jit
+        try:
+            fa3jit.emit_ptx()
+        except fa3jit.LibraryNotFoundError as e:
+            print(e)
+        else:
+            raise SystemExit('no error')
+        """, {"PYTHONPATH": str(PY_DIR), "FA3JIT_LIBRARY": "/nonexistent/libfa3jit.so"})
+    assert r.returncode == 0, r.stderr
+    assert "/nonexistent/libfa3jit.so" in r.stdout
+
+
+# Offsets printed by a C program compiled against include/fa3jit.h on x86-64 (LP64).
+EXPECTED_LAYOUT = {
+    "fa3_config": (_lib.Config, 32, {"head_dim": 0, "head_dim_v": 4, "dtype": 8, "mask": 12,
+                                     "softcap": 16, "arch": 20, "block_n": 24, "stages": 28}),
+    "fa3_context_options": (_lib.ContextOptions, 16, {"cache_dir": 0, "disable_disk_cache": 8,
+                                                      "backend": 12}),
+    "fa3_kernel_info": (_lib.KernelInfo, 136, {
+        "config": 0, "backend": 32, "cache_key": 36, "num_regs": 72, "spill_store_bytes": 76,
+        "spill_load_bytes": 80, "stack_bytes": 84, "shared_bytes": 88, "threads": 92,
+        "block_m": 96, "block_n": 100, "stages": 104, "source": 108, "compile_ms": 112,
+        "compile_log": 120, "cubin_size": 128}),
+    "fa3_fwd_args": (_lib.FwdArgs, 176, {
+        "q": 0, "k": 8, "v": 16, "o": 24, "lse": 32, "batch": 40, "seqlen_q": 44, "seqlen_k": 48,
+        "num_heads": 52, "num_heads_k": 56, "q_batch_stride": 64, "q_row_stride": 72,
+        "q_head_stride": 80, "k_batch_stride": 88, "k_row_stride": 96, "k_head_stride": 104,
+        "v_batch_stride": 112, "v_row_stride": 120, "v_head_stride": 128, "o_batch_stride": 136,
+        "o_row_stride": 144, "o_head_stride": 152, "softmax_scale": 160, "softcap": 164,
+        "window_size_left": 168, "window_size_right": 172}),
+}
+
+
+@pytest.mark.skipif(ctypes.sizeof(ctypes.c_void_p) != 8, reason="layout numbers are for LP64")
+@pytest.mark.parametrize("cname", sorted(EXPECTED_LAYOUT))
+def test_struct_mirrors_match_recorded_layout(cname):
+    struct, size, offsets = EXPECTED_LAYOUT[cname]
+    assert ctypes.sizeof(struct) == size
+    assert [f[0] for f in struct._fields_] == list(offsets)      # every field, in order
+    for field, off in offsets.items():
+        assert getattr(struct, field).offset == off, field
+
+
+@pytest.mark.skipif(not (REPO / "include" / "fa3jit.h").is_file() or shutil.which("cc") is None,
+                    reason="needs a C compiler and the repository's include/fa3jit.h")
+def test_struct_mirrors_match_the_header(tmp_path):
+    """Compiles a program printing sizeof/offsetof of the header's structs and compares with the
+    ctypes mirrors, field by field."""
+    lines = []
+    for cname, (struct, _, offsets) in EXPECTED_LAYOUT.items():
+        lines.append(f'printf("{cname} size %zu\\n", sizeof({cname}));')
+        for f in offsets:
+            lines.append(f'printf("{cname} {f} %zu\\n", offsetof({cname}, {f}));')
+    src = tmp_path / "layout.c"
+    src.write_text("#include <stdio.h>\n#include <stddef.h>\n#include \"fa3jit.h\"\n"
+                   "int main(void) {\n" + "\n".join(lines) + "\nreturn 0;\n}\n")
+    exe = tmp_path / "layout"
+    subprocess.run(["cc", "-std=c11", "-I", str(REPO / "include"), str(src), "-o", str(exe)],
+                   check=True, capture_output=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    seen = 0
+    for line in out.splitlines():
+        cname, field, value = line.split()
+        struct = EXPECTED_LAYOUT[cname][0]
+        got = ctypes.sizeof(struct) if field == "size" else getattr(struct, field).offset
+        assert got == int(value), f"{cname}.{field}: ctypes {got}, C {value}"
+        seen += 1
+    assert seen == sum(1 + len(o) for _, _, o in EXPECTED_LAYOUT.values())
+
+
+@needs_library
+def test_library_found_through_build_folder_search(tmp_path):
+    """A copy of the package in a fake source tree finds <repo>/build*/libfa3jit.so, preferring
+    <repo>/build/; outside a source tree (no meson.build: an installed package) it searches no
+    build folders."""
+    repo = tmp_path / "repo"
+    shutil.copytree(PY_DIR / "fa3jit", repo / "python" / "fa3jit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    probe = """
+        import fa3jit
+        print(fa3jit.candidate_paths())
+        print(fa3jit.library_path())
+        assert fa3jit.version()
+        """
+    env = {"PYTHONPATH": str(repo / "python")}
+    (repo / "build-other").mkdir()
+    (repo / "build-other" / "libfa3jit.so").symlink_to(LIBRARY)
+
+    r = _run_python(probe, env, cwd=tmp_path, drop=("FA3JIT_LIBRARY",))
+    assert r.stdout.splitlines()[0] == "[]", r.stdout      # not a source tree: not searched
+
+    (repo / "meson.build").write_text("# marks the source tree\n")
+    r = _run_python(probe, env, cwd=tmp_path, drop=("FA3JIT_LIBRARY",))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == str(repo / "build-other" / "libfa3jit.so")
+
+    (repo / "build").mkdir()
+    (repo / "build" / "libfa3jit.so").symlink_to(LIBRARY)
+    r = _run_python(probe, env, cwd=tmp_path, drop=("FA3JIT_LIBRARY",))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == str(repo / "build" / "libfa3jit.so")
+
+
+# ------------------------------------------------------------------ library calls
+@needs_library
+def test_version():
+    assert re.fullmatch(r"\d+\.\d+\.\d+", fa3jit.version())
+    assert fa3jit.version() == fa3jit.__version__
+
+
+@needs_library
+def test_emit_ptx_default():
+    ptx = fa3jit.emit_ptx()
+    assert isinstance(ptx, str)
+    assert ".target sm_90a" in ptx
+    assert "fa3_fwd_kernel" in ptx
+
+
+@needs_library
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_emit_ptx_variants_differ(head_dim):
+    variants = [
+        dict(), dict(dtype="fp16"), dict(causal=True), dict(window=True), dict(softcap=True),
+    ]
+    texts = [fa3jit.emit_ptx(head_dim=head_dim, **kw) for kw in variants]
+    for t in texts:
+        assert ".target sm_90a" in t and "fa3_fwd_kernel" in t
+    assert len(set(texts)) == len(texts)
+    assert fa3jit.emit_ptx(head_dim=head_dim, head_dim_v=head_dim) == texts[0]
+    assert fa3jit.emit_ptx(head_dim=head_dim, dtype="bfloat16") == texts[0]
+
+
+@needs_library
+def test_bad_head_dim_raises_fa3error_naming_it():
+    with pytest.raises(fa3jit.Fa3Error, match="72") as ei:
+        fa3jit.emit_ptx(head_dim=72)
+    assert ei.value.status == 2 and ei.value.status_name == "FA3_ERR_BAD_HEAD_DIM"
+    assert isinstance(ei.value, RuntimeError)
+    with pytest.raises(fa3jit.Fa3Error, match="72"):
+        fa3jit.get_kernel(head_dim=72)
+
+
+@needs_library
+def test_other_config_errors():
+    with pytest.raises(fa3jit.Fa3Error) as ei:
+        fa3jit.emit_ptx(head_dim=128, head_dim_v=64)
+    assert ei.value.status_name == "FA3_ERR_BAD_HEAD_DIM_V"
+    with pytest.raises(fa3jit.Fa3Error) as ei:
+        fa3jit.emit_ptx(dtype="e4m3")
+    assert ei.value.status_name == "FA3_ERR_BAD_DTYPE"
+    with pytest.raises(fa3jit.Fa3Error) as ei:
+        fa3jit.emit_ptx(block_n=24)
+    assert ei.value.status_name == "FA3_ERR_BAD_BLOCK" and "24" in str(ei.value)
+    with pytest.raises(ValueError, match="fp32"):
+        fa3jit.emit_ptx(dtype="fp32")
+    with pytest.raises(TypeError):
+        fa3jit.emit_ptx(head_dim=128.0)
+    with pytest.raises(ValueError):
+        fa3jit.Context(backend="nvcc")
+
+
+@needs_library
+def test_get_kernel_default_backend():
+    info = fa3jit.get_kernel(head_dim=128, dtype="bf16", causal=True)
+    assert info.registers > 0
+    assert info["registers"] == info.registers
+    assert info.shared_bytes > 0 and info.threads > 0
+    assert info.block_m > 0 and info.block_n > 0 and info.stages >= 2
+    assert re.fullmatch(r"[0-9a-f]{32}", info.cache_key)
+    assert info.mask == "causal" and info.dtype == "bf16" and info.head_dim == 128
+    assert info.backend in ("ptx-compiler", "nvjitlink", "driver-jit")
+    assert info.source in ("compiled", "disk")
+    if info.backend == "driver-jit":
+        pytest.skip("driver-jit kernels have no ptxas statistics before their first launch")
+    if info.backend != "ptx-compiler":
+        pytest.skip(f"spill check needs the ptx-compiler backend: {info.backend} drops setmaxnreg "
+                    f"(this library was built without the PTX Compiler API)")
+    assert info.spill_store_bytes == 0 and info.spill_load_bytes == 0, info.compile_log
+    assert info.spill_bytes == 0
+
+
+@needs_library
+def test_context_memory_and_disk_cache(tmp_path):
+    with fa3jit.Context(cache_dir=tmp_path) as ctx:
+        assert ctx.cache_dir == str(tmp_path)
+        first = ctx.get_kernel(head_dim=64, dtype="fp16", softcap=True)
+        assert first.source == "compiled" and first.compile_ms > 0
+        again = ctx.get_kernel(head_dim=64, dtype="fp16", softcap=True)
+        assert again.cache_key == first.cache_key
+        other = ctx.get_kernel(head_dim=64, dtype="fp16", softcap=True, window=True)
+        assert other.cache_key != first.cache_key and other.mask == "local" and other.softcap
+    with fa3jit.Context(cache_dir=tmp_path) as ctx:
+        reloaded = ctx.get_kernel(head_dim=64, dtype="fp16", softcap=True)
+        assert reloaded.source == "disk"
+        assert reloaded.cache_key == first.cache_key
+        assert reloaded.registers == first.registers
+    with fa3jit.Context(disable_disk_cache=True) as ctx:
+        assert ctx.cache_dir is None
+        assert ctx.get_kernel(head_dim=64).source == "compiled"
+
+
+@needs_library
+def test_configure_after_first_use_raises():
+    fa3jit.get_kernel()                       # the process-wide context exists now
+    with pytest.raises(RuntimeError, match="configure"):
+        fa3jit.configure(backend="nvjitlink")
+
+
+def test_flash_attn_func_without_torch_says_so():
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("torch is installed")
+    with pytest.raises(ImportError, match="PyTorch"):
+        fa3jit.flash_attn_func(None, None, None)
