@@ -7,9 +7,13 @@
 #if defined(__GNUC__)
 #define FA3_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define FA3_INTERNAL __attribute__((visibility("hidden")))
+/* Exported from the shared library for fa3jit's own CLI and tests only (not in fa3jit.h, no
+   stability promise): the driver table and the reference's NVRTC build. */
+#define FA3_TOOLS_API __attribute__((visibility("default")))
 #else
 #define FA3_PRINTF(a, b)
 #define FA3_INTERNAL
+#define FA3_TOOLS_API
 #endif
 
 /* Formats the calling thread's last-error message and returns st (so: return fa3_seterr(...)). */

@@ -53,19 +53,19 @@ typedef struct fa3_driver {
 
 /* Loads libcuda once (thread-safe) and calls cuInit(0). Errors: FA3_ERR_NO_DRIVER with the
    dlopen/cuInit reason in the message. */
-FA3_INTERNAL fa3_status fa3_driver_get(const fa3_driver **out);
+FA3_TOOLS_API fa3_status fa3_driver_get(const fa3_driver **out);
 
 /* 1 if a previous fa3_driver_get succeeded (never loads anything; thread-safe). Lets cleanup code
    skip driver calls when the driver was never loaded. */
-FA3_INTERNAL int fa3_driver_loaded(void);
+FA3_TOOLS_API int fa3_driver_loaded(void);
 
 /* Converts a CUresult into FA3_OK or FA3_ERR_CUDA with "<call>: CUDA_ERROR_X (text)" as message. */
-FA3_INTERNAL fa3_status fa3_cu_check(CUresult r, const char *call);
+FA3_TOOLS_API fa3_status fa3_cu_check(CUresult r, const char *call);
 #define FA3_CU(drv, call_expr) fa3_cu_check((drv)->call_expr, #call_expr)
 
 /* Makes sure the calling thread has a current context: the current one, else device 0's primary
    context (retained once per process) made current. *ctx (may be NULL) receives it, *dev its
    device. Errors: FA3_ERR_NO_DRIVER (no device), FA3_ERR_CUDA. */
-FA3_INTERNAL fa3_status fa3_driver_ensure_context(CUcontext *ctx, CUdevice *dev);
+FA3_TOOLS_API fa3_status fa3_driver_ensure_context(CUcontext *ctx, CUdevice *dev);
 
 #endif

@@ -127,6 +127,36 @@ static fa3_status check_o_stride(const char *name, int64_t stride, int64_t exten
     return FA3_OK;
 }
 
+/* O is written, so no two of its elements may share an address (a race, not a broadcast): with
+   its axes ordered by stride, each stride must step past everything the smaller axes span, starting
+   from the head_dim_v contiguous elements of a row. Axes of extent 1 are never stepped. */
+static fa3_status check_o_disjoint(const fa3_fwd_args *a, int head_dim_v)
+{
+    struct { const char *name; int64_t stride; int64_t extent; } ax[3] = {
+        {"args->o_head_stride", a->o_head_stride, a->num_heads},
+        {"args->o_row_stride", a->o_row_stride, a->seqlen_q},
+        {"args->o_batch_stride", a->o_batch_stride, a->batch},
+    };
+    for (int i = 1; i < 3; i++) /* insertion sort by stride; ties keep head < row < batch */
+        for (int j = i; j > 0 && ax[j].stride < ax[j - 1].stride; j--) {
+            __typeof__(ax[0]) t = ax[j];
+            ax[j] = ax[j - 1];
+            ax[j - 1] = t;
+        }
+    int64_t span = head_dim_v; /* elements covered by the axes handled so far */
+    for (int i = 0; i < 3; i++) {
+        if (ax[i].extent <= 1)
+            continue;
+        if (ax[i].stride < span)
+            return fa3_seterr(FA3_ERR_BAD_STRIDE,
+                              "%s %lld is smaller than the %lld elements it must step over "
+                              "(head_dim_v %d): elements of O would overlap", ax[i].name,
+                              (long long)ax[i].stride, (long long)span, head_dim_v);
+        span = ax[i].stride * (ax[i].extent - 1) + span;
+    }
+    return FA3_OK;
+}
+
 static fa3_status check_aligned(const char *name, const void *p, uintptr_t align)
 {
     if ((uintptr_t)p % align != 0)
@@ -191,6 +221,7 @@ static fa3_status validate(const fa3_kernel *k, const fa3_fwd_args *a, float *sc
     FA3_TRY(check_o_stride("args->o_row_stride", a->o_row_stride, a->seqlen_q));
     FA3_TRY(check_o_stride("args->o_head_stride", a->o_head_stride, a->num_heads));
     FA3_TRY(check_o_stride("args->o_batch_stride", a->o_batch_stride, a->batch));
+    FA3_TRY(check_o_disjoint(a, c->head_dim_v));
 
     /* softmax scale */
     float s = a->softmax_scale;

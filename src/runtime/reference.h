@@ -11,6 +11,6 @@
  * cubin (*is_ptx = 0), or PTX text if this NVRTC cannot emit cubins (*is_ptx = 1); free() it.
  * Errors: FA3_ERR_NO_NVRTC, FA3_ERR_COMPILE (NVRTC log in the message), FA3_ERR_OUT_OF_MEMORY.
  */
-FA3_INTERNAL fa3_status fa3_reference_build_image(int cc, void **image, size_t *size, int *is_ptx);
+FA3_TOOLS_API fa3_status fa3_reference_build_image(int cc, void **image, size_t *size, int *is_ptx);
 
 #endif

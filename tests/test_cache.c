@@ -1,0 +1,435 @@
+/*
+ * test_cache: cache keys and the disk cache, without a GPU, in a fresh folder under /tmp (removed
+ * at the end). For each compile backend of this build (nvJitLink always, the PTX Compiler API when
+ * FA3_HAVE_PTX_COMPILER):
+ *   - keys: the same config gives the same key (in two contexts, and from fa3_cache_key_for); each
+ *     field that changes the binary (head_dim, dtype, mask, softcap, block_n, stages, backend)
+ *     gives a different key; configs with equal canonical forms share one;
+ *   - first fa3_jit_get_kernel → COMPILED and one entry file; again in the same context → the same
+ *     kernel pointer, MEMORY; a new context on the same folder → DISK with identical cubin bytes;
+ *   - a truncated entry, a flipped payload byte, a flipped header byte, a foreign file → the next
+ *     new context rebuilds (COMPILED), gets a valid cubin, and rewrites a good entry (DISK after);
+ *   - disable_disk_cache, or $FA3JIT_CACHE_DISABLE=1 → nothing written;
+ *   - the cache folder's resolution from the options and the environment.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fa3jit.h"
+#include "fa3jit_build_config.h"
+#include "runtime/cache.h"
+#include "runtime/compile.h"
+#include "runtime/runtime.h"
+
+static char g_root[256]; /* the test's temp folder */
+
+#define CHECK(call)                                                                   \
+    do {                                                                              \
+        fa3_status st_ = (call);                                                      \
+        if (st_ != FA3_OK)                                                            \
+            fail_msg("%s: %s: %s", #call, fa3_strerror(st_), fa3_last_error_message()); \
+    } while (0)
+
+/* ---------------------------------------------------------------- helpers */
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void rm_rf(const char *path)
+{
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int g_count;
+static int count_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)path;
+    (void)sb;
+    (void)ftw;
+    if (flag == FTW_F || flag == FTW_SL)
+        g_count++;
+    return 0;
+}
+
+/* Regular files under path (0 if path does not exist). */
+static int count_files(const char *path)
+{
+    g_count = 0;
+    nftw(path, count_entry, 16, FTW_PHYS);
+    return g_count;
+}
+
+static void subdir(char *out, size_t size, const char *name)
+{
+    snprintf(out, size, "%s/%s", g_root, name);
+}
+
+static fa3_context *make_ctx(const char *dir, fa3_backend backend, int disable)
+{
+    fa3_context_options o;
+    fa3_context_options_init(&o);
+    o.cache_dir = dir;
+    o.backend = backend;
+    o.disable_disk_cache = disable;
+    fa3_context *ctx = NULL;
+    CHECK(fa3_context_create(&ctx, &o));
+    assert_non_null(ctx);
+    return ctx;
+}
+
+static fa3_config cfg_default(void)
+{
+    fa3_config c;
+    fa3_config_init(&c);
+    c.head_dim = 64; /* the smallest kernel: quickest to compile */
+    c.mask = FA3_MASK_CAUSAL;
+    return c;
+}
+
+/* Gets cfg's kernel from ctx and checks the source it reports. */
+static fa3_kernel *get(fa3_context *ctx, const fa3_config *cfg, fa3_kernel_source want,
+                       fa3_kernel_info *info)
+{
+    fa3_kernel *k = NULL;
+    CHECK(fa3_jit_get_kernel(ctx, cfg, &k));
+    assert_non_null(k);
+    CHECK(fa3_kernel_get_info(k, info));
+    static const char *names[] = {"COMPILED", "DISK", "MEMORY"};
+    if (info->source != want)
+        fail_msg("kernel source %s, expected %s", names[info->source % 3], names[want % 3]);
+    return k;
+}
+
+static void get_cubin(const fa3_kernel *k, const void **data, size_t *size)
+{
+    CHECK(fa3_kernel_get_cubin(k, data, size));
+    assert_non_null(*data);
+    assert_true(*size > 64);
+    assert_memory_equal(*data, "\x7f" "ELF", 4); /* a loadable cubin is an ELF image */
+}
+
+/* The key fa3_cache_key_for computes for cfg and backend (b resolved like a context does). */
+static void key_of(const fa3_config *cfg, fa3_backend b, char key[33])
+{
+    fa3_config c;
+    CHECK(fa3_config_canonicalize(cfg, &c));
+    char *ptx = NULL;
+    size_t len = 0;
+    CHECK(fa3_emit_ptx(&c, &ptx, &len));
+    char ver[256];
+    CHECK(fa3_backend_version(fa3_backend_resolve(b), ver, sizeof ver));
+    CHECK(fa3_cache_key_for(&c, ptx, len, b, ver, key));
+    fa3_free(ptx);
+    assert_int_equal(strlen(key), 32);
+    assert_int_equal(strspn(key, "0123456789abcdef"), 32);
+}
+
+static long file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
+}
+
+static void flip_byte(const char *path, long off)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, off, SEEK_SET), 0);
+    int c = fgetc(f);
+    assert_true(c != EOF);
+    assert_int_equal(fseek(f, off, SEEK_SET), 0);
+    fputc(c ^ 0x5A, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void test_keys(void **state)
+{
+    fa3_backend b = *(fa3_backend *)*state;
+    fa3_config base = cfg_default();
+    char k0[33], k1[33];
+    key_of(&base, b, k0);
+    key_of(&base, b, k1);
+    assert_string_equal(k0, k1); /* stable */
+
+    /* equal canonical forms share a key */
+    fa3_config canon;
+    CHECK(fa3_config_canonicalize(&base, &canon));
+    key_of(&canon, b, k1);
+    assert_string_equal(k0, k1);
+    fa3_config hv = base;
+    hv.head_dim_v = base.head_dim;
+    key_of(&hv, b, k1);
+    assert_string_equal(k0, k1);
+
+    /* each binary-changing field changes the key; all keys distinct */
+    fa3_config variants[9];
+    int n = 0;
+    variants[n] = base, variants[n++].head_dim = 128;
+    variants[n] = base, variants[n++].head_dim = 256;
+    variants[n] = base, variants[n++].dtype = FA3_DTYPE_FP16;
+    variants[n] = base, variants[n++].mask = FA3_MASK_NONE;
+    variants[n] = base, variants[n++].mask = FA3_MASK_LOCAL;
+    variants[n] = base, variants[n++].softcap = 1;
+    variants[n] = canon, variants[n++].block_n = canon.block_n == 64 ? 128 : 64;
+    variants[n] = canon, variants[n++].stages = canon.stages == 2 ? 3 : 2;
+    char keys[10][33];
+    memcpy(keys[0], k0, 33);
+    int nk = 1;
+    for (int i = 0; i < n; i++) {
+        fa3_config tmp;
+        if (fa3_config_canonicalize(&variants[i], &tmp) != FA3_OK) {
+            printf("  note: variant %d refused: %s\n", i, fa3_last_error_message());
+            assert_int_equal(variants[i].mask, FA3_MASK_LOCAL); /* only local may be refused */
+            continue;
+        }
+        key_of(&variants[i], b, keys[nk]);
+        for (int j = 0; j < nk; j++)
+            if (strcmp(keys[nk], keys[j]) == 0)
+                fail_msg("variant %d has the same key as an earlier config: %s", i, keys[nk]);
+        nk++;
+    }
+    printf("  %s: %d distinct keys, default %s\n", fa3_backend_name(b), nk, k0);
+
+    /* the backend is part of the key */
+    if (b != FA3_BACKEND_NVJITLINK) {
+        key_of(&base, FA3_BACKEND_NVJITLINK, k1);
+        assert_string_not_equal(k0, k1);
+    }
+}
+
+static void test_roundtrip(void **state)
+{
+    fa3_backend b = *(fa3_backend *)*state;
+    char dir[512], path[1024];
+    subdir(dir, sizeof dir, fa3_backend_name(b));
+    fa3_config cfg = cfg_default();
+    char want_key[33];
+    key_of(&cfg, b, want_key);
+
+    /* 1. compiled, stored */
+    fa3_context *c1 = make_ctx(dir, b, 0);
+    assert_int_equal(fa3_context_backend(c1), b);
+    assert_string_equal(fa3_context_cache_dir(c1), dir);
+    fa3_kernel_info i1;
+    fa3_kernel *k1 = get(c1, &cfg, FA3_SOURCE_COMPILED, &i1);
+    assert_int_equal(i1.backend, b);
+    assert_string_equal(i1.cache_key, want_key); /* the key the context used is the key_for one */
+    assert_true(i1.compile_ms > 0);
+    const void *cub1;
+    size_t n1;
+    get_cubin(k1, &cub1, &n1);
+    assert_int_equal(i1.cubin_size, n1);
+    printf("  %s: compiled %zu-byte cubin in %.0f ms, key %s, regs %d\n", fa3_backend_name(b), n1,
+           i1.compile_ms, i1.cache_key, i1.num_regs);
+    CHECK(fa3_cache_entry_path(dir, i1.cache_key, path, sizeof path));
+    long entry_size = file_size(path);
+    assert_true(entry_size > (long)n1);
+    assert_int_equal(count_files(dir), 1);
+
+    /* 2. same context: the same kernel from memory */
+    fa3_kernel_info i2;
+    fa3_kernel *k2 = get(c1, &cfg, FA3_SOURCE_MEMORY, &i2);
+    assert_ptr_equal(k1, k2);
+    assert_string_equal(i2.cache_key, i1.cache_key);
+
+    /* 3. new context, same folder: from disk, identical bytes and resources */
+    fa3_context *c2 = make_ctx(dir, b, 0);
+    fa3_kernel_info i3;
+    fa3_kernel *k3 = get(c2, &cfg, FA3_SOURCE_DISK, &i3);
+    assert_ptr_not_equal(k3, k1);
+    assert_string_equal(i3.cache_key, i1.cache_key);
+    assert_int_equal(i3.backend, b);
+    const void *cub3;
+    size_t n3;
+    get_cubin(k3, &cub3, &n3);
+    assert_int_equal(n3, n1);
+    assert_memory_equal(cub3, cub1, n1);
+    assert_int_equal(i3.num_regs, i1.num_regs);
+    assert_int_equal(i3.spill_store_bytes, i1.spill_store_bytes);
+    assert_int_equal(i3.spill_load_bytes, i1.spill_load_bytes);
+    assert_int_equal(i3.stack_bytes, i1.stack_bytes);
+    assert_int_equal(i3.shared_bytes, i1.shared_bytes);
+    assert_int_equal(i3.threads, i1.threads);
+    assert_true(i3.compile_ms == 0);
+    fa3_context_free(c2);
+
+    /* 4. damaged entries: each is rebuilt, the result is valid, and a good entry is rewritten */
+    static const char *damage[] = {"truncated", "payload byte flipped", "header byte flipped",
+                                   "foreign file"};
+    for (int d = 0; d < 4; d++) {
+        switch (d) {
+        case 0:
+            assert_int_equal(truncate(path, entry_size / 2), 0);
+            break;
+        case 1:
+            flip_byte(path, entry_size - (long)n1 / 2 - 1); /* inside the cubin */
+            break;
+        case 2:
+            flip_byte(path, 20); /* inside the header */
+            break;
+        case 3: {
+            FILE *f = fopen(path, "wb");
+            assert_non_null(f);
+            fputs("not a cache entry\n", f);
+            fclose(f);
+            break;
+        }
+        }
+        fa3_context *c = make_ctx(dir, b, 0);
+        fa3_kernel_info ir;
+        fa3_kernel *kr = get(c, &cfg, FA3_SOURCE_COMPILED, &ir);
+        const void *cr;
+        size_t nr;
+        get_cubin(kr, &cr, &nr);
+        assert_string_equal(ir.cache_key, i1.cache_key);
+        /* the compile is deterministic: the rebuilt cubin is the original one */
+        assert_int_equal(nr, n1);
+        assert_memory_equal(cr, cub1, n1);
+        fa3_context_free(c);
+        /* a good entry is back (its size may differ by the compiler log, e.g. timings in it) */
+        assert_true(file_size(path) > (long)n1);
+        c = make_ctx(dir, b, 0);
+        get(c, &cfg, FA3_SOURCE_DISK, &ir);
+        fa3_context_free(c);
+        printf("  %s: %s entry rebuilt and rewritten\n", fa3_backend_name(b), damage[d]);
+    }
+    assert_int_equal(count_files(dir), 1); /* no temporary files left behind */
+    fa3_context_free(c1);
+}
+
+static void test_disabled(void **state)
+{
+    fa3_backend b = *(fa3_backend *)*state;
+    char dir[512];
+    fa3_config cfg = cfg_default();
+    fa3_kernel_info info;
+
+    /* option */
+    snprintf(dir, sizeof dir, "%s/disabled-%s", g_root, fa3_backend_name(b));
+    fa3_context *c = make_ctx(dir, b, 1);
+    assert_null(fa3_context_cache_dir(c));
+    get(c, &cfg, FA3_SOURCE_COMPILED, &info);
+    get(c, &cfg, FA3_SOURCE_MEMORY, &info); /* the memory table still works */
+    fa3_context_free(c);
+    assert_int_equal(count_files(dir), 0);
+    struct stat sb;
+    assert_true(stat(dir, &sb) != 0); /* not even created */
+
+    /* environment */
+    snprintf(dir, sizeof dir, "%s/env-disabled-%s", g_root, fa3_backend_name(b));
+    setenv("FA3JIT_CACHE_DISABLE", "1", 1);
+    c = make_ctx(dir, b, 0);
+    unsetenv("FA3JIT_CACHE_DISABLE");
+    assert_null(fa3_context_cache_dir(c));
+    get(c, &cfg, FA3_SOURCE_COMPILED, &info);
+    fa3_context_free(c);
+    assert_int_equal(count_files(dir), 0);
+    assert_true(stat(dir, &sb) != 0);
+}
+
+static void test_dir_resolution(void **state)
+{
+    (void)state;
+    char a[512], x[512], want[600];
+    subdir(a, sizeof a, "from-env");
+    subdir(x, sizeof x, "xdg");
+    setenv("FA3JIT_CACHE_DIR", a, 1);
+    setenv("XDG_CACHE_HOME", x, 1);
+    fa3_context *c = make_ctx(NULL, FA3_BACKEND_NVJITLINK, 0);
+    assert_string_equal(fa3_context_cache_dir(c), a); /* $FA3JIT_CACHE_DIR first */
+    fa3_context_free(c);
+    c = make_ctx(g_root, FA3_BACKEND_NVJITLINK, 0);
+    assert_string_equal(fa3_context_cache_dir(c), g_root); /* the option beats the environment */
+    fa3_context_free(c);
+    unsetenv("FA3JIT_CACHE_DIR");
+    c = make_ctx(NULL, FA3_BACKEND_NVJITLINK, 0);
+    snprintf(want, sizeof want, "%s/fa3jit", x);
+    assert_string_equal(fa3_context_cache_dir(c), want); /* then $XDG_CACHE_HOME/fa3jit */
+    fa3_context_free(c);
+    setenv("FA3JIT_CACHE_DISABLE", "0", 1); /* "0" means on */
+    c = make_ctx(NULL, FA3_BACKEND_NVJITLINK, 0);
+    assert_string_equal(fa3_context_cache_dir(c), want);
+    fa3_context_free(c);
+    unsetenv("FA3JIT_CACHE_DISABLE");
+    unsetenv("XDG_CACHE_HOME");
+    /* resolving names a folder but creates nothing */
+    assert_int_equal(count_files(x), 0);
+    struct stat sb;
+    assert_true(stat(a, &sb) != 0);
+}
+
+static void test_backends(void **state)
+{
+    (void)state;
+    fa3_context *c = make_ctx(g_root, FA3_BACKEND_AUTO, 0);
+    fa3_backend want = FA3_HAVE_PTX_COMPILER ? FA3_BACKEND_PTX_COMPILER : FA3_BACKEND_NVJITLINK;
+    assert_int_equal(fa3_context_backend(c), want);
+    fa3_context_free(c);
+    if (!FA3_HAVE_PTX_COMPILER) {
+        fa3_context_options o;
+        fa3_context_options_init(&o);
+        o.backend = FA3_BACKEND_PTX_COMPILER;
+        c = NULL;
+        assert_int_equal(fa3_context_create(&c, &o), FA3_ERR_BAD_BACKEND);
+        assert_null(c);
+    }
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    unsetenv("FA3JIT_CACHE_DISABLE");
+    unsetenv("FA3JIT_CACHE_DIR");
+    snprintf(g_root, sizeof g_root, "/tmp/fa3jit-test-cache-XXXXXX");
+    if (!mkdtemp(g_root)) {
+        printf("mkdtemp: %s\n", strerror(errno));
+        return -1;
+    }
+    printf("cache folder: %s\n", g_root);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    rm_rf(g_root);
+    return 0;
+}
+
+static fa3_backend g_nvjitlink = FA3_BACKEND_NVJITLINK;
+static fa3_backend g_ptxc = FA3_BACKEND_PTX_COMPILER;
+
+int main(void)
+{
+    const struct CMUnitTest all[] = {
+        cmocka_unit_test(test_backends),
+        cmocka_unit_test(test_dir_resolution),
+        {"keys_nvjitlink", test_keys, NULL, NULL, &g_nvjitlink},
+        {"roundtrip_nvjitlink", test_roundtrip, NULL, NULL, &g_nvjitlink},
+        {"disabled_nvjitlink", test_disabled, NULL, NULL, &g_nvjitlink},
+        {"keys_ptx_compiler", test_keys, NULL, NULL, &g_ptxc},
+        {"roundtrip_ptx_compiler", test_roundtrip, NULL, NULL, &g_ptxc},
+    };
+    /* the PTX compiler cases only when the backend is built in */
+    size_t n = sizeof all / sizeof all[0] - (FA3_HAVE_PTX_COMPILER ? 0 : 2);
+    return _cmocka_run_group_tests("cache", all, n, group_setup, group_teardown);
+}

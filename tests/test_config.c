@@ -1,0 +1,476 @@
+/*
+ * test_config: the public configuration API without a GPU — defaults, one status code per bad
+ * field (with a message naming the field and its value), canonical form, status names, NULL
+ * arguments, fa3_emit_ptx's header, and the pure helpers of the forward arguments.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fa3jit.h"
+#include "kernel_abi.h"
+
+/* Asserts that canonicalizing cfg fails with want, leaves out untouched, and that the message
+   contains each of the NULL-terminated words (the field and its value). */
+static void expect_bad(const fa3_config *cfg, fa3_status want, ...)
+{
+    fa3_config out;
+    memset(&out, 0xA5, sizeof out);
+    fa3_config before = out;
+    fa3_status st = fa3_config_canonicalize(cfg, &out);
+    const char *msg = fa3_last_error_message();
+    printf("  status %d (%s): %s\n", (int)st, fa3_strerror(st), msg);
+    if (st != want)
+        fail_msg("got status %d (%s), expected %d (%s)", (int)st, fa3_strerror(st), (int)want,
+                 fa3_strerror(want));
+    assert_memory_equal(&out, &before, sizeof out); /* "On error out is left unchanged" */
+    assert_non_null(msg);
+    va_list ap;
+    va_start(ap, want);
+    for (const char *w; (w = va_arg(ap, const char *)) != NULL;) {
+        if (!strstr(msg, w))
+            fail_msg("message \"%s\" does not contain \"%s\"", msg, w);
+    }
+    va_end(ap);
+    /* every entry point taking a config reports the same error */
+    char *ptx = (char *)0x1;
+    assert_int_equal(fa3_emit_ptx(cfg, &ptx, NULL), want);
+    assert_ptr_equal(ptx, (char *)0x1);
+}
+
+static fa3_config base(void)
+{
+    fa3_config c;
+    fa3_config_init(&c);
+    return c;
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    fa3_config c;
+    memset(&c, 0x5A, sizeof c);
+    fa3_config_init(&c);
+    assert_int_equal(c.head_dim, 128);
+    assert_int_equal(c.head_dim_v, 0);
+    assert_int_equal(c.dtype, FA3_DTYPE_BF16);
+    assert_int_equal(c.mask, FA3_MASK_NONE);
+    assert_int_equal(c.softcap, 0);
+    assert_int_equal(c.arch, FA3_ARCH_SM90A);
+    assert_int_equal(c.block_n, 0);
+    assert_int_equal(c.stages, 0);
+    fa3_config_init(NULL); /* ignored, must not crash */
+
+    assert_int_equal(fa3_version_number(), FA3JIT_VERSION_NUMBER);
+    assert_string_equal(fa3_version_string(), FA3JIT_VERSION_STRING);
+}
+
+static void test_bad_head_dim(void **state)
+{
+    (void)state;
+    fa3_config c = base();
+    c.head_dim = 72;
+    expect_bad(&c, FA3_ERR_BAD_HEAD_DIM, "head_dim", "72", NULL);
+    c.head_dim = 512;
+    expect_bad(&c, FA3_ERR_BAD_HEAD_DIM, "head_dim", "512", NULL);
+    c.head_dim = 0;
+    expect_bad(&c, FA3_ERR_BAD_HEAD_DIM, "head_dim", "0", NULL);
+    c.head_dim = -64;
+    expect_bad(&c, FA3_ERR_BAD_HEAD_DIM, "head_dim", "-64", NULL);
+}
+
+static void test_bad_head_dim_v(void **state)
+{
+    (void)state;
+    fa3_config c = base();
+    c.head_dim = 128;
+    c.head_dim_v = 64;
+    expect_bad(&c, FA3_ERR_BAD_HEAD_DIM_V, "head_dim_v", "64", NULL);
+    c.head_dim = 64;
+    c.head_dim_v = 96;
+    expect_bad(&c, FA3_ERR_BAD_HEAD_DIM_V, "head_dim_v", "96", NULL);
+}
+
+static void test_bad_dtype(void **state)
+{
+    (void)state;
+    fa3_config c = base();
+    c.dtype = FA3_DTYPE_E4M3;
+    expect_bad(&c, FA3_ERR_BAD_DTYPE, "e4m3", NULL);
+    c.dtype = (fa3_dtype)7;
+    expect_bad(&c, FA3_ERR_BAD_DTYPE, "dtype", "7", NULL);
+    c.dtype = (fa3_dtype)-1;
+    expect_bad(&c, FA3_ERR_BAD_DTYPE, "dtype", "-1", NULL);
+}
+
+static void test_bad_mask(void **state)
+{
+    (void)state;
+    fa3_config c = base();
+    c.mask = (fa3_mask)3;
+    expect_bad(&c, FA3_ERR_BAD_MASK, "mask", "3", NULL);
+    c.mask = (fa3_mask)-2;
+    expect_bad(&c, FA3_ERR_BAD_MASK, "mask", "-2", NULL);
+}
+
+static void test_bad_arch(void **state)
+{
+    (void)state;
+    fa3_config c = base();
+    c.arch = (fa3_arch)80;
+    expect_bad(&c, FA3_ERR_BAD_ARCH, "arch", "80", NULL);
+    c.arch = (fa3_arch)100;
+    expect_bad(&c, FA3_ERR_BAD_ARCH, "arch", "100", NULL);
+}
+
+static void test_bad_block(void **state)
+{
+    (void)state;
+    fa3_config c = base();
+    c.block_n = 24;
+    expect_bad(&c, FA3_ERR_BAD_BLOCK, "block_n", "24", NULL);
+    c.block_n = 512;
+    expect_bad(&c, FA3_ERR_BAD_BLOCK, "block_n", "512", NULL);
+    c.block_n = -16;
+    expect_bad(&c, FA3_ERR_BAD_BLOCK, "block_n", "-16", NULL);
+    c = base();
+    c.stages = 1;
+    expect_bad(&c, FA3_ERR_BAD_BLOCK, "stages", "1", NULL);
+    c.stages = 9;
+    expect_bad(&c, FA3_ERR_BAD_BLOCK, "stages", "9", NULL);
+}
+
+static void test_bad_softcap_flag(void **state)
+{
+    (void)state;
+    /* softcap is a 0/1 flag in the config (its value goes in fa3_fwd_args): a bad flag is an
+       invalid argument (fa3.h: "bad flag"). */
+    fa3_config c = base();
+    c.softcap = 2;
+    expect_bad(&c, FA3_ERR_INVALID_ARGUMENT, "softcap", "2", NULL);
+    c.softcap = -1;
+    expect_bad(&c, FA3_ERR_INVALID_ARGUMENT, "softcap", "-1", NULL);
+}
+
+static void test_error_message_replaced(void **state)
+{
+    (void)state;
+    /* A later failing call replaces the message (it names its own value, not the old one). */
+    fa3_config c = base();
+    c.head_dim = 72;
+    assert_int_equal(fa3_config_canonicalize(&c, &c), FA3_ERR_BAD_HEAD_DIM);
+    c = base();
+    c.arch = (fa3_arch)80;
+    assert_int_equal(fa3_config_canonicalize(&c, &c), FA3_ERR_BAD_ARCH);
+    assert_null(strstr(fa3_last_error_message(), "72"));
+    assert_non_null(strstr(fa3_last_error_message(), "80"));
+}
+
+static void check_canonical(const fa3_config *in)
+{
+    fa3_config a, b;
+    assert_int_equal(fa3_config_canonicalize(in, &a), FA3_OK);
+    assert_int_equal(a.head_dim, in->head_dim);
+    assert_int_equal(a.head_dim_v, in->head_dim_v ? in->head_dim_v : in->head_dim);
+    assert_int_equal(a.dtype, in->dtype);
+    assert_int_equal(a.mask, in->mask);
+    assert_int_equal(a.softcap, in->softcap);
+    assert_int_equal(a.arch, in->arch);
+    /* planner values filled, and valid by the library's own rules */
+    assert_true(a.block_n >= 16 && a.block_n <= 256 && a.block_n % 16 == 0);
+    assert_true(a.stages >= 2 && a.stages <= 8);
+    if (in->block_n)
+        assert_int_equal(a.block_n, in->block_n);
+    if (in->stages)
+        assert_int_equal(a.stages, in->stages);
+    /* idempotent */
+    assert_int_equal(fa3_config_canonicalize(&a, &b), FA3_OK);
+    assert_memory_equal(&a, &b, sizeof a);
+    /* in place (out == cfg) gives the same */
+    fa3_config c = *in;
+    assert_int_equal(fa3_config_canonicalize(&c, &c), FA3_OK);
+    assert_memory_equal(&a, &c, sizeof a);
+    /* the explicit form of the planner's choice is the same canonical config */
+    fa3_config d = *in;
+    d.head_dim_v = a.head_dim_v;
+    d.block_n = a.block_n;
+    d.stages = a.stages;
+    assert_int_equal(fa3_config_canonicalize(&d, &d), FA3_OK);
+    assert_memory_equal(&a, &d, sizeof a);
+}
+
+static void test_canonicalize(void **state)
+{
+    (void)state;
+    static const int hds[] = {64, 128, 256};
+    for (int h = 0; h < 3; h++)
+        for (int dt = 0; dt < 2; dt++)
+            for (int m = 0; m < 3; m++)
+                for (int sc = 0; sc < 2; sc++) {
+                    fa3_config c = base();
+                    c.head_dim = hds[h];
+                    c.dtype = (fa3_dtype)dt;
+                    c.mask = (fa3_mask)m;
+                    c.softcap = sc;
+                    fa3_config tmp;
+                    fa3_status st = fa3_config_canonicalize(&c, &tmp);
+                    if (st != FA3_OK && m == FA3_MASK_LOCAL) {
+                        printf("  note: local mask refused: %s\n", fa3_last_error_message());
+                        continue;
+                    }
+                    assert_int_equal(st, FA3_OK);
+                    check_canonical(&c);
+                }
+    /* an explicit valid override is kept */
+    fa3_config c = base();
+    c.block_n = 64;
+    c.stages = 3;
+    check_canonical(&c);
+    c = base();
+    c.head_dim_v = 128;
+    check_canonical(&c);
+}
+
+static void test_describe(void **state)
+{
+    (void)state;
+    fa3_config c = base();
+    c.mask = FA3_MASK_CAUSAL;
+    c.dtype = FA3_DTYPE_FP16;
+    c.head_dim = 64;
+    assert_int_equal(fa3_config_canonicalize(&c, &c), FA3_OK);
+    char buf[128];
+    assert_int_equal(fa3_config_describe(&c, buf, sizeof buf), FA3_OK);
+    printf("  %s\n", buf);
+    assert_non_null(strstr(buf, "hd64"));
+    assert_non_null(strstr(buf, "fp16"));
+    assert_non_null(strstr(buf, "causal"));
+    /* a tiny buffer is truncated, still NUL-terminated */
+    char small[6];
+    memset(small, 'x', sizeof small);
+    assert_int_equal(fa3_config_describe(&c, small, sizeof small), FA3_OK);
+    assert_true(memchr(small, 0, sizeof small) != NULL);
+    assert_int_equal(fa3_config_describe(&c, NULL, 10), FA3_ERR_INVALID_ARGUMENT);
+    assert_int_equal(fa3_config_describe(&c, buf, 0), FA3_ERR_INVALID_ARGUMENT);
+}
+
+static void test_strerror(void **state)
+{
+    (void)state;
+    enum { N = FA3_ERR_NO_NVRTC + 1 };
+    const char *names[N];
+    for (int i = 0; i < N; i++) {
+        names[i] = fa3_strerror((fa3_status)i);
+        assert_non_null(names[i]);
+        assert_true(strlen(names[i]) > 0);
+        assert_string_not_equal(names[i], "unknown status");
+        for (int j = 0; j < i; j++)
+            if (strcmp(names[i], names[j]) == 0)
+                fail_msg("fa3_strerror(%d) == fa3_strerror(%d) == \"%s\"", i, j, names[i]);
+    }
+    assert_string_equal(fa3_strerror((fa3_status)N), "unknown status");
+    assert_string_equal(fa3_strerror((fa3_status)-1), "unknown status");
+    assert_string_equal(fa3_strerror((fa3_status)1000), "unknown status");
+}
+
+static void test_null_arguments(void **state)
+{
+    (void)state;
+    fa3_config c = base(), out;
+    assert_int_equal(fa3_config_canonicalize(NULL, &out), FA3_ERR_INVALID_ARGUMENT);
+    assert_true(strlen(fa3_last_error_message()) > 0);
+    assert_int_equal(fa3_config_canonicalize(&c, NULL), FA3_ERR_INVALID_ARGUMENT);
+    char *ptx = NULL;
+    assert_int_equal(fa3_emit_ptx(NULL, &ptx, NULL), FA3_ERR_INVALID_ARGUMENT);
+    assert_null(ptx);
+    assert_int_equal(fa3_emit_ptx(&c, NULL, NULL), FA3_ERR_INVALID_ARGUMENT);
+    assert_int_equal(fa3_config_describe(NULL, (char[8]){0}, 8), FA3_ERR_INVALID_ARGUMENT);
+
+    assert_int_equal(fa3_context_create(NULL, NULL), FA3_ERR_INVALID_ARGUMENT);
+    fa3_context *ctx = NULL;
+    fa3_context_options o;
+    fa3_context_options_init(&o);
+    o.disable_disk_cache = 1;
+    assert_int_equal(fa3_context_create(&ctx, &o), FA3_OK);
+    assert_non_null(ctx);
+    fa3_kernel *k = NULL;
+    assert_int_equal(fa3_jit_get_kernel(NULL, &c, &k), FA3_ERR_INVALID_ARGUMENT);
+    assert_int_equal(fa3_jit_get_kernel(ctx, NULL, &k), FA3_ERR_INVALID_ARGUMENT);
+    assert_int_equal(fa3_jit_get_kernel(ctx, &c, NULL), FA3_ERR_INVALID_ARGUMENT);
+    assert_null(k);
+    /* a bad config is refused before anything is compiled, with the config's own code */
+    fa3_config bad = c;
+    bad.head_dim = 72;
+    assert_int_equal(fa3_jit_get_kernel(ctx, &bad, &k), FA3_ERR_BAD_HEAD_DIM);
+    assert_non_null(strstr(fa3_last_error_message(), "72"));
+    assert_null(k);
+    fa3_context_free(ctx);
+
+    fa3_kernel_info info;
+    assert_int_equal(fa3_kernel_get_info(NULL, &info), FA3_ERR_INVALID_ARGUMENT);
+    const void *data;
+    size_t size;
+    assert_int_equal(fa3_kernel_get_cubin(NULL, &data, &size), FA3_ERR_INVALID_ARGUMENT);
+    fa3_fwd_args a;
+    fa3_fwd_args_init(&a);
+    assert_int_equal(fa3_fwd(NULL, &a, NULL), FA3_ERR_INVALID_ARGUMENT);
+    float dummy;
+    assert_int_equal(fa3_reference_fwd(NULL, &c, &a, &dummy, NULL, NULL),
+                     FA3_ERR_INVALID_ARGUMENT);
+    fa3_context_free(NULL);
+    fa3_free(NULL);
+}
+
+static void test_context_options(void **state)
+{
+    (void)state;
+    fa3_context_options o;
+    memset(&o, 0x7F, sizeof o);
+    fa3_context_options_init(&o);
+    assert_null(o.cache_dir);
+    assert_int_equal(o.disable_disk_cache, 0);
+    assert_int_equal(o.backend, FA3_BACKEND_AUTO);
+    o.backend = (fa3_backend)42;
+    fa3_context *ctx = (fa3_context *)0x1;
+    fa3_status st = fa3_context_create(&ctx, &o);
+    assert_true(st == FA3_ERR_INVALID_ARGUMENT || st == FA3_ERR_BAD_BACKEND);
+    assert_non_null(strstr(fa3_last_error_message(), "42"));
+
+    assert_string_equal(fa3_backend_name(FA3_BACKEND_PTX_COMPILER), "ptx-compiler");
+    assert_string_equal(fa3_backend_name(FA3_BACKEND_NVJITLINK), "nvjitlink");
+    assert_string_equal(fa3_backend_name(FA3_BACKEND_DRIVER_JIT), "driver-jit");
+    assert_string_equal(fa3_backend_name(FA3_BACKEND_AUTO), "auto");
+}
+
+static void test_emit_ptx(void **state)
+{
+    (void)state;
+    static const int hds[] = {64, 128, 256};
+    for (int h = 0; h < 3; h++)
+        for (int m = 0; m < 2; m++) {
+            fa3_config c = base();
+            c.head_dim = hds[h];
+            c.mask = (fa3_mask)m;
+            c.dtype = (fa3_dtype)(h & 1);
+            char *ptx = NULL;
+            size_t len = 0;
+            assert_int_equal(fa3_emit_ptx(&c, &ptx, &len), FA3_OK);
+            assert_non_null(ptx);
+            assert_int_equal(len, strlen(ptx));
+            /* the PTX header: comment lines, then .version, .target sm_90a, .address_size 64,
+               each before the kernel entry */
+            assert_true(strncmp(ptx, "//", 2) == 0 || strncmp(ptx, ".version", 8) == 0);
+            const char *ver = strstr(ptx, "\n.version ");
+            if (!ver && strncmp(ptx, ".version ", 9) == 0)
+                ver = ptx;
+            const char *tgt = strstr(ptx, "\n.target sm_90a\n");
+            const char *as = strstr(ptx, "\n.address_size 64\n");
+            char entry[64];
+            snprintf(entry, sizeof entry, ".entry %s(", FA3_KERNEL_NAME);
+            const char *ent = strstr(ptx, entry);
+            assert_non_null(ver);
+            assert_non_null(tgt);
+            assert_non_null(as);
+            assert_non_null(ent);
+            assert_true(ver < tgt && tgt < as && as < ent);
+            /* exactly one kernel entry; the ABI's single parameter */
+            assert_null(strstr(ent + 1, ".entry "));
+            char param[64];
+            snprintf(param, sizeof param, "fa3_params[%d]", FA3P_SIZE);
+            assert_non_null(strstr(ent, param));
+            /* same config, same text */
+            char *again = NULL;
+            size_t len2 = 0;
+            assert_int_equal(fa3_emit_ptx(&c, &again, &len2), FA3_OK);
+            assert_int_equal(len, len2);
+            assert_memory_equal(ptx, again, len);
+            fa3_free(again);
+            fa3_free(ptx);
+        }
+}
+
+static void test_fwd_args_helpers(void **state)
+{
+    (void)state;
+    fa3_fwd_args a;
+    memset(&a, 0x33, sizeof a);
+    fa3_fwd_args_init(&a);
+    assert_null(a.q);
+    assert_null(a.o);
+    assert_null(a.lse);
+    assert_int_equal(a.batch, 0);
+    assert_int_equal(a.window_size_left, -1);
+    assert_int_equal(a.window_size_right, -1);
+    assert_true(a.softmax_scale == 0.0f);
+    assert_true(a.softcap == 0.0f);
+
+    a.batch = 3;
+    a.seqlen_q = 5;
+    a.seqlen_k = 7;
+    a.num_heads = 8;
+    a.num_heads_k = 2;
+    fa3_fwd_args_set_contiguous(&a, 128, 64);
+    /* (batch, seqlen, heads, head_dim) contiguous */
+    assert_int_equal(a.q_head_stride, 128);
+    assert_int_equal(a.q_row_stride, 8 * 128);
+    assert_int_equal(a.q_batch_stride, 5 * 8 * 128);
+    assert_int_equal(a.k_head_stride, 128);
+    assert_int_equal(a.k_row_stride, 2 * 128);
+    assert_int_equal(a.k_batch_stride, 7 * 2 * 128);
+    assert_int_equal(a.v_head_stride, 64);
+    assert_int_equal(a.v_row_stride, 2 * 64);
+    assert_int_equal(a.v_batch_stride, 7 * 2 * 64);
+    assert_int_equal(a.o_head_stride, 64);
+    assert_int_equal(a.o_row_stride, 8 * 64);
+    assert_int_equal(a.o_batch_stride, 5 * 8 * 64);
+}
+
+static void test_fwd_flops(void **state)
+{
+    (void)state;
+    fa3_config c = base();
+    fa3_fwd_args a;
+    fa3_fwd_args_init(&a);
+    a.batch = 2;
+    a.seqlen_q = 1024;
+    a.seqlen_k = 1024;
+    a.num_heads = 16;
+    a.num_heads_k = 16;
+    double full = 4.0 * 2 * 16 * 1024 * 1024 * 128;
+    double f = fa3_fwd_flops(&c, &a);
+    assert_true(f == full);
+    c.mask = FA3_MASK_CAUSAL;
+    double fc = fa3_fwd_flops(&c, &a);
+    /* "halved for causal when seqlen_q == seqlen_k": within the diagonal's share */
+    assert_true(fc >= full / 2 && fc <= full / 2 * (1.0 + 2.0 / 1024));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_bad_head_dim),
+        cmocka_unit_test(test_bad_head_dim_v),
+        cmocka_unit_test(test_bad_dtype),
+        cmocka_unit_test(test_bad_mask),
+        cmocka_unit_test(test_bad_arch),
+        cmocka_unit_test(test_bad_block),
+        cmocka_unit_test(test_bad_softcap_flag),
+        cmocka_unit_test(test_error_message_replaced),
+        cmocka_unit_test(test_canonicalize),
+        cmocka_unit_test(test_describe),
+        cmocka_unit_test(test_strerror),
+        cmocka_unit_test(test_null_arguments),
+        cmocka_unit_test(test_context_options),
+        cmocka_unit_test(test_emit_ptx),
+        cmocka_unit_test(test_fwd_args_helpers),
+        cmocka_unit_test(test_fwd_flops),
+    };
+    return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}

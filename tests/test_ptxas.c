@@ -1,0 +1,450 @@
+/*
+ * test_ptxas: CI's compile gate. For every supported config (head_dim 64/128/256 × bf16/fp16 ×
+ * mask none/causal/local × softcap 0/1) the generated PTX is compiled whole-program by the
+ * toolkit's offline ptxas (`ptxas -arch=sm_90a -O3 -v`, path $PTXAS or <cuda_dir>/bin/ptxas), and
+ * the test fails on:
+ *   - a non-zero exit status or no cubin for the entry function;
+ *   - any diagnostic line: one containing "warning", "Performance Loss" or a "(Cnnnn)" code.
+ *     ptxas prints C7504/C7508 (setmaxnreg ignored) and C7510–C7515 (wgmma serialized) as
+ *     "ptxas info : (C7508) Potential Performance Loss: ...", not as warnings;
+ *   - non-zero "bytes spill stores", "bytes spill loads" or "bytes stack frame".
+ * When the library has the PTX Compiler API built in, each config also goes through
+ * fa3_jit_get_kernel with FA3_BACKEND_PTX_COMPILER (in parallel with ptxas) under the same rules,
+ * read from fa3_kernel_info and the compile log.
+ * A config the library refuses at canonicalisation is skipped with a note, except the default set
+ * (64/128/256 × bf16/fp16 × none/causal, no softcap), which must always be accepted.
+ * Prints per config: registers, spills, stack, static and dynamic shared memory.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codegen/codegen.h"
+#include "fa3jit.h"
+#include "fa3jit_build_config.h"
+#include "kernel_abi.h"
+
+extern char **environ;
+
+static char g_tmpdir[256];
+static const char *g_ptxas;
+static fa3_context *g_ptxc_ctx; /* PTX Compiler API backend, memory-only; NULL if not built in */
+static int g_failed_configs;
+
+typedef struct ptxas_case {
+    char name[64];
+    fa3_config cfg;
+    int must_accept; /* in the default set */
+} ptxas_case;
+
+enum { NCASES = 3 * 2 * 3 * 2 };
+static ptxas_case g_cases[NCASES];
+
+/* Resources read from a ptxas -v log (-1 = not found). */
+typedef struct resources {
+    int regs, spill_st, spill_ld, stack, smem;
+    int entry_found;
+    int warnings;
+    char first_warning[512];
+} resources;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* The integer right before `what` on line (e.g. "0 bytes spill stores"), or -1. */
+static int number_before(const char *line, const char *what)
+{
+    const char *p = strstr(line, what);
+    if (!p)
+        return -1;
+    while (p > line && p[-1] == ' ')
+        p--;
+    const char *end = p;
+    while (p > line && isdigit((unsigned char)p[-1]))
+        p--;
+    if (p == end)
+        return -1;
+    return atoi(p);
+}
+
+static int contains_nocase(const char *s, const char *word)
+{
+    size_t n = strlen(word);
+    for (; *s; s++)
+        if (strncasecmp(s, word, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* A compiler diagnostic: "warning", "Performance Loss", or a "(C1234)" message code. */
+static int is_diagnostic(const char *line)
+{
+    if (contains_nocase(line, "warning") || strstr(line, "Performance Loss"))
+        return 1;
+    for (const char *p = strstr(line, "(C"); p; p = strstr(p + 1, "(C")) {
+        int d = 0;
+        while (isdigit((unsigned char)p[2 + d]))
+            d++;
+        if (d >= 4 && p[2 + d] == ')')
+            return 1;
+    }
+    return 0;
+}
+
+/* The first diagnostic line of a whole log (copied into out), or 0 if none. */
+static int first_diagnostic(const char *log, char *out, size_t size)
+{
+    for (const char *p = log; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), p);
+        if (is_diagnostic(line)) {
+            snprintf(out, size, "%.500s", line);
+            return 1;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    return 0;
+}
+
+/* Scans a ptxas verbose log: every function's spills/stack (the max is kept: any non-zero fails),
+   registers and static smem of the entry, warning lines. */
+static void parse_log(const char *log, resources *r)
+{
+    memset(r, 0, sizeof *r);
+    r->regs = -1;
+    r->smem = 0; /* ptxas prints "N bytes smem" only when N > 0 */
+    r->spill_st = r->spill_ld = r->stack = -1;
+    char entry[128];
+    snprintf(entry, sizeof entry, "entry function '%s'", FA3_KERNEL_NAME);
+    const char *p = log;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), p);
+        if (is_diagnostic(line)) {
+            if (r->warnings++ == 0)
+                snprintf(r->first_warning, sizeof r->first_warning, "%.500s", line);
+        }
+        if (strstr(line, entry))
+            r->entry_found = 1;
+        int v;
+        if ((v = number_before(line, "bytes stack frame")) > r->stack)
+            r->stack = v;
+        if ((v = number_before(line, "bytes spill stores")) > r->spill_st)
+            r->spill_st = v;
+        if ((v = number_before(line, "bytes spill loads")) > r->spill_ld)
+            r->spill_ld = v;
+        const char *u = strstr(line, "Used ");
+        if (u && strstr(u, " registers"))
+            r->regs = atoi(u + 5);
+        if ((v = number_before(line, "bytes smem")) >= 0)
+            r->smem = v;
+        p += len + (nl ? 1 : 0);
+    }
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    fclose(f);
+    if (s)
+        s[n] = 0;
+    return s;
+}
+
+static pid_t spawn_ptxas(const char *ptx, const char *cubin, const char *log)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    char *argv[] = {(char *)g_ptxas, "-arch=sm_90a", "-O3", "-v", (char *)ptx, "-o",
+                    (char *)cubin, NULL};
+    pid_t pid = -1;
+    int rc = posix_spawn(&pid, g_ptxas, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0)
+        fail_msg("posix_spawn(%s): %s", g_ptxas, strerror(rc));
+    return pid;
+}
+
+/* Waits for a ptxas child; its exit status, or 128 + the signal that ended it. */
+static int wait_ptxas(pid_t pid)
+{
+    int wstatus = 0;
+    while (waitpid(pid, &wstatus, 0) < 0)
+        if (errno != EINTR)
+            fail_msg("waitpid: %s", strerror(errno));
+    return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+}
+
+/* The gate itself must be able to fail: its parser on logs in ptxas's format, and the toolkit's
+   ptxas on a kernel that asks for setmaxnreg with no register cap at entry (C7508). */
+static void test_gate_selftest(void **state)
+{
+    (void)state;
+    resources r;
+    parse_log("ptxas info    : 0 bytes gmem\n"
+              "ptxas info    : Compiling entry function '" FA3_KERNEL_NAME "' for 'sm_90a'\n"
+              "ptxas info    : Function properties for " FA3_KERNEL_NAME "\n"
+              "    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+              "ptxas info    : Used 255 registers, used 16 barriers, 1024 bytes smem\n",
+              &r);
+    assert_int_equal(r.entry_found, 1);
+    assert_int_equal(r.regs, 255);
+    assert_int_equal(r.stack, 16);
+    assert_int_equal(r.spill_st, 8);
+    assert_int_equal(r.spill_ld, 12);
+    assert_int_equal(r.smem, 1024);
+    assert_int_equal(r.warnings, 0);
+    parse_log("ptxas warning : something\n", &r);
+    assert_int_equal(r.warnings, 1);
+    parse_log("ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async serialized\n",
+              &r);
+    assert_int_equal(r.warnings, 1);
+
+    char ptx_path[512], cubin_path[512], log_path[512];
+    snprintf(ptx_path, sizeof ptx_path, "%s/selftest.ptx", g_tmpdir);
+    snprintf(cubin_path, sizeof cubin_path, "%s/selftest.cubin", g_tmpdir);
+    snprintf(log_path, sizeof log_path, "%s/selftest.log", g_tmpdir);
+    FILE *f = fopen(ptx_path, "w");
+    assert_non_null(f);
+    fputs(".version 9.0\n.target sm_90a\n.address_size 64\n"
+          ".visible .entry selftest()\n{\n\tsetmaxnreg.inc.sync.aligned.u32 240;\n\tret;\n}\n",
+          f);
+    assert_int_equal(fclose(f), 0);
+    int code = wait_ptxas(spawn_ptxas(ptx_path, cubin_path, log_path));
+    char *log = slurp(log_path);
+    assert_non_null(log);
+    parse_log(log, &r);
+    printf("  ptxas %s on a kernel that must be flagged: exit %d, %d diagnostic(s): %s\n",
+           g_ptxas, code, r.warnings, r.first_warning);
+    free(log);
+    unlink(ptx_path);
+    unlink(cubin_path);
+    unlink(log_path);
+    assert_int_equal(code, 0);
+    assert_true(r.warnings >= 1);
+}
+
+static void test_one_config(void **state)
+{
+    const ptxas_case *pc = *state;
+    fa3_config c;
+    fa3_status st = fa3_config_canonicalize(&pc->cfg, &c);
+    if (st != FA3_OK) {
+        if (pc->must_accept)
+            fail_msg("%s: the default set must be supported, but: %s: %s", pc->name,
+                     fa3_strerror(st), fa3_last_error_message());
+        printf("NOTE: %s skipped: the library refuses it (%s: %s)\n", pc->name, fa3_strerror(st),
+               fa3_last_error_message());
+        skip(); /* a config the library refuses up front */
+    }
+    fa3_plan plan;
+    st = fa3_plan_make(&c, &plan);
+    if (st != FA3_OK)
+        fail_msg("%s: fa3_plan_make: %s", pc->name, fa3_last_error_message());
+
+    char *ptx = NULL;
+    size_t len = 0;
+    st = fa3_emit_ptx(&c, &ptx, &len);
+    if (st != FA3_OK)
+        fail_msg("%s: fa3_emit_ptx: %s: %s", pc->name, fa3_strerror(st), fa3_last_error_message());
+    char ptx_path[512], cubin_path[512], log_path[512];
+    snprintf(ptx_path, sizeof ptx_path, "%s/%s.ptx", g_tmpdir, pc->name);
+    snprintf(cubin_path, sizeof cubin_path, "%s/%s.cubin", g_tmpdir, pc->name);
+    snprintf(log_path, sizeof log_path, "%s/%s.log", g_tmpdir, pc->name);
+    FILE *f = fopen(ptx_path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(ptx, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    fa3_free(ptx);
+
+    g_failed_configs++; /* undone at the end if every check passed */
+    double t0 = now_ms();
+    pid_t pid = spawn_ptxas(ptx_path, cubin_path, log_path);
+
+    /* Meanwhile, the library's own whole-program backend. */
+    char problems[2048] = "";
+    size_t pn = 0;
+#define PROBLEM(...) \
+    (pn += (size_t)snprintf(problems + pn, pn < sizeof problems ? sizeof problems - pn : 0, \
+                            __VA_ARGS__))
+    char ptxc_summary[256] = "";
+    if (g_ptxc_ctx) {
+        fa3_kernel *k = NULL;
+        st = fa3_jit_get_kernel(g_ptxc_ctx, &c, &k);
+        if (st != FA3_OK) {
+            PROBLEM("\n  ptx-compiler: %s: %s", fa3_strerror(st), fa3_last_error_message());
+        } else {
+            fa3_kernel_info info;
+            assert_int_equal(fa3_kernel_get_info(k, &info), FA3_OK);
+            snprintf(ptxc_summary, sizeof ptxc_summary,
+                     " | ptx-compiler: regs %d, spill %d/%d, stack %d, %.0f ms", info.num_regs,
+                     info.spill_store_bytes, info.spill_load_bytes, info.stack_bytes,
+                     info.compile_ms);
+            if (info.backend != FA3_BACKEND_PTX_COMPILER)
+                PROBLEM("\n  ptx-compiler: kernel built by backend %s",
+                        fa3_backend_name(info.backend));
+            if (info.num_regs <= 0)
+                PROBLEM("\n  ptx-compiler: register count unknown (%d)", info.num_regs);
+            if (info.spill_store_bytes != 0 || info.spill_load_bytes != 0)
+                PROBLEM("\n  ptx-compiler: spills %d/%d bytes (store/load; -1 = unknown)",
+                        info.spill_store_bytes, info.spill_load_bytes);
+            if (info.stack_bytes != 0)
+                PROBLEM("\n  ptx-compiler: stack frame %d bytes (-1 = unknown)",
+                        info.stack_bytes);
+            char diag[512];
+            if (info.compile_log && first_diagnostic(info.compile_log, diag, sizeof diag))
+                PROBLEM("\n  ptx-compiler: diagnostic in the compile log: %s", diag);
+            if (info.cubin_size == 0)
+                PROBLEM("\n  ptx-compiler: empty cubin");
+        }
+    }
+
+    int code = wait_ptxas(pid);
+    double ms = now_ms() - t0;
+    char *log = slurp(log_path);
+    assert_non_null(log);
+    resources r;
+    parse_log(log, &r);
+    struct stat sb;
+    int cubin_ok = stat(cubin_path, &sb) == 0 && sb.st_size > 0;
+
+    printf("%-26s ptxas: regs %3d, spill %d/%d, stack %d, smem %d static + %d dynamic, "
+           "%.0f ms%s\n",
+           pc->name, r.regs, r.spill_st, r.spill_ld, r.stack, r.smem, plan.smem_bytes, ms,
+           ptxc_summary);
+
+    if (code != 0)
+        PROBLEM("\n  ptxas exited with %d", code);
+    if (!cubin_ok)
+        PROBLEM("\n  ptxas wrote no cubin");
+    if (!r.entry_found)
+        PROBLEM("\n  ptxas compiled no entry function '%s'", FA3_KERNEL_NAME);
+    if (r.warnings)
+        PROBLEM("\n  ptxas printed %d warning line(s), first: %s", r.warnings, r.first_warning);
+    if (r.spill_st != 0 || r.spill_ld != 0)
+        PROBLEM("\n  ptxas: spills %d/%d bytes (store/load; -1 = not reported)", r.spill_st,
+                r.spill_ld);
+    if (r.stack != 0)
+        PROBLEM("\n  ptxas: stack frame %d bytes (-1 = not reported)", r.stack);
+    if (r.regs <= 0)
+        PROBLEM("\n  ptxas: register count not reported");
+#undef PROBLEM
+    if (pn) {
+        printf("FAIL %s (PTX kept in %s):%s\n--- ptxas log ---\n%s-----------------\n", pc->name,
+               ptx_path, problems, log);
+        free(log);
+        fail_msg("%s: see above", pc->name);
+    }
+    free(log);
+    unlink(cubin_path);
+    unlink(log_path);
+    unlink(ptx_path);
+    g_failed_configs--;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    g_ptxas = getenv("PTXAS");
+    if (!g_ptxas || !*g_ptxas)
+        g_ptxas = FA3_CUDA_DIR "/bin/ptxas";
+    if (access(g_ptxas, X_OK) != 0) {
+        printf("ptxas not found or not executable: %s (set $PTXAS)\n", g_ptxas);
+        return -1;
+    }
+    snprintf(g_tmpdir, sizeof g_tmpdir, "/tmp/fa3jit-ptxas-XXXXXX");
+    if (!mkdtemp(g_tmpdir)) {
+        printf("mkdtemp: %s\n", strerror(errno));
+        return -1;
+    }
+    printf("ptxas: %s; work folder %s\n", g_ptxas, g_tmpdir);
+    if (FA3_HAVE_PTX_COMPILER) {
+        fa3_context_options o;
+        fa3_context_options_init(&o);
+        o.disable_disk_cache = 1;
+        o.backend = FA3_BACKEND_PTX_COMPILER;
+        fa3_status st = fa3_context_create(&g_ptxc_ctx, &o);
+        if (st != FA3_OK) {
+            printf("fa3_context_create(PTX compiler): %s: %s\n", fa3_strerror(st),
+                   fa3_last_error_message());
+            return -1;
+        }
+        printf("also compiling through the PTX Compiler API backend\n");
+    } else {
+        printf("NOTE: this build has no PTX Compiler API (-Dptx_compiler_dir=...): ptxas only\n");
+    }
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    fa3_context_free(g_ptxc_ctx);
+    if (g_failed_configs == 0)
+        rmdir(g_tmpdir);
+    else
+        printf("%d config(s) failed; their PTX and logs are in %s\n", g_failed_configs, g_tmpdir);
+    return 0;
+}
+
+int main(void)
+{
+    static const int hds[] = {64, 128, 256};
+    static const char *dts[] = {"bf16", "fp16"};
+    static const char *masks[] = {"none", "causal", "local"};
+    struct CMUnitTest tests[1 + NCASES];
+    tests[0] = (struct CMUnitTest){"gate_selftest", test_gate_selftest, NULL, NULL, NULL};
+    int n = 0;
+    for (int h = 0; h < 3; h++)
+        for (int dt = 0; dt < 2; dt++)
+            for (int m = 0; m < 3; m++)
+                for (int sc = 0; sc < 2; sc++) {
+                    ptxas_case *pc = &g_cases[n];
+                    fa3_config_init(&pc->cfg);
+                    pc->cfg.head_dim = hds[h];
+                    pc->cfg.dtype = (fa3_dtype)dt;
+                    pc->cfg.mask = (fa3_mask)m;
+                    pc->cfg.softcap = sc;
+                    pc->must_accept = m != FA3_MASK_LOCAL && sc == 0;
+                    snprintf(pc->name, sizeof pc->name, "hd%d_%s_%s%s", hds[h], dts[dt], masks[m],
+                             sc ? "_softcap" : "");
+                    tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
+                    n++;
+                }
+    return cmocka_run_group_tests_name("ptxas", tests, group_setup, group_teardown);
+}
