@@ -97,7 +97,11 @@ static void load_driver(void)
                   d.version / 1000, d.version % 1000 / 10);
         return;
     }
-    int abi = d.version < CUDA_VERSION ? d.version : CUDA_VERSION;
+    /* Every prototype in driver.h is the CUDA 12.0 ABI, so ask for exactly that version: asking
+       for the newest one hands back changed signatures (CUDA 13.0's cuCtxSynchronize and
+       cuCtxGetDevice take a CUcontext; calling them through 12.0 prototypes destroyed contexts
+       and crashed on the H200). */
+    int abi = 12000;
 
     /* #name is the base name (stringizing does not expand cuda.h's versioning macros such as
        cuMemAlloc -> cuMemAlloc_v2), while d.name expands to the same member the header declared. */

@@ -1,7 +1,9 @@
 /*
  * CUDA Driver API, opened with dlopen("libcuda.so.1") at first use and resolved through
  * cuGetProcAddress, so that the library, the CLI and the CPU tests run on machines with no driver.
- * Only the entry points fa3jit uses are listed; add more here when needed.
+ * Only the entry points fa3jit uses are listed; add more here when needed. Each is resolved at the
+ * CUDA 12.0 ABI (cuGetProcAddress version 12000), so its prototype here must be the 12.0 one
+ * (cudaTypedefs.h: PFN_<name>_v<N> with the largest N <= 12000).
  */
 #ifndef FA3JIT_DRIVER_H
 #define FA3JIT_DRIVER_H
