@@ -43,6 +43,12 @@ for f in bin/ptxas include/cuda.h include/nvJitLink.h lib64/libnvJitLink.so; do
     fi
 done
 
+# pytest runs the Python layer's CPU tests (meson test 'python').
+if ! python3 -c 'import pytest' 2>/dev/null; then
+    echo "install-deps: pip install pytest"
+    python3 -m pip install --disable-pip-version-check --quiet 'pytest==9.2.0'
+fi
+
 lib=.deps/nvidia/cu13/lib/libnvptxcompiler_static.a
 if [ -f "$lib" ] && ls .deps/nvidia_nvptxcompiler-"$PTXC_VERSION"-*.whl >/dev/null 2>&1; then
     echo "install-deps: PTX Compiler $PTXC_VERSION already in .deps/"
