@@ -52,7 +52,7 @@ typedef struct ptxas_case {
     int must_accept; /* in the default set */
 } ptxas_case;
 
-enum { NCASES = 3 * 2 * 3 * 2 };
+enum { NCASES = 6 * 2 * 3 * 2 }; /* (head_dim, head_dim_v) x dtype x mask x softcap */
 static ptxas_case g_cases[NCASES];
 
 /* Resources read from a ptxas -v log (-1 = not found). */
@@ -424,25 +424,32 @@ static int group_teardown(void **state)
 
 int main(void)
 {
-    static const int hds[] = {64, 128, 256};
+    /* every supported (head_dim, head_dim_v) pair; all masks and softcap must be accepted */
+    static const int hds[][2] = {{64, 64}, {96, 96}, {128, 128}, {192, 192}, {192, 128},
+                                 {256, 256}};
     static const char *dts[] = {"bf16", "fp16"};
     static const char *masks[] = {"none", "causal", "local"};
     struct CMUnitTest tests[1 + NCASES];
     tests[0] = (struct CMUnitTest){"gate_selftest", test_gate_selftest, NULL, NULL, NULL};
     int n = 0;
-    for (int h = 0; h < 3; h++)
+    for (int h = 0; h < 6; h++)
         for (int dt = 0; dt < 2; dt++)
             for (int m = 0; m < 3; m++)
                 for (int sc = 0; sc < 2; sc++) {
                     ptxas_case *pc = &g_cases[n];
                     fa3_config_init(&pc->cfg);
-                    pc->cfg.head_dim = hds[h];
+                    pc->cfg.head_dim = hds[h][0];
+                    pc->cfg.head_dim_v = hds[h][1];
                     pc->cfg.dtype = (fa3_dtype)dt;
                     pc->cfg.mask = (fa3_mask)m;
                     pc->cfg.softcap = sc;
-                    pc->must_accept = m != FA3_MASK_LOCAL && sc == 0;
-                    snprintf(pc->name, sizeof pc->name, "hd%d_%s_%s%s", hds[h], dts[dt], masks[m],
-                             sc ? "_softcap" : "");
+                    pc->must_accept = 1;
+                    if (hds[h][1] != hds[h][0])
+                        snprintf(pc->name, sizeof pc->name, "hd%dx%d_%s_%s%s", hds[h][0],
+                                 hds[h][1], dts[dt], masks[m], sc ? "_softcap" : "");
+                    else
+                        snprintf(pc->name, sizeof pc->name, "hd%d_%s_%s%s", hds[h][0], dts[dt],
+                                 masks[m], sc ? "_softcap" : "");
                     tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
                     n++;
                 }

@@ -47,15 +47,17 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_config_canonicalize: NULL %s",
                           !cfg ? "cfg" : "out");
     fa3_config c = *cfg;
-    if (c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256)
+    if (c.head_dim != 64 && c.head_dim != 96 && c.head_dim != 128 && c.head_dim != 192 &&
+        c.head_dim != 256)
         return fa3_seterr(FA3_ERR_BAD_HEAD_DIM,
-                          "head_dim %d is not supported (supported: 64, 128, 256)", c.head_dim);
+                          "head_dim %d is not supported (supported: 64, 96, 128, 192, 256)",
+                          c.head_dim);
     if (c.head_dim_v == 0)
         c.head_dim_v = c.head_dim;
-    if (c.head_dim_v != c.head_dim)
+    if (c.head_dim_v != c.head_dim && !(c.head_dim == 192 && c.head_dim_v == 128))
         return fa3_seterr(FA3_ERR_BAD_HEAD_DIM_V,
                           "head_dim_v %d is not supported with head_dim %d (supported: equal to "
-                          "head_dim)", c.head_dim_v, c.head_dim);
+                          "head_dim, or 128 with head_dim 192)", c.head_dim_v, c.head_dim);
     if (c.dtype == FA3_DTYPE_E4M3)
         return fa3_seterr(FA3_ERR_BAD_DTYPE, "dtype e4m3 (%d) is not supported yet (supported: "
                           "bf16, fp16)", (int)c.dtype);

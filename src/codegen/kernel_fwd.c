@@ -78,7 +78,7 @@ static void emit_decls(gen *g)
     E(".reg .f32 %%f<48>;");
     E(".reg .f32 %%s<%d>;", p->block_n / 2);    /* S = Q·Kᵀ accumulators, then P in fp32 */
     E(".reg .b32 %%a<%d>;", p->block_n / 4);    /* P as 16-bit A fragments */
-    E(".reg .f32 %%o<%d>;", p->cfg.head_dim_v / 2); /* O accumulators */
+    E(".reg .f32 %%o<%d>;", p->hdv_chunks * 32); /* O accumulators (padded head_dim_v) */
     E(".reg .b64 %%descq, %%desck, %%descv;");
     E(".reg .b32 %%thr, %%wg, %%warp, %%lane, %%sbase, %%bars;");
     E(".reg .b32 %%mblk, %%head, %%kvhead, %%batch, %%m0, %%sq, %%sk, %%wl, %%wr;");
@@ -330,7 +330,7 @@ static void emit_qk(gen *g)
     char regs[4096];
     reglist(regs, sizeof regs, "s", 0, p->block_n / 2);
     E("wgmma.fence.sync.aligned;");
-    for (int ks = 0; ks < p->cfg.head_dim / 16; ks++) {
+    for (int ks = 0; ks < p->hd_chunks * 4; ks++) { /* padded columns are zeros (TMA fill) */
         int chunk = ks / 4, within = ks % 4;
         int qoff = (chunk * p->block_m * 128 + within * 32) >> 4;
         int koff = (chunk * p->block_n * 128 + within * 32) >> 4;
@@ -347,13 +347,13 @@ static void emit_pv(gen *g)
 {
     const fa3_plan *p = g->p;
     char oregs[4096], aregs[128];
-    reglist(oregs, sizeof oregs, "o", 0, p->cfg.head_dim_v / 2);
+    reglist(oregs, sizeof oregs, "o", 0, p->hdv_chunks * 32);
     E("wgmma.fence.sync.aligned;");
     for (int kk = 0; kk < p->block_n / 16; kk++) {
         reglist(aregs, sizeof aregs, "a", 4 * kk, 4);
         E("add.s64 %%rd3, %%descv, %d;", (kk * 16 * 128) >> 4);
         E("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, %s, %%rd3, %%ptrue, 1, 1, 1;",
-          p->cfg.head_dim_v, g->ab, g->ab, oregs, aregs);
+          p->hdv_chunks * 64, g->ab, g->ab, oregs, aregs);
     }
     E("wgmma.commit_group.sync.aligned;");
 }
@@ -441,7 +441,7 @@ static void emit_softmax(gen *g, int masked)
 /* O *= alpha (per row, %f10/%f11), once the PV wgmma writing O has completed. */
 static void emit_rescale_o(gen *g)
 {
-    for (int i = 0; i < g->p->cfg.head_dim_v / 2; i++)
+    for (int i = 0; i < g->p->hdv_chunks * 32; i++)
         E("mul.f32 %%o%d, %%o%d, %%f%d;", i, i, 10 + acc_row(i));
 }
 
@@ -526,7 +526,7 @@ static void emit_consumer(gen *g)
     E("setp.ge.u32 %%p5, %%tile, %%ntiles;");
     E("@%%p5 bra $Ldone;");
     emit_tile_decode(g);
-    for (int i = 0; i < p->cfg.head_dim_v / 2; i++)
+    for (int i = 0; i < p->hdv_chunks * 32; i++)
         E("mov.f32 %%o%d, " ZERO_F ";", i);
     E("mov.f32 %%m0r, " NEG_INF ";");
     E("mov.f32 %%m1r, " NEG_INF ";");
@@ -678,7 +678,7 @@ static void emit_consumer(gen *g)
 static void emit_epilogue(gen *g)
 {
     const fa3_plan *p = g->p;
-    const int no = p->cfg.head_dim_v / 2;
+    const int no = p->hdv_chunks * 32;
     fa3_emitf(g->b, "$Lepilogue:\n");
     for (int r = 0; r < 2; r++) {
         const char *l = r ? "%l1r" : "%l0r";
@@ -717,7 +717,8 @@ static void emit_epilogue(gen *g)
         E("setp.ge.s32 %%p15, %s, %%sq;", row);
         E("@%%p15 bra $Lskiprow%d;", lab);
         for (int i = 0; i < no; i += 2) {
-            if (acc_row(i) != r)
+            /* columns 8·(i/4) .. +7 of this group; padding beyond head_dim_v is not stored */
+            if (acc_row(i) != r || 8 * (i >> 2) >= p->cfg.head_dim_v)
                 continue;
             E("mul.f32 %%f24, %%o%d, %%f%d;", i, 22 + r);
             E("mul.f32 %%f25, %%o%d, %%f%d;", i + 1, 22 + r);

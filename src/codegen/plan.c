@@ -16,8 +16,16 @@ void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
        hd128: bn128 st2 — 678 at 16k vs 638 for bn176 (FA3's choice: here it leaves only a few
               registers of headroom and loses); 3 stages ±1%.
        hd256: bn80 st2 — 809 at 16k vs 770 for bn64; 3 stages do not fit in shared memory. */
-    int hd = cfg->head_dim;
-    *block_n = hd <= 128 ? 128 : 80;
+    int hd = cfg->head_dim, hdv = cfg->head_dim_v ? cfg->head_dim_v : cfg->head_dim;
+    /* hd96 runs as hd128 with zero-filled columns (TMA out-of-bounds fill), so it takes hd128's
+       tiles; hd192 fits 112 keys (O 96 + S 56 + P 28 registers; 2 stages of K/V = 168 KiB);
+       (192, 128) keeps 128 keys (O 64 registers). Not yet tuned by measurement. */
+    if (hd <= 128)
+        *block_n = 128;
+    else if (hd == 192)
+        *block_n = hdv <= 128 ? 128 : 112;
+    else
+        *block_n = 80;
     *stages = 2;
 }
 
@@ -36,11 +44,13 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     p->producer_regs = 24;
     p->consumer_regs = 240;
     p->pingpong = 1;
-    p->hd_chunks = cfg->head_dim / 64;
-    p->hdv_chunks = cfg->head_dim_v / 64;
+    /* Head dims are padded to whole 64-column (128-byte) swizzle boxes; the padding is read as
+       zeros (TMA fills columns beyond the tensor map's head_dim) and never stored. */
+    p->hd_chunks = (cfg->head_dim + 63) / 64;
+    p->hdv_chunks = (cfg->head_dim_v + 63) / 64;
 
-    /* Registers live in a consumer thread: S (block_n/2), P (block_n/4), O (head_dim_v/2). */
-    int live = p->block_n / 2 + p->block_n / 4 + cfg->head_dim_v / 2;
+    /* Registers live in a consumer thread: S (block_n/2), P (block_n/4), O (padded hdv/2). */
+    int live = p->block_n / 2 + p->block_n / 4 + p->hdv_chunks * 32;
     if (live > 200)
         return fa3_seterr(FA3_ERR_BAD_BLOCK,
                           "block_n %d needs %d accumulator registers per thread with head_dim_v "
