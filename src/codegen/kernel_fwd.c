@@ -89,6 +89,23 @@ static void emit_decls(gen *g)
     E(".reg .b64 %%tmq, %%tmk, %%tmv;");
 }
 
+/* Arrivals that complete one phase of a consumer-release barrier (k_empty, v_empty, q_empty):
+   one per consumer warp (lane 0, after the warp's wgmma.wait_group) or one per thread. */
+static int release_count(const fa3_plan *p)
+{
+    return p->arrive_per_warp ? 4 * p->num_consumer_wg : 128 * p->num_consumer_wg;
+}
+
+static void emit_release_arrive(gen *g, const char *bar)
+{
+    if (g->p->arrive_per_warp) {
+        E("setp.eq.u32 %%p9, %%lane, 0;");
+        E("@%%p9 mbarrier.arrive.shared::cta.b64 _, [%s];", bar);
+    } else {
+        E("mbarrier.arrive.shared::cta.b64 _, [%s];", bar);
+    }
+}
+
 /* ------------------------------------------------------------------ prologue (all threads) */
 static void emit_prologue(gen *g)
 {
@@ -120,12 +137,12 @@ static void emit_prologue(gen *g)
         E("mbarrier.init.shared::cta.b64 [%%bars+%d], 1;", 8 + 8 * s);
         E("mbarrier.init.shared::cta.b64 [%%bars+%d], 1;", 8 + 8 * p->stages + 8 * s);
         E("mbarrier.init.shared::cta.b64 [%%bars+%d], %d;", 8 + 16 * p->stages + 8 * s,
-          128 * p->num_consumer_wg); /* k_empty[s] */
+          release_count(p)); /* k_empty[s] */
         E("mbarrier.init.shared::cta.b64 [%%bars+%d], %d;", 8 + 24 * p->stages + 8 * s,
-          128 * p->num_consumer_wg); /* v_empty[s] */
+          release_count(p)); /* v_empty[s] */
     }
     E("mbarrier.init.shared::cta.b64 [%%bars+%d], %d;", 8 + 32 * p->stages,
-      128 * p->num_consumer_wg); /* q_empty */
+      release_count(p)); /* q_empty */
     E("fence.mbarrier_init.release.cluster;");
     fa3_emitf(g->b, "$Linit%d:\n", lab);
     E("bar.sync 0;");
@@ -475,7 +492,7 @@ static void emit_k_release(gen *g)
     E("shl.b32 %%r52, %%stage, 3;");
     E("add.u32 %%r53, %%bars, %d;", 8 + 16 * g->p->stages);
     E("add.u32 %%r53, %%r53, %%r52;"); /* k_empty[stage] */
-    E("mbarrier.arrive.shared::cta.b64 _, [%%r53];");
+    emit_release_arrive(g, "%r53");
 }
 
 /* Wait for V of the previous block (stage %pstage) and build its descriptor: MN-major, LBO =
@@ -500,7 +517,7 @@ static void emit_v_release(gen *g)
     E("shl.b32 %%r59, %%pstage, 3;");
     E("add.u32 %%r53, %%bars, %d;", 8 + 24 * g->p->stages);
     E("add.u32 %%r53, %%r53, %%r59;"); /* v_empty[pstage] */
-    E("mbarrier.arrive.shared::cta.b64 _, [%%r53];");
+    emit_release_arrive(g, "%r53");
 }
 
 /* Consumer warpgroups. */
@@ -670,7 +687,7 @@ static void emit_consumer(gen *g)
     E("wgmma.wait_group.sync.aligned 0;");
     emit_v_release(g);
     E("add.u32 %%r53, %%bars, %d;", 8 + 32 * p->stages);
-    E("mbarrier.arrive.shared::cta.b64 _, [%%r53];"); /* q_empty: Q may be reloaded */
+    emit_release_arrive(g, "%r53"); /* q_empty: Q may be reloaded */
     E("add.u32 %%qc, %%qc, 1;");
 }
 

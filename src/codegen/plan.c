@@ -44,6 +44,7 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     p->producer_regs = 24;
     p->consumer_regs = 240;
     p->pingpong = 1;
+    p->arrive_per_warp = 1;
     /* Head dims are padded to whole 64-column (128-byte) swizzle boxes; the padding is read as
        zeros (TMA fills columns beyond the tensor map's head_dim) and never stored. */
     p->hd_chunks = (cfg->head_dim + 63) / 64;
