@@ -11,13 +11,19 @@
  *   fa3_context *ctx;  fa3_context_create(&ctx, NULL);
  *   fa3_config cfg;    fa3_config_init(&cfg); cfg.head_dim = 128; cfg.mask = FA3_MASK_CAUSAL;
  *   fa3_kernel *k;     fa3_jit_get_kernel(ctx, &cfg, &k);     // memory → disk cache → codegen
- *   fa3_fwd_args a;    fa3_fwd_args_init(&a); ...shapes, pointers...; fa3_fwd_args_set_contiguous(&a);
+ *   fa3_fwd_args a;    fa3_fwd_args_init(&a); ...shapes, pointers...;
+ *                      fa3_fwd_args_set_contiguous(&a, 128, 128);
  *   fa3_fwd(k, &a, stream);
  *   fa3_context_free(ctx);
  *
- * Errors: every function returns an fa3_status (pinned values below). On failure a message naming
- * the bad value or the failing call is stored per thread; read it with fa3_last_error_message().
- * The library never aborts and never prints.
+ * Errors: every function that can fail returns an fa3_status (pinned values below). On failure a
+ * message naming the bad value or the failing call is stored per thread; read it with
+ * fa3_last_error_message() in a separate statement after the call (not as another argument of the
+ * same printf: argument evaluation order is unspecified). A successful call leaves the previous
+ * message in place. The library never aborts and never prints.
+ *
+ * Devices: kernels run on any sm_90 device; each kernel's module is loaded once per CUDA context
+ * (the calling thread's current one), so several GPUs can share one fa3_context.
  *
  * Thread-safety: fa3_context and fa3_kernel objects may be used from several threads at once
  * (fa3_jit_get_kernel and fa3_fwd are thread-safe); fa3_context_free must not race with other calls
@@ -87,8 +93,8 @@ FA3_API const char *fa3_strerror(fa3_status status);
 
 /**
  * @return the calling thread's message for the last failing fa3 call (naming the bad value, or the
- * failing CUDA/nvJitLink/PTX-compiler call with its log); "" if none. Valid until the next fa3
- * call on the same thread.
+ * failing CUDA/nvJitLink/PTX-compiler call with its log); "" if none. Valid until the next failing
+ * fa3 call on the same thread; successful calls leave it unchanged.
  */
 FA3_API const char *fa3_last_error_message(void);
 
@@ -117,7 +123,10 @@ typedef enum fa3_backend {
     FA3_BACKEND_AUTO = 0,         /* PTX Compiler API if built in, else nvJitLink */
     FA3_BACKEND_PTX_COMPILER = 1, /* nvPTXCompiler, whole-program: keeps setmaxnreg */
     FA3_BACKEND_NVJITLINK = 2,    /* nvJitLink -arch=sm_90a -O3: relocatable, DROPS setmaxnreg */
-    FA3_BACKEND_DRIVER_JIT = 3    /* cuModuleLoadDataEx on PTX at first launch (needs a GPU) */
+    /* Only generates PTX in fa3_jit_get_kernel; the driver compiles it (whole-program) at the
+       first fa3_fwd, which needs a GPU. No cubin, not disk-cached; registers/spills are -1
+       until the first launch. */
+    FA3_BACKEND_DRIVER_JIT = 3
 } fa3_backend;
 
 /**
@@ -126,11 +135,13 @@ typedef enum fa3_backend {
  * takes a config). Two configs with equal canonical forms produce the same kernel.
  */
 typedef struct fa3_config {
-    int head_dim;     /* Q/K head dimension: 64, 128 or 256 (elements) */
-    int head_dim_v;   /* V/O head dimension; 0 = same as head_dim (only equal supported now) */
+    int head_dim;     /* Q/K head dimension: 64, 96, 128, 192 or 256 (elements) */
+    int head_dim_v;   /* V/O head dimension; 0 = same as head_dim; supported: equal to head_dim,
+                         or 128 with head_dim 192 (DeepSeek-style) */
     fa3_dtype dtype;  /* element type of Q, K, V and O */
     fa3_mask mask;    /* FA3_MASK_NONE / CAUSAL / LOCAL */
-    int softcap;      /* 1: scores pass through softcap·tanh(s/softcap) (Gemma-2); 0: not */
+    int softcap;      /* 1: scores s = softmax_scale·q·kᵀ become softcap·tanh(s/softcap) before
+                         the softmax (Gemma-2); the softcap value is given per call; 0: not */
     fa3_arch arch;    /* FA3_ARCH_SM90A */
     int block_n;      /* keys per tile; 0 = the planner's choice (recommended) */
     int stages;       /* K/V shared-memory ring depth; 0 = the planner's choice */
@@ -147,7 +158,9 @@ FA3_API void fa3_config_init(fa3_config *cfg);
  */
 FA3_API fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out);
 
-/** Short human-readable form, e.g. "hd128 bf16 causal softcap=0 sm_90a bn128 st2". */
+/** Short human-readable form of cfg as given (not canonicalised: canonicalise first to see the
+ *  planner's tiles), e.g. "hd128 bf16 causal sm_90a bn128 st2" or "hd192x128 fp16 local softcap
+ *  sm_90a bn128 st2". Truncates to buf_size (64 bytes always suffice) and still returns FA3_OK. */
 FA3_API fa3_status fa3_config_describe(const fa3_config *cfg, char *buf, size_t buf_size);
 
 /**
@@ -248,7 +261,12 @@ FA3_API fa3_status fa3_kernel_get_cubin(const fa3_kernel *kernel, const void **d
  *   lse: (batch, num_heads, seqlen_q) fp32 contiguous, natural-log sum-exp of the scaled (and
  *        capped) scores of each row; -inf for a row that sees no key. NULL = not written.
  * TMA requirements: q, k, v 16-byte aligned; their batch/row/head strides × element size multiples
- * of 16 bytes. o must be 4-byte aligned with even strides.
+ * of 16 bytes (a stride of 0 broadcasts, e.g. K/V shared by all heads). o must be 4-byte aligned
+ * with even strides and must not overlap itself; lse 4-byte aligned.
+ * Aliasing: o and lse must not overlap k, v or each other; o may overlap q only by being exactly q
+ * (same address and strides, head_dim_v == head_dim): in-place output.
+ * Limits (FA3_ERR_BAD_SHAPE): every extent ≥ 1; seqlen_q + seqlen_k + 256 ≤ 2^31 − 1 (32-bit index
+ * arithmetic in the kernel); ceil(seqlen_q / 128) · num_heads · batch ≤ 2^31 − 1.
  * GQA/MQA: num_heads_k divides num_heads; query head h reads K/V head h / (num_heads/num_heads_k).
  * A query row that sees no key gets O = 0 and lse = -inf.
  */
@@ -278,15 +296,17 @@ FA3_API void fa3_fwd_args_set_contiguous(fa3_fwd_args *args, int head_dim, int h
  * Validates args against kernel's config (every check before any launch; the message names the bad
  * field and value), then launches on stream (a CUstream; NULL = legacy default stream) in the
  * calling thread's current CUDA context (device 0's primary context is made current if there is
- * none). Asynchronous. Errors: FA3_ERR_INVALID_ARGUMENT, _BAD_SHAPE, _BAD_STRIDE, _BAD_ALIGNMENT,
+ * none). Asynchronous. Errors: FA3_ERR_INVALID_ARGUMENT (NULL pointers, aliasing), _BAD_SHAPE,
+ * _BAD_STRIDE, _BAD_ALIGNMENT,
  * _BAD_SCALE, _BAD_SOFTCAP, _BAD_WINDOW, _NO_DRIVER, _UNSUPPORTED (device not sm_90), _CUDA.
  */
 FA3_API fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream);
 
 /**
  * Floating-point operations of one forward call, counted as FlashAttention does:
- * 4·batch·num_heads·seqlen_q·seqlen_k·head_dim (QKᵀ and PV), halved for causal when
- * seqlen_q == seqlen_k. (Exact visible-pair counting for other masks.)
+ * 2·batch·num_heads·seqlen_q·seqlen_k·(head_dim + head_dim_v) (QKᵀ and PV), halved for causal
+ * when seqlen_q == seqlen_k; every other masked case counts the visible (query, key) pairs exactly.
+ * Returns 0 for NULL arguments.
  */
 FA3_API double fa3_fwd_flops(const fa3_config *cfg, const fa3_fwd_args *args);
 

@@ -12,8 +12,8 @@ cd "$(dirname "$0")/.."
 
 PTXC_VERSION=13.0.88
 CUDA_DIR=${FA3JIT_CUDA_DIR:-/usr/local/cuda}
-PACKAGES=(meson ninja-build gcc libc6-dev pkg-config python3 python3-pip libcmocka-dev
-          libxxhash-dev unzip)
+PACKAGES=(meson ninja-build gcc libc6-dev pkg-config python3 python3-pip python3-pytest
+          libcmocka-dev libxxhash-dev unzip)
 
 sudo_cmd=()
 if [ "$(id -u)" != 0 ]; then
@@ -43,10 +43,12 @@ for f in bin/ptxas include/cuda.h include/nvJitLink.h lib64/libnvJitLink.so; do
     fi
 done
 
-# pytest runs the Python layer's CPU tests (meson test 'python').
+# pytest runs the Python layer's CPU tests (meson test 'python'). Debian's python3 gets it from
+# python3-pytest above; a python3 of its own earlier on PATH (pyenv, a venv) gets it from PyPI
+# (Debian's own python3 refuses pip installs: PEP 668).
 if ! python3 -c 'import pytest' 2>/dev/null; then
-    echo "install-deps: pip install pytest"
-    python3 -m pip install --disable-pip-version-check --quiet 'pytest==9.2.0'
+    echo "install-deps: pip install pytest (for $(command -v python3))"
+    python3 -m pip install --disable-pip-version-check --quiet 'pytest>=7'
 fi
 
 lib=.deps/nvidia/cu13/lib/libnvptxcompiler_static.a

@@ -117,6 +117,9 @@ def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse):
         raise ValueError(f"fa3jit: batch sizes differ: q {batch}, k {k.shape[0]}, v {v.shape[0]}")
     if k.shape[3] != head_dim:
         raise ValueError(f"fa3jit: q and k head_dim differ: {head_dim} vs {k.shape[3]}")
+    if head_dim_v < 1:
+        # 0 would read as "same as head_dim" in the C config
+        raise ValueError(f"fa3jit: v head_dim_v {head_dim_v} must be at least 1")
     if tuple(v.shape[1:3]) != (seqlen_k, num_heads_k):
         raise ValueError(f"fa3jit: k and v must agree on (seqlen_k, num_heads_k): "
                          f"k {tuple(k.shape)}, v {tuple(v.shape)}")

@@ -5,6 +5,7 @@
  * O/LSE addresses and strides, shapes, mask window, softmax constants) and launches one CTA per
  * (query tile, head, batch).
  */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -165,6 +166,64 @@ static fa3_status check_aligned(const char *name, const void *p, uintptr_t align
     return FA3_OK;
 }
 
+/* [first, last] byte range a strided tensor (batch, seqlen, heads, dim) can touch. */
+typedef struct byte_range {
+    uintptr_t lo, hi; /* inclusive */
+} byte_range;
+
+static byte_range tensor_range(const void *p, int batch, int seqlen, int heads, int dim,
+                               int64_t bs, int64_t rs, int64_t hs, int es)
+{
+    uint64_t last = (uint64_t)(batch - 1) * (uint64_t)bs + (uint64_t)(seqlen - 1) * (uint64_t)rs +
+                    (uint64_t)(heads - 1) * (uint64_t)hs + (uint64_t)(dim - 1);
+    byte_range r = {(uintptr_t)p, (uintptr_t)p + (uintptr_t)(last * (uint64_t)es + (uint64_t)es - 1)};
+    return r;
+}
+
+static int ranges_meet(byte_range a, byte_range b)
+{
+    return a.lo <= b.hi && b.lo <= a.hi;
+}
+
+/* O and LSE are written while other CTAs still read Q, K and V: they must not overlap K, V or
+   each other, nor Q unless O has exactly Q's place and layout (each tile reads its own Q rows
+   before writing the same rows of O). Byte ranges are a conservative test: interleaved but
+   disjoint layouts (e.g. O inside a packed QKV buffer) are refused too. */
+static fa3_status check_no_alias(const fa3_fwd_args *a, const fa3_config *c, int es)
+{
+    byte_range o = tensor_range(a->o, a->batch, a->seqlen_q, a->num_heads, c->head_dim_v,
+                                a->o_batch_stride, a->o_row_stride, a->o_head_stride, es);
+    byte_range q = tensor_range(a->q, a->batch, a->seqlen_q, a->num_heads, c->head_dim,
+                                a->q_batch_stride, a->q_row_stride, a->q_head_stride, es);
+    byte_range k = tensor_range(a->k, a->batch, a->seqlen_k, a->num_heads_k, c->head_dim,
+                                a->k_batch_stride, a->k_row_stride, a->k_head_stride, es);
+    byte_range v = tensor_range(a->v, a->batch, a->seqlen_k, a->num_heads_k, c->head_dim_v,
+                                a->v_batch_stride, a->v_row_stride, a->v_head_stride, es);
+    if (ranges_meet(o, k) || ranges_meet(o, v))
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                          "args->o (bytes %p..%p) overlaps args->%s: the output would be written "
+                          "while it is still read", (void *)o.lo, (void *)o.hi,
+                          ranges_meet(o, k) ? "k" : "v");
+    int same_as_q = a->o == a->q && a->o_batch_stride == a->q_batch_stride &&
+                    a->o_row_stride == a->q_row_stride && a->o_head_stride == a->q_head_stride &&
+                    c->head_dim_v == c->head_dim;
+    if (ranges_meet(o, q) && !same_as_q)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                          "args->o overlaps args->q without having exactly q's address and "
+                          "strides (in-place output is allowed only that way)");
+    if (a->lse) {
+        uint64_t n = (uint64_t)a->batch * (uint64_t)a->num_heads * (uint64_t)a->seqlen_q;
+        byte_range l = {(uintptr_t)a->lse, (uintptr_t)a->lse + (uintptr_t)(4 * n - 1)};
+        if (ranges_meet(l, o) || ranges_meet(l, q) || ranges_meet(l, k) || ranges_meet(l, v))
+            return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                              "args->lse (%llu floats at %p) overlaps args->%s",
+                              (unsigned long long)n, (void *)a->lse,
+                              ranges_meet(l, o) ? "o" : ranges_meet(l, q) ? "q"
+                              : ranges_meet(l, k) ? "k" : "v");
+    }
+    return FA3_OK;
+}
+
 /* Everything about args that does not need the GPU. Normalized values come back in the out
    parameters. */
 static fa3_status validate(const fa3_kernel *k, const fa3_fwd_args *a, float *scale,
@@ -188,11 +247,14 @@ static fa3_status validate(const fa3_kernel *k, const fa3_fwd_args *a, float *sc
         return fa3_seterr(FA3_ERR_BAD_SHAPE,
                           "args->num_heads %d is not a multiple of args->num_heads_k %d",
                           a->num_heads, a->num_heads_k);
-    /* The kernel forms i + seqlen_k - seqlen_q ± window in 32-bit integers. */
-    if ((int64_t)a->seqlen_q + a->seqlen_k > INT32_MAX)
+    /* The kernel forms i + seqlen_k - seqlen_q ± window and key-block bounds (+ block_m,
+       + block_n) in 32-bit integers. */
+    const int64_t margin = (int64_t)k->plan.block_m + k->plan.block_n;
+    if ((int64_t)a->seqlen_q + a->seqlen_k + margin > INT32_MAX)
         return fa3_seterr(FA3_ERR_BAD_SHAPE,
-                          "args->seqlen_q %d + args->seqlen_k %d exceeds 2^31-1", a->seqlen_q,
-                          a->seqlen_k);
+                          "args->seqlen_q %d + args->seqlen_k %d exceeds 2^31-1 - %lld (the "
+                          "kernel's 32-bit index range)", a->seqlen_q, a->seqlen_k,
+                          (long long)margin);
     int64_t m_blocks = ((int64_t)a->seqlen_q + k->plan.block_m - 1) / k->plan.block_m;
     int64_t total = m_blocks * a->num_heads; /* ≤ 2^31 · 2^31 / 128: no overflow */
     if (total > INT32_MAX || total * a->batch > INT32_MAX)
@@ -270,6 +332,23 @@ static fa3_status validate(const fa3_kernel *k, const fa3_fwd_args *a, float *sc
         *win_left = -1;
         *win_right = c->mask == FA3_MASK_CAUSAL ? 0 : -1;
     }
+    /* The constants the kernel gets must stay finite and non-zero in fp32 (a huge scale or
+       softcap would give inf·0 or inf-inf = NaN inside the kernel). */
+    double sl2 = c->softcap ? (double)a->softcap * LOG2E : (double)s * LOG2E;
+    double smul = c->softcap ? (double)s / (double)a->softcap : 1.0;
+    if (!(fabs(sl2) <= FLT_MAX) || (float)sl2 == 0.0f)
+        return c->softcap ? fa3_seterr(FA3_ERR_BAD_SOFTCAP,
+                                       "args->softcap %g gives softcap*log2(e) = %g, outside "
+                                       "the float range", (double)a->softcap, sl2)
+                          : fa3_seterr(FA3_ERR_BAD_SCALE,
+                                       "args->softmax_scale %g gives softmax_scale*log2(e) = %g, "
+                                       "outside the float range", (double)s, sl2);
+    if (!(fabs(smul) <= FLT_MAX) || (float)smul == 0.0f)
+        return fa3_seterr(FA3_ERR_BAD_SOFTCAP,
+                          "softmax_scale / softcap = %g / %g = %g is outside the float range",
+                          (double)s, (double)a->softcap, smul);
+
+    FA3_TRY(check_no_alias(a, c, es));
     *tiles = (uint32_t)total;
     return FA3_OK;
 }
