@@ -142,7 +142,7 @@ static void emit_prologue(gen *g)
           release_count(p)); /* v_empty[s] */
     }
     E("mbarrier.init.shared::cta.b64 [%%bars+%d], %d;", 8 + 32 * p->stages,
-      release_count(p)); /* q_empty */
+      4 * p->num_consumer_wg); /* q_empty: lane 0 of each consumer warp */
     E("fence.mbarrier_init.release.cluster;");
     fa3_emitf(g->b, "$Linit%d:\n", lab);
     E("bar.sync 0;");
@@ -520,6 +520,18 @@ static void emit_v_release(gen *g)
     emit_release_arrive(g, "%r53");
 }
 
+/* q_empty arrive when block %it is the tile's last QK (predicated: no branch may sit between
+   a wgmma and its wait). The producer then loads the next tile's Q, and behind it the next
+   tile's first K/V, while this tile's last softmax, PV and epilogue run. */
+static void emit_q_release_if_last(gen *g)
+{
+    E("add.u32 %%r53, %%it, 1;");
+    E("setp.eq.s32 %%p13, %%r53, %%niters;");
+    E("setp.eq.and.u32 %%p13, %%lane, 0, %%p13;");
+    E("add.u32 %%r53, %%bars, %d;", 8 + 32 * g->p->stages);
+    E("@%%p13 mbarrier.arrive.shared::cta.b64 _, [%%r53];");
+}
+
 /* Consumer warpgroups. */
 static void emit_consumer(gen *g)
 {
@@ -627,6 +639,8 @@ static void emit_consumer(gen *g)
         E("bar.arrive %%r56, 256;");
     E("wgmma.wait_group.sync.aligned 0;");
     emit_k_release(g);
+    E("mov.u32 %%it, 0;");
+    emit_q_release_if_last(g);
     emit_softmax(g, 1);
     emit_pack_p(g);
     E("mov.u32 %%pstage, %%stage;");
@@ -658,6 +672,7 @@ static void emit_consumer(gen *g)
             E("bar.arrive %%r56, 256;");
         E("wgmma.wait_group.sync.aligned 1;"); /* S_j ready; PV may still run */
         emit_k_release(g);
+        emit_q_release_if_last(g);
         emit_softmax(g, masked);
         E("wgmma.wait_group.sync.aligned 0;");
         emit_v_release(g);
@@ -686,8 +701,6 @@ static void emit_consumer(gen *g)
     }
     E("wgmma.wait_group.sync.aligned 0;");
     emit_v_release(g);
-    E("add.u32 %%r53, %%bars, %d;", 8 + 32 * p->stages);
-    emit_release_arrive(g, "%r53"); /* q_empty: Q may be reloaded */
     E("add.u32 %%qc, %%qc, 1;");
 }
 
