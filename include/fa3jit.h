@@ -158,6 +158,17 @@ FA3_API void fa3_config_init(fa3_config *cfg);
  */
 FA3_API fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out);
 
+/**
+ * Enumerates the configurations this build supports, in canonical form (the planner's block_n and
+ * stages): every head_dim / head_dim_v pair (64, 96, 128, 192, 256 with head_dim_v = head_dim,
+ * and 192 with 128) × dtype (bf16, fp16) × mask (none, causal, local) × softcap (0, 1) that
+ * fa3_config_canonicalize accepts, in that order. Writes the first min(total, max) of them to out
+ * (out may be NULL when max <= 0) and returns the total, so fa3_supported_configs(NULL, 0) gives
+ * the count. Pure, thread-safe, needs no GPU; never fails. This is the set `fa3-gen cache warm
+ * --all` precompiles.
+ */
+FA3_API int fa3_supported_configs(fa3_config *out, int max);
+
 /** Short human-readable form of cfg as given (not canonicalised: canonicalise first to see the
  *  planner's tiles), e.g. "hd128 bf16 causal sm_90a bn128 st2" or "hd192x128 fp16 local softcap
  *  sm_90a bn128 st2". Truncates to buf_size (64 bytes always suffice) and still returns FA3_OK. */
@@ -176,9 +187,17 @@ FA3_API void fa3_free(void *p);
 /* ---------------------------------------------------------------- context */
 typedef struct fa3_context fa3_context;
 
+/*
+ * Disk cache: one file <cache_dir>/<key>.fa3k per kernel (a header with magic, format version,
+ * key, canonical config, sizes and XXH3 checksums, then the cubin and the compiler log). A file
+ * that fails any check (truncated, corrupted, foreign, older format) is ignored, never loaded, and
+ * replaced by a fresh compile. Environment: FA3JIT_CACHE_DIR (folder), FA3JIT_CACHE_DISABLE=1
+ * (memory only), FA3JIT_CACHE_LOCK_TIMEOUT (seconds to wait for another process compiling the same
+ * kernel before compiling it too; default 300).
+ */
 typedef struct fa3_context_options {
     /* Disk cache directory; NULL = $FA3JIT_CACHE_DIR, else $XDG_CACHE_HOME/fa3jit, else
-       ~/.cache/fa3jit. Created on first write. */
+       ~/.cache/fa3jit. Created (mode 0700) on first write. */
     const char *cache_dir;
     int disable_disk_cache; /* 1: memory only (also when $FA3JIT_CACHE_DISABLE=1) */
     fa3_backend backend;    /* FA3_BACKEND_AUTO recommended */
@@ -201,6 +220,21 @@ FA3_API void fa3_context_free(fa3_context *ctx);
 FA3_API fa3_backend fa3_context_backend(const fa3_context *ctx);
 /** The cache directory in use (static for the context's life), or NULL if the disk cache is off. */
 FA3_API const char *fa3_context_cache_dir(const fa3_context *ctx);
+/**
+ * The context's disk-cache warning, or "" when there is none (never NULL; "" for a NULL ctx).
+ * Problems with the disk cache never fail a call: the context carries on from memory and keeps the
+ * first problem here, once (later ones are not recorded), with the path and the failing call:
+ *   - the folder is missing and cannot be created: kernels are kept in memory only;
+ *   - the folder is not writable: entries already in it are still loaded, new kernels stay in
+ *     memory;
+ *   - an entry could not be written (e.g. disk full) or the cache lock could not be taken (e.g. NFS
+ *     without locks): the kernel is compiled and used anyway;
+ *   - no folder could be named (none of FA3JIT_CACHE_DIR, XDG_CACHE_HOME, HOME set).
+ * Set at context creation or during fa3_jit_get_kernel; once non-empty, the string does not change
+ * and stays valid until fa3_context_free. Thread-safe. Turning the cache off on purpose
+ * (disable_disk_cache, FA3JIT_CACHE_DISABLE=1) is not a warning.
+ */
+FA3_API const char *fa3_context_warning(const fa3_context *ctx);
 /** Name of a backend: "ptx-compiler", "nvjitlink", "driver-jit", "auto". */
 FA3_API const char *fa3_backend_name(fa3_backend b);
 
@@ -210,8 +244,13 @@ typedef struct fa3_kernel fa3_kernel; /* owned by its context; valid until fa3_c
 /**
  * Returns the kernel for cfg: from the context's memory table, else the disk cache, else by
  * generating PTX and compiling it (then stored in both). Needs no GPU (except the DRIVER_JIT
- * backend). Thread-safe. Errors: the config errors of fa3_config_canonicalize, FA3_ERR_COMPILE /
- * FA3_ERR_LINK (log in fa3_last_error_message and fa3_kernel_info.compile_log), FA3_ERR_OUT_OF_MEMORY.
+ * backend). Thread-safe: threads asking one context for the same config share one build. Processes
+ * (and contexts) sharing a cache folder take a per-kernel file lock around compile-and-store, so one
+ * compiles and the others wait and load its entry (a lock that cannot be taken: each compiles;
+ * entries are renamed into place whole, so every caller gets a valid kernel either way). Disk cache
+ * problems are never errors (see fa3_context_warning). Errors: the config errors of
+ * fa3_config_canonicalize, FA3_ERR_COMPILE / FA3_ERR_LINK (naming the failing compiler call, with
+ * the compiler's log, in fa3_last_error_message), FA3_ERR_OUT_OF_MEMORY.
  */
 FA3_API fa3_status fa3_jit_get_kernel(fa3_context *ctx, const fa3_config *cfg, fa3_kernel **kernel);
 

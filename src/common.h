@@ -23,6 +23,18 @@ FA3_INTERNAL void fa3_appenderr(const char *fmt, ...) FA3_PRINTF(1, 2);
 /* Clears the calling thread's message. */
 FA3_INTERNAL void fa3_clearerr(void);
 
+/*
+ * Fault injection for the tests, compiled in always and inert unless $FA3JIT_TEST_FAIL is set to a
+ * comma-separated list of sites: returns 1 if site is in it (read at each call), else 0. Sites:
+ *   mkdir, open, write, fsync, rename, read, lock          disk cache (cache.c)
+ *   nvJitLinkCreate, nvPTXCompilerCreate, oom-cubin         compile backends (compile.c)
+ *   ptx, oom-context, oom-kernel, oom-log                   fa3_context_create / fa3_jit_get_kernel
+ *   oom-cache-load                                          cache loader (a miss)
+ *   dlopen                                                  libcuda (driver.c; read once per process)
+ * Each injected failure takes the same path as the real one (same status, same kind of message).
+ */
+FA3_INTERNAL int fa3_test_fail(const char *site);
+
 #define FA3_TRY(expr)                        \
     do {                                     \
         fa3_status fa3_try_st_ = (expr);     \

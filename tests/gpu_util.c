@@ -249,3 +249,15 @@ void fill_normal(test_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double scal
     for (size_t i = 0; i < n; i++)
         dst[i] = f32_to_dtype(dt, (float)(rng_normal(r) * scale));
 }
+
+void fill_uniform(test_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double scale)
+{
+    const double w = 2.0 * sqrt(3.0) * scale;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = f32_to_dtype(dt, (float)((rng_uniform(r) - 0.5) * w));
+}
+
+uint16_t nan16_bits(fa3_dtype dt)
+{
+    return dt == FA3_DTYPE_FP16 ? 0x7E00u : 0x7FC0u; /* as gpu_fill_nan16 */
+}

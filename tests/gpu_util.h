@@ -49,5 +49,10 @@ float dtype_to_f32(fa3_dtype dt, uint16_t h);
 
 /* Fills n values with N(0,1)·scale rounded to dtype. */
 void fill_normal(test_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double scale);
+/* Fills n values uniform in (-sqrt(3), sqrt(3))·scale (mean 0, variance scale²) rounded to dtype:
+   several times faster than fill_normal, for tensors of tens of millions of elements. */
+void fill_uniform(test_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double scale);
+/* The quiet-NaN bit pattern gpu_fill_nan16 writes for dtype (0x7FC0 bf16, 0x7E00 fp16). */
+uint16_t nan16_bits(fa3_dtype dt);
 
 #endif

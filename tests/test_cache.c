@@ -7,9 +7,14 @@
  *     gives a different key; configs with equal canonical forms share one;
  *   - first fa3_jit_get_kernel → COMPILED and one entry file; again in the same context → the same
  *     kernel pointer, MEMORY; a new context on the same folder → DISK with identical cubin bytes;
- *   - a truncated entry, a flipped payload byte, a flipped header byte, a foreign file → the next
- *     new context rebuilds (COMPILED), gets a valid cubin, and rewrites a good entry (DISK after);
- *   - disable_disk_cache, or $FA3JIT_CACHE_DISABLE=1 → nothing written;
+ *   - a truncated entry, a flipped payload byte, a flipped header byte, a foreign file, an empty
+ *     file, trailing bytes, an older format version, another key's entry under this name, a header
+ *     naming another config (checksums fixed up) → the next new context rebuilds (COMPILED), gets a
+ *     valid cubin, and rewrites a good entry (DISK after);
+ *   - the entry parser on an in-memory entry: every truncation and every single-byte flip is
+ *     refused; the header keeps the canonical config, backend, resources and creation time;
+ *   - cache file patterns: listing and clearing touch fa3jit's files only;
+ *   - disable_disk_cache, or $FA3JIT_CACHE_DISABLE=1 → nothing written, no warning;
  *   - the cache folder's resolution from the options and the environment.
  */
 #include <setjmp.h>
@@ -26,6 +31,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <xxhash.h>
 
 #include "fa3jit.h"
 #include "fa3jit_build_config.h"
@@ -159,6 +166,44 @@ static void flip_byte(const char *path, long off)
     assert_int_equal(fclose(f), 0);
 }
 
+static unsigned char *slurp(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long n = ftell(f);
+    assert_true(n >= 0);
+    rewind(f);
+    unsigned char *p = malloc((size_t)n + 1);
+    assert_non_null(p);
+    assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *size = (size_t)n;
+    return p;
+}
+
+static void spit(const char *path, const void *data, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, size, f), size);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Recomputes the header checksum of an entry image (to forge well-formed but wrong headers). */
+static void fix_header_sum(unsigned char *h)
+{
+    uint64_t v = XXH3_64bits(h, FA3_CACHE_OFF_HEADER_SUM);
+    for (int i = 0; i < 8; i++)
+        h[FA3_CACHE_OFF_HEADER_SUM + i] = (unsigned char)(v >> (8 * i));
+}
+
 /* ---------------------------------------------------------------- tests */
 
 static void test_keys(void **state)
@@ -273,9 +318,20 @@ static void test_roundtrip(void **state)
     fa3_context_free(c2);
 
     /* 4. damaged entries: each is rebuilt, the result is valid, and a good entry is rewritten */
+    /* Another config's entry, to copy under this key's name. */
+    fa3_config other = cfg;
+    other.head_dim = 128;
+    fa3_kernel_info io;
+    get(c1, &other, FA3_SOURCE_COMPILED, &io);
+    char other_path[1024];
+    CHECK(fa3_cache_entry_path(dir, io.cache_key, other_path, sizeof other_path));
+    size_t good_size = 0;
+
     static const char *damage[] = {"truncated", "payload byte flipped", "header byte flipped",
-                                   "foreign file"};
-    for (int d = 0; d < 4; d++) {
+                                   "foreign file", "empty file", "trailing bytes",
+                                   "older format version", "another key's entry",
+                                   "header naming another config"};
+    for (int d = 0; d < (int)(sizeof damage / sizeof damage[0]); d++) {
         switch (d) {
         case 0:
             assert_int_equal(truncate(path, entry_size / 2), 0);
@@ -291,6 +347,41 @@ static void test_roundtrip(void **state)
             assert_non_null(f);
             fputs("not a cache entry\n", f);
             fclose(f);
+            break;
+        }
+        case 4:
+            spit(path, "", 0);
+            break;
+        case 5: {
+            unsigned char *p = slurp(path, &good_size);
+            p = realloc(p, good_size + 1);
+            assert_non_null(p);
+            p[good_size] = 'x';
+            spit(path, p, good_size + 1);
+            free(p);
+            break;
+        }
+        case 6: { /* version 1 with a valid header checksum: refused, not misread */
+            unsigned char *p = slurp(path, &good_size);
+            put32(p + FA3_CACHE_OFF_VERSION, 1);
+            fix_header_sum(p);
+            spit(path, p, good_size);
+            free(p);
+            break;
+        }
+        case 7: {
+            size_t n = 0;
+            unsigned char *p = slurp(other_path, &n);
+            spit(path, p, n);
+            free(p);
+            break;
+        }
+        case 8: { /* right key, checksums valid, but built for head_dim 128 */
+            unsigned char *p = slurp(path, &good_size);
+            put32(p + FA3_CACHE_OFF_CONFIG, 128);
+            fix_header_sum(p);
+            spit(path, p, good_size);
+            free(p);
             break;
         }
         }
@@ -312,8 +403,155 @@ static void test_roundtrip(void **state)
         fa3_context_free(c);
         printf("  %s: %s entry rebuilt and rewritten\n", fa3_backend_name(b), damage[d]);
     }
-    assert_int_equal(count_files(dir), 1); /* no temporary files left behind */
+    assert_int_equal(count_files(dir), 2); /* the two entries: no temporary or lock files */
     fa3_context_free(c1);
+}
+
+/* The parser itself, on an entry written by fa3_cache_store: the header keeps what ls shows;
+   every truncation and every single-byte change is refused (and fa3_cache_load refuses the same
+   bytes on disk). */
+static void test_parse(void **state)
+{
+    (void)state;
+    char dir[512], path[1024];
+    subdir(dir, sizeof dir, "parse");
+    static const char key[] = "00112233445566778899aabbccddeeff";
+    static const unsigned char cubin[] = "\x7f" "ELF not really a cubin, but bytes";
+    fa3_cache_meta m;
+    memset(&m, 0, sizeof m);
+    m.num_regs = 168;
+    m.spill_store_bytes = 0;
+    m.spill_load_bytes = 4;
+    m.stack_bytes = 8;
+    m.has_warning = 1;
+    m.backend = FA3_BACKEND_NVJITLINK;
+    fa3_config c = cfg_default();
+    CHECK(fa3_config_canonicalize(&c, &m.config));
+    m.created = 1700000000;
+    CHECK(fa3_cache_store(dir, key, cubin, sizeof cubin, "info: a log", &m, NULL));
+    CHECK(fa3_cache_entry_path(dir, key, path, sizeof path));
+    size_t size = 0;
+    unsigned char *img = slurp(path, &size);
+    assert_int_equal(size, FA3_CACHE_HEADER_SIZE + sizeof cubin + strlen("info: a log"));
+
+    fa3_cache_view v;
+    const char *why = "unset";
+    assert_true(fa3_cache_parse(img, size, key, &v, &why));
+    assert_null(why);
+    assert_string_equal(v.key, key);
+    assert_int_equal(v.cubin_size, sizeof cubin);
+    assert_memory_equal(v.cubin, cubin, sizeof cubin);
+    assert_int_equal(v.log_size, strlen("info: a log"));
+    assert_memory_equal(v.log, "info: a log", v.log_size);
+    assert_int_equal(v.meta.num_regs, 168);
+    assert_int_equal(v.meta.spill_load_bytes, 4);
+    assert_int_equal(v.meta.stack_bytes, 8);
+    assert_int_equal(v.meta.has_warning, 1);
+    assert_int_equal(v.meta.backend, FA3_BACKEND_NVJITLINK);
+    assert_memory_equal(&v.meta.config, &m.config, sizeof m.config);
+    assert_int_equal(v.meta.created, 1700000000);
+    assert_true(fa3_cache_parse(img, size, NULL, &v, NULL)); /* any key (listing) */
+    assert_false(fa3_cache_parse(img, size, "ffffffffffffffffffffffffffffffff", &v, &why));
+    assert_string_equal(why, "key differs from the file name");
+
+    void *cb;
+    size_t cn;
+    char *log;
+    fa3_cache_meta lm;
+    assert_true(fa3_cache_load(dir, key, &m.config, &cb, &cn, &log, &lm));
+    assert_int_equal(cn, sizeof cubin);
+    assert_memory_equal(cb, cubin, cn);
+    assert_string_equal(log, "info: a log");
+    free(cb);
+    free(log);
+    fa3_config wrong = m.config;
+    wrong.stages++;
+    assert_false(fa3_cache_load(dir, key, &wrong, &cb, &cn, &log, &lm)); /* other config */
+    assert_null(cb);
+
+    /* every truncation */
+    for (size_t n = 0; n < size; n++) {
+        if (fa3_cache_parse(img, n, key, &v, &why))
+            fail_msg("a %zu-byte prefix of a %zu-byte entry parsed", n, size);
+        assert_non_null(why);
+    }
+    static const size_t cuts[] = {0, 1, 8, FA3_CACHE_HEADER_SIZE - 1, FA3_CACHE_HEADER_SIZE,
+                                  FA3_CACHE_HEADER_SIZE + 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        spit(path, img, cuts[i]);
+        assert_false(fa3_cache_load(dir, key, NULL, &cb, &cn, &log, &lm));
+    }
+    spit(path, img, size - 1);
+    assert_false(fa3_cache_load(dir, key, NULL, &cb, &cn, &log, &lm));
+    /* every single-byte change (both checksums cover every byte) */
+    int refused = 0;
+    for (size_t i = 0; i < size; i++) {
+        img[i] ^= 0x01;
+        if (fa3_cache_parse(img, size, key, &v, &why))
+            fail_msg("an entry with byte %zu changed parsed", i);
+        refused++;
+        img[i] ^= 0x01;
+    }
+    spit(path, img, size);
+    assert_true(fa3_cache_load(dir, key, NULL, &cb, &cn, &log, &lm)); /* restored */
+    free(cb);
+    free(log);
+    printf("  all %zu truncations and %d single-byte flips of a %zu-byte entry refused\n", size,
+           refused, size);
+    free(img);
+}
+
+/* fa3jit's file names, and ls/clear touching nothing else. */
+static void test_listing(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        fa3_cache_file_kind kind;
+    } names[] = {
+        {"00112233445566778899aabbccddeeff.fa3k", FA3_CACHE_FILE_ENTRY},
+        {"00112233445566778899aabbccddeeff.lock", FA3_CACHE_FILE_LOCK},
+        {".00112233445566778899aabbccddeeff.tmp.AbC123", FA3_CACHE_FILE_TEMP},
+        {"00112233445566778899AABBCCDDEEFF.fa3k", FA3_CACHE_FILE_OTHER}, /* uppercase */
+        {"00112233445566778899aabbccddeef.fa3k", FA3_CACHE_FILE_OTHER},  /* 31 digits */
+        {"00112233445566778899aabbccddeeff.fa3k~", FA3_CACHE_FILE_OTHER},
+        {".00112233445566778899aabbccddeeff.tmp.AbC12", FA3_CACHE_FILE_OTHER},
+        {".00112233445566778899aabbccddeeff.tmp.AbC1-3", FA3_CACHE_FILE_OTHER},
+        {"notes.txt", FA3_CACHE_FILE_OTHER},
+        {"00112233445566778899aabbccddeeff", FA3_CACHE_FILE_OTHER},
+    };
+    char dir[512], path[1024];
+    subdir(dir, sizeof dir, "listing");
+    assert_int_equal(mkdir(dir, 0700), 0);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        assert_int_equal(fa3_cache_file_kind_of(names[i].name), names[i].kind);
+        snprintf(path, sizeof path, "%s/%s", dir, names[i].name);
+        spit(path, "x", 1);
+    }
+    fa3_cache_file *files = NULL;
+    size_t n = 0;
+    CHECK(fa3_cache_list(dir, &files, &n));
+    assert_int_equal(n, 3);
+    for (size_t i = 0; i < n; i++) {
+        if (files[i].kind == FA3_CACHE_FILE_ENTRY) {
+            assert_false(files[i].valid);
+            assert_string_equal(files[i].why, "truncated (shorter than a header)");
+        }
+        assert_int_equal(files[i].file_size, 1);
+    }
+    fa3_free(files);
+    size_t removed = 0;
+    uint64_t bytes = 0;
+    CHECK(fa3_cache_clear(dir, &removed, &bytes));
+    assert_int_equal(removed, 3);
+    assert_int_equal(bytes, 3);
+    assert_int_equal(count_files(dir), (int)(sizeof names / sizeof names[0]) - 3);
+    /* a missing folder: nothing listed, nothing to clear, no error */
+    subdir(dir, sizeof dir, "listing-missing");
+    CHECK(fa3_cache_list(dir, &files, &n));
+    assert_int_equal(n, 0);
+    CHECK(fa3_cache_clear(dir, &removed, NULL));
+    assert_int_equal(removed, 0);
 }
 
 static void test_disabled(void **state)
@@ -327,6 +565,7 @@ static void test_disabled(void **state)
     snprintf(dir, sizeof dir, "%s/disabled-%s", g_root, fa3_backend_name(b));
     fa3_context *c = make_ctx(dir, b, 1);
     assert_null(fa3_context_cache_dir(c));
+    assert_string_equal(fa3_context_warning(c), ""); /* off on purpose: not a warning */
     get(c, &cfg, FA3_SOURCE_COMPILED, &info);
     get(c, &cfg, FA3_SOURCE_MEMORY, &info); /* the memory table still works */
     fa3_context_free(c);
@@ -341,6 +580,7 @@ static void test_disabled(void **state)
     unsetenv("FA3JIT_CACHE_DISABLE");
     assert_null(fa3_context_cache_dir(c));
     get(c, &cfg, FA3_SOURCE_COMPILED, &info);
+    assert_string_equal(fa3_context_warning(c), "");
     fa3_context_free(c);
     assert_int_equal(count_files(dir), 0);
     assert_true(stat(dir, &sb) != 0);
@@ -423,6 +663,8 @@ int main(void)
     const struct CMUnitTest all[] = {
         cmocka_unit_test(test_backends),
         cmocka_unit_test(test_dir_resolution),
+        cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_listing),
         {"keys_nvjitlink", test_keys, NULL, NULL, &g_nvjitlink},
         {"roundtrip_nvjitlink", test_roundtrip, NULL, NULL, &g_nvjitlink},
         {"disabled_nvjitlink", test_disabled, NULL, NULL, &g_nvjitlink},

@@ -4,6 +4,7 @@
  *   fa3-gen --emit-ptx | --emit-cubin FILE | --info   [config flags] [cache flags]
  *   fa3-gen check [--all | config flags] [--seed N] [--quick] ...      (GPU)
  *   fa3-gen bench [--json] [--dtype D] [--head-dim N] [--causal|--non-causal|--both] ... (GPU)
+ *   fa3-gen cache ls | clear | warm [--all | config flags] [--jobs N] [--dry-run]
  *
  * Exit status: 0 success; 1 a check failed or an operation failed; 2 no usable GPU / driver /
  * NVRTC for a GPU subcommand; 64 bad command line or an unsupported configuration value.
@@ -11,9 +12,11 @@
  * Uses the library through include/fa3jit.h, plus src/runtime/driver.h for device memory, events
  * and synchronisation (so it links the static library).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +27,7 @@
 #include <unistd.h>
 
 #include "fa3jit.h"
+#include "runtime/cache.h"
 #include "runtime/driver.h"
 
 enum { EXIT_FAIL = 1, EXIT_NO_GPU = 2, EXIT_USAGE = 64 };
@@ -326,6 +330,7 @@ static void print_help(FILE *f)
 "  %s check [--all | CONFIG] [--seed N] [--quick] [CHECK OPTIONS] [COMPILE]\n"
 "  %s bench [--json] [--dtype D] [--head-dim N] [--causal|--non-causal|--both]\n"
 "          [--reps N] [--warmup N] [--seqlen N] [COMPILE]\n"
+"  fa3-gen cache ls | clear | warm [--all | CONFIG] [--jobs N]   (fa3-gen cache --help)\n"
 "  %s --version | --help\n"
 "\n"
 "Generates FlashAttention-3 forward kernels for Hopper (sm_90a) as PTX, compiles them to\n"
@@ -339,9 +344,9 @@ static void print_help(FILE *f)
 "                       cache key, source, compile time, compiler warnings\n"
 "\n"
 "CONFIG (kernel configuration; defaults: head_dim 128, bf16, no mask, no softcap):\n"
-"  --head-dim N         Q/K head dimension (64, 128, 256)\n"
-"  --head-dim-v N       V/O head dimension (default: head_dim)\n"
-"  --dtype D            bf16 | fp16 | e4m3\n"
+"  --head-dim N         Q/K head dimension (64, 96, 128, 192, 256)\n"
+"  --head-dim-v N       V/O head dimension (default: head_dim; 128 with head_dim 192)\n"
+"  --dtype D            bf16 | fp16 (e4m3: not supported yet)\n"
 "  --causal             causal mask (bottom-right aligned)\n"
 "  --local              sliding-window mask\n"
 "  --softcap            scores pass through softcap*tanh(s/softcap)\n"
@@ -362,9 +367,13 @@ static void print_help(FILE *f)
 "  Pass: every expected element written (O pre-filled with 0xFFFF NaNs, LSE with NaN), nothing\n"
 "  written past O/LSE, max|O-O_ref| <= 2*max|O_emul-O_ref| + 1e-3 (O_emul: reference rounding P\n"
 "  and O to the dtype), |LSE-LSE_ref| <= 1e-3 (-inf = -inf).\n"
-"  --all                also softcap 30, local windows (64,32) and (-1,0), GQA 6/3 and 16/2\n"
-"                       heads, MQA 8/1 heads\n"
-"  --quick              skip the seqlen pairs with 4096\n"
+"  --all                every head dim this build supports (64, 96, 128, 192, 256, 192/128\n"
+"                       tried) x bf16/fp16 x mask none, causal, local (64,32), (-1,0), (0,-1)\n"
+"                       x softcap 0/30 x heads H/H (H = --heads, default 3), 6/3 (GQA 2),\n"
+"                       16/2 (GQA 8), 8/1 (MQA), batch 2 (--batch), at the\n"
+"                       tile-boundary seqlen pairs (q,k) (1,1), (1,1000), (64,64), (65,129),\n"
+"                       (127,255), (128,128), (129,65), (255,1000), (257,127), (1000,257)\n"
+"  --quick              skip the seqlen pairs with 4096 (default set)\n"
 "  --seed N             random seed (default: from time and pid; printed)\n"
 "  --batch N            batch size (default 2)\n"
 "  --heads N            query heads (default 3)\n"
@@ -447,11 +456,32 @@ static const char *source_str(fa3_kernel_source s)
     return "?";
 }
 
+/* A compiler log line that CI treats as a failure: a warning, or a ptxas advisory such as
+   "(C7504) Potential Performance Loss: 'setmaxnreg' ignored" (the same rule as the library's
+   compile.c and tests/test_ptxas.c). */
+static int line_is_warning(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; ++i) {
+        if (i + 7 <= n && strncasecmp(p + i, "warning", 7) == 0)
+            return 1;
+        if (i + 16 <= n && strncmp(p + i, "Performance Loss", 16) == 0)
+            return 1;
+        if (i + 7 <= n && p[i] == '(' && p[i + 1] == 'C' && isdigit((unsigned char)p[i + 2]) &&
+            isdigit((unsigned char)p[i + 3]) && isdigit((unsigned char)p[i + 4]) &&
+            isdigit((unsigned char)p[i + 5]) && p[i + 6] == ')')
+            return 1;
+    }
+    return 0;
+}
+
 static int log_has_warning(const char *log)
 {
-    for (const char *p = log; p && *p; ++p)
-        if (strncasecmp(p, "warning", 7) == 0)
+    for (const char *p = log; p && *p;) {
+        size_t n = strcspn(p, "\n");
+        if (line_is_warning(p, n))
             return 1;
+        p += n + (p[n] == '\n');
+    }
     return 0;
 }
 
@@ -481,6 +511,9 @@ static void print_info(const fa3_context *ctx, const fa3_kernel_info *in)
            in->stages);
     printf("%-18s %s\n", "cache key:", in->cache_key);
     printf("%-18s %s\n", "cache dir:", dir ? dir : "(disk cache off)");
+    const char *cw = fa3_context_warning(ctx);
+    if (cw && *cw)
+        printf("%-18s %s\n", "cache warning:", cw);
     printf("%-18s %s\n", "source:", source_str(in->source));
     printf("%-18s %.1f\n", "compile ms:", in->compile_ms);
     printf("%-18s %zu bytes\n", "cubin size:", in->cubin_size);
@@ -491,10 +524,7 @@ static void print_info(const fa3_context *ctx, const fa3_kernel_info *in)
         const char *p = in->compile_log;
         while (*p) {
             size_t n = strcspn(p, "\n");
-            int hit = 0;
-            for (size_t i = 0; i + 7 <= n && !hit; ++i)
-                hit = strncasecmp(p + i, "warning", 7) == 0;
-            if (hit)
+            if (line_is_warning(p, n))
                 printf("  %.*s\n", (int)n, p);
             p += n + (p[n] == '\n');
         }
@@ -763,6 +793,15 @@ typedef struct seq_pair {
 static const seq_pair default_pairs[] = {
     {1, 1},      {63, 63},   {128, 128},  {1000, 1000}, {4096, 4096}, {63, 1000}, {1000, 63},
     {128, 4096}, {4096, 1000}, {1, 4096}, {4096, 1},    {129, 257},   {255, 64},
+};
+
+/* check --all: each of 1, 64, 65, 127, 128, 129, 255, 257, 1000 as seqlen_q and as seqlen_k
+   (either side of the 64-row consumer halves and the 128-row/128-key tiles; the 80- and 112-key
+   tiles of hd256/hd192 end inside the longer ones), with shorter, equal and longer query sides;
+   nothing above 1000, so that the ~500 configurations stay within a few minutes. */
+static const seq_pair all_pairs[] = {
+    {1, 1},     {1, 1000},   {64, 64},   {65, 129},   {127, 255},
+    {128, 128}, {129, 65},   {255, 1000}, {257, 127}, {1000, 257},
 };
 
 static void make_label(check_cfg *c)
@@ -1092,54 +1131,70 @@ static int cmd_check(int argc, char **argv)
         check_cfg cc = {.cfg = o.cfg, .num_heads = heads, .num_heads_k = heads_k,
                         .softcap = (float)softcap_value, .window_left = wl, .window_right = wr};
         oom |= add_cfg(&cfgs, &ncfg, &capcfg, cc);
+    } else if (all) {
+        /* Every supported head-dim pair (probed through fa3_config_canonicalize) x dtype x mask
+           and window x softcap x GQA ratio (1, 2, 8, MQA). */
+        static const int hdc[][2] = {{64, 0}, {96, 0}, {128, 0}, {192, 0}, {256, 0}, {192, 128}};
+        static const fa3_dtype dts[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16};
+        static const struct { fa3_mask mask; int wl, wr; } masks[] = {
+            {FA3_MASK_NONE, -1, -1},  {FA3_MASK_CAUSAL, -1, -1}, {FA3_MASK_LOCAL, 64, 32},
+            {FA3_MASK_LOCAL, -1, 0}, {FA3_MASK_LOCAL, 0, -1}};
+        const int hh[4][2] = {{heads, heads}, {6, 3}, {16, 2}, {8, 1}};
+        for (size_t hi = 0; hi < sizeof hdc / sizeof hdc[0]; ++hi) {
+            fa3_config probe, canon;
+            fa3_config_init(&probe);
+            probe.head_dim = hdc[hi][0];
+            probe.head_dim_v = hdc[hi][1];
+            if (fa3_config_canonicalize(&probe, &canon) != FA3_OK) {
+                printf("check --all: head_dim %d head_dim_v %d not supported by this build "
+                       "(skipped): %s\n", hdc[hi][0], hdc[hi][1] ? hdc[hi][1] : hdc[hi][0],
+                       fa3_last_error_message());
+                continue;
+            }
+            for (int di = 0; di < 2; ++di)
+                for (size_t mi = 0; mi < sizeof masks / sizeof masks[0]; ++mi)
+                    for (int sc = 0; sc < 2; ++sc)
+                        for (int g = 0; g < 4; ++g) {
+                            check_cfg cc = {.num_heads = hh[g][0], .num_heads_k = hh[g][1],
+                                            .softcap = (float)softcap_value,
+                                            .window_left = masks[mi].wl,
+                                            .window_right = masks[mi].wr};
+                            cc.cfg = probe;
+                            cc.cfg.dtype = dts[di];
+                            cc.cfg.mask = masks[mi].mask;
+                            cc.cfg.softcap = sc;
+                            oom |= add_cfg(&cfgs, &ncfg, &capcfg, cc);
+                        }
+        }
     } else {
+        /* The default set: head_dim 64/128/256 x bf16/fp16 x none/causal (--all is above). */
         static const int hds[] = {64, 128, 256};
         static const fa3_dtype dts[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16};
-        /* Pass 0: the default set; --all adds softcap, local windows, GQA/MQA. */
-        for (int pass = 0; pass < (all ? 4 : 1); ++pass) {
-            for (int di = 0; di < 2; ++di) {
-                for (int hi = 0; hi < 3; ++hi) {
+        for (int di = 0; di < 2; ++di) {
+            for (int hi = 0; hi < 3; ++hi) {
+                for (int m = 0; m < 2; ++m) {
                     check_cfg cc = {.num_heads = heads, .num_heads_k = heads_k,
                                     .softcap = (float)softcap_value, .window_left = wl,
                                     .window_right = wr};
                     fa3_config_init(&cc.cfg);
                     cc.cfg.head_dim = hds[hi];
                     cc.cfg.dtype = dts[di];
-                    if (pass == 0 || pass == 1) { /* plain, then softcap */
-                        cc.cfg.softcap = pass == 1;
-                        for (int m = 0; m < 2; ++m) {
-                            cc.cfg.mask = m ? FA3_MASK_CAUSAL : FA3_MASK_NONE;
-                            oom |= add_cfg(&cfgs, &ncfg, &capcfg, cc);
-                        }
-                    } else if (pass == 2) { /* local windows */
-                        static const int win[2][2] = {{64, 32}, {-1, 0}};
-                        cc.cfg.mask = FA3_MASK_LOCAL;
-                        for (int w = 0; w < 2; ++w) {
-                            cc.window_left = win[w][0];
-                            cc.window_right = win[w][1];
-                            oom |= add_cfg(&cfgs, &ncfg, &capcfg, cc);
-                        }
-                    } else if (dts[di] == FA3_DTYPE_BF16) { /* GQA 2, GQA 8, MQA */
-                        static const int hh[3][2] = {{6, 3}, {16, 2}, {8, 1}};
-                        for (int g = 0; g < 3; ++g) {
-                            cc.num_heads = hh[g][0];
-                            cc.num_heads_k = hh[g][1];
-                            for (int m = 0; m < 2; ++m) {
-                                cc.cfg.mask = m ? FA3_MASK_CAUSAL : FA3_MASK_NONE;
-                                oom |= add_cfg(&cfgs, &ncfg, &capcfg, cc);
-                            }
-                        }
-                    }
+                    cc.cfg.mask = m ? FA3_MASK_CAUSAL : FA3_MASK_NONE;
+                    oom |= add_cfg(&cfgs, &ncfg, &capcfg, cc);
                 }
             }
         }
     }
 
     /* ---- the seqlen pairs */
-    seq_pair pairs[sizeof default_pairs / sizeof default_pairs[0]];
+    seq_pair pairs[sizeof default_pairs / sizeof default_pairs[0] +
+                   sizeof all_pairs / sizeof all_pairs[0]];
     int npairs = 0;
     if (seqlen_q || seqlen_k) {
         pairs[npairs++] = (seq_pair){seqlen_q ? seqlen_q : seqlen_k, seqlen_k ? seqlen_k : seqlen_q};
+    } else if (all) {
+        for (size_t i = 0; i < sizeof all_pairs / sizeof all_pairs[0]; ++i)
+            pairs[npairs++] = all_pairs[i];
     } else {
         for (size_t i = 0; i < sizeof default_pairs / sizeof default_pairs[0]; ++i)
             if (!quick || (default_pairs[i].q < 4096 && default_pairs[i].k < 4096))
@@ -1513,6 +1568,430 @@ done:
     return rc;
 }
 
+/* ================================================================== cache (ls, clear, warm) */
+
+typedef struct cache_args {
+    common_opts o;
+    const char *action; /* "ls", "clear" or "warm" */
+    int all;            /* warm: every supported config */
+    int dry_run;        /* warm: list the configs, compile nothing */
+    int jobs;           /* warm: compiles in parallel */
+    int help;
+} cache_args;
+
+static void print_cache_help(FILE *f)
+{
+    fprintf(f,
+"Usage:\n"
+"  %s cache ls    [--cache-dir DIR]\n"
+"  %s cache clear [--cache-dir DIR]\n"
+"  %s cache warm  [--all | CONFIG] [--jobs N] [--dry-run] [COMPILE]\n"
+"\n"
+"Manages the disk cache of compiled kernels (default folder: $FA3JIT_CACHE_DIR,\n"
+"$XDG_CACHE_HOME/fa3jit, ~/.cache/fa3jit).\n"
+"  ls      one line per entry: config, backend, size, age, key (entries whose header does\n"
+"          not check out are shown as invalid: they are ignored and rebuilt on use)\n"
+"  clear   removes fa3jit's files (<key>.fa3k entries, <key>.lock locks, .<key>.tmp.*\n"
+"          temporaries) and nothing else\n"
+"  warm    compiles into the cache the configuration given by the CONFIG flags (as for\n"
+"          --emit-ptx; default hd128 bf16), or with --all every configuration the library\n"
+"          supports (fa3_supported_configs); a progress bar on a terminal, plain lines\n"
+"          otherwise. Fails when a kernel does not compile or its entry is not on disk.\n"
+"  --jobs N     compile N configurations at a time (default 1)\n"
+"  --dry-run    print the configurations warm would compile\n"
+"CONFIG and COMPILE: as in '%s --help'.\n",
+            prog, prog, prog, prog);
+}
+
+/* Parses "fa3-gen cache ACTION [options]" (argv[1] is "cache"). Exits with EXIT_USAGE on a bad
+   command line. Kept apart from the actions so that tests/fuzz can drive it. */
+static void cache_parse(int argc, char **argv, cache_args *a)
+{
+    memset(a, 0, sizeof *a);
+    common_init(&a->o);
+    a->jobs = 1;
+    cli c = {.argc = argc, .argv = argv, .i = 1};
+    while (cli_next(&c)) {
+        if (cli_is(&c, "--help") || cli_is(&c, "-h")) {
+            cli_noval(&c);
+            a->help = 1;
+            return;
+        }
+        if (parse_common(&c, &a->o))
+            continue;
+        if (cli_is(&c, "--all")) {
+            cli_noval(&c);
+            a->all = 1;
+        } else if (cli_is(&c, "--dry-run")) {
+            cli_noval(&c);
+            a->dry_run = 1;
+        } else if (cli_is(&c, "--jobs") || cli_is(&c, "-j")) {
+            a->jobs = cli_int(&c, 1, 256);
+        } else if (c.argv[c.i][0] != '-' && !a->action) {
+            const char *s = c.argv[c.i];
+            if (!strcmp(s, "ls") || !strcmp(s, "list"))
+                a->action = "ls";
+            else if (!strcmp(s, "clear"))
+                a->action = "clear";
+            else if (!strcmp(s, "warm"))
+                a->action = "warm";
+            else
+                usage_error("unknown cache action '%s' (ls, clear, warm)", s);
+        } else {
+            unknown_arg(&c);
+        }
+    }
+    if (!a->action)
+        usage_error("cache: give an action: ls, clear or warm");
+    if (strcmp(a->action, "warm") != 0 &&
+        (a->all || a->dry_run || a->jobs != 1 || a->o.config_flags ||
+         a->o.ctx_opts.backend != FA3_BACKEND_AUTO || a->o.ctx_opts.disable_disk_cache))
+        usage_error("cache %s: only --cache-dir applies (CONFIG, COMPILE, --all, --jobs and "
+                    "--dry-run are for 'cache warm')", a->action);
+    if (a->all && a->o.config_flags)
+        usage_error("cache warm: --all and configuration flags exclude each other");
+    if (a->o.ctx_opts.disable_disk_cache)
+        usage_error("cache warm: --no-cache leaves nothing to warm");
+    if (a->o.ctx_opts.backend == FA3_BACKEND_DRIVER_JIT)
+        usage_error("cache warm: backend driver-jit compiles at load time and has no cubin to "
+                    "cache");
+}
+
+/* "12.3 KiB" */
+static void human_size(char *buf, size_t size, uint64_t n)
+{
+    if (n < 1024)
+        snprintf(buf, size, "%llu B", (unsigned long long)n);
+    else if (n < (uint64_t)1 << 20)
+        snprintf(buf, size, "%.1f KiB", (double)n / 1024.0);
+    else if (n < (uint64_t)1 << 30)
+        snprintf(buf, size, "%.1f MiB", (double)n / 1048576.0);
+    else
+        snprintf(buf, size, "%.1f GiB", (double)n / 1073741824.0);
+}
+
+/* "42s", "5m", "3h", "12d" */
+static void human_age(char *buf, size_t size, int64_t then)
+{
+    int64_t s = (int64_t)time(NULL) - then;
+    if (s < 0)
+        s = 0;
+    if (s < 60)
+        snprintf(buf, size, "%llds", (long long)s);
+    else if (s < 3600)
+        snprintf(buf, size, "%lldm", (long long)(s / 60));
+    else if (s < 86400)
+        snprintf(buf, size, "%lldh", (long long)(s / 3600));
+    else
+        snprintf(buf, size, "%lldd", (long long)(s / 86400));
+}
+
+/* The folder ls/clear work on: --cache-dir as given, else the one a context resolves to. NULL
+   (after saying why) when the disk cache is off and no folder was named. */
+static char *cache_folder(const cache_args *a)
+{
+    if (a->o.ctx_opts.cache_dir && a->o.ctx_opts.cache_dir[0])
+        return strdup(a->o.ctx_opts.cache_dir);
+    fa3_context *ctx = context_or_exit(&a->o.ctx_opts);
+    const char *dir = fa3_context_cache_dir(ctx);
+    char *out = dir ? strdup(dir) : NULL;
+    if (!dir) {
+        const char *w = fa3_context_warning(ctx);
+        fprintf(stderr, "%s: cache %s: the disk cache is off (%s); name a folder with "
+                "--cache-dir DIR\n", prog, a->action,
+                w[0] ? w : "FA3JIT_CACHE_DISABLE is set");
+    }
+    fa3_context_free(ctx);
+    return out;
+}
+
+static int cmp_listed(const void *pa, const void *pb)
+{
+    const fa3_cache_file *a = pa, *b = pb;
+    if (a->valid != b->valid)
+        return b->valid - a->valid;
+    if (a->valid) {
+        const fa3_config *x = &a->view.meta.config, *y = &b->view.meta.config;
+        int d[] = {x->head_dim - y->head_dim, y->head_dim_v - x->head_dim_v,
+                   (int)x->dtype - (int)y->dtype, (int)x->mask - (int)y->mask,
+                   x->softcap - y->softcap, x->block_n - y->block_n, x->stages - y->stages,
+                   (int)a->view.meta.backend - (int)b->view.meta.backend};
+        for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i)
+            if (d[i])
+                return d[i];
+    }
+    return strcmp(a->name, b->name);
+}
+
+static int cache_ls(const cache_args *a)
+{
+    char *dir = cache_folder(a);
+    if (!dir)
+        return EXIT_FAIL;
+    fa3_cache_file *files = NULL;
+    size_t n = 0;
+    fa3_status st = fa3_cache_list(dir, &files, &n);
+    if (st != FA3_OK) {
+        lib_error(st, "cache ls");
+        free(dir);
+        return EXIT_FAIL;
+    }
+    qsort(files, n, sizeof *files, cmp_listed);
+    size_t entries = 0, invalid = 0, locks = 0, temps = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const fa3_cache_file *f = &files[i];
+        bytes += f->file_size;
+        if (f->kind == FA3_CACHE_FILE_LOCK) {
+            locks++;
+            continue;
+        }
+        if (f->kind == FA3_CACHE_FILE_TEMP) {
+            temps++;
+            continue;
+        }
+        entries++;
+        char desc[160], size[32], age[32], key[33];
+        human_size(size, sizeof size, f->file_size);
+        memcpy(key, f->name, 32);
+        key[32] = '\0';
+        if (f->valid) {
+            fa3_config_describe(&f->view.meta.config, desc, sizeof desc);
+            human_age(age, sizeof age, f->view.meta.created);
+            printf("%-40s %-12s %10s %5s  %s\n", desc, fa3_backend_name(f->view.meta.backend),
+                   size, age, key);
+        } else {
+            invalid++;
+            snprintf(desc, sizeof desc, "(invalid: %s)", f->why ? f->why : "?");
+            human_age(age, sizeof age, f->mtime);
+            printf("%-40s %-12s %10s %5s  %s\n", desc, "-", size, age, key);
+        }
+    }
+    char total[32];
+    human_size(total, sizeof total, bytes);
+    printf("%zu entr%s (%zu invalid: ignored and rebuilt on use), %zu lock%s, %zu temporary "
+           "file%s, %s in %s\n", entries, entries == 1 ? "y" : "ies", invalid, locks,
+           locks == 1 ? "" : "s", temps, temps == 1 ? "" : "s", total, dir);
+    fa3_free(files);
+    free(dir);
+    return 0;
+}
+
+static int cache_clear(const cache_args *a)
+{
+    char *dir = cache_folder(a);
+    if (!dir)
+        return EXIT_FAIL;
+    size_t removed = 0;
+    uint64_t bytes = 0;
+    fa3_status st = fa3_cache_clear(dir, &removed, &bytes);
+    char total[32];
+    human_size(total, sizeof total, bytes);
+    printf("removed %zu file%s (%s) from %s\n", removed, removed == 1 ? "" : "s", total, dir);
+    if (st != FA3_OK)
+        lib_error(st, "cache clear");
+    free(dir);
+    return st == FA3_OK ? 0 : EXIT_FAIL;
+}
+
+typedef struct warm_state {
+    fa3_context *ctx;
+    const fa3_config *cfgs;
+    char (*keys)[33]; /* per config, "" if it failed */
+    int n, next, done, failed, compiled, loaded;
+    int bar;          /* progress bar (stdout is a terminal) */
+    pthread_mutex_t mu;
+} warm_state;
+
+static void warm_bar(const warm_state *w, const char *label)
+{
+    enum { WIDTH = 30 };
+    int fill = w->n ? w->done * WIDTH / w->n : WIDTH;
+    char bar[WIDTH + 1];
+    for (int i = 0; i < WIDTH; ++i)
+        bar[i] = i < fill ? '#' : '.';
+    bar[WIDTH] = '\0';
+    printf("\r\033[K[%s] %d/%d %s", bar, w->done, w->n, label);
+    fflush(stdout);
+}
+
+static void *warm_worker(void *arg)
+{
+    warm_state *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        int i = w->next < w->n ? w->next++ : -1;
+        pthread_mutex_unlock(&w->mu);
+        if (i < 0)
+            return NULL;
+        char desc[128];
+        fa3_config_describe(&w->cfgs[i], desc, sizeof desc);
+        double t0 = now_s();
+        fa3_kernel *k = NULL;
+        fa3_kernel_info in;
+        fa3_status st = fa3_jit_get_kernel(w->ctx, &w->cfgs[i], &k);
+        if (st == FA3_OK)
+            st = fa3_kernel_get_info(k, &in);
+        char err[512] = "";
+        if (st != FA3_OK)
+            first_line(err, sizeof err, fa3_last_error_message());
+        double secs = now_s() - t0;
+
+        pthread_mutex_lock(&w->mu);
+        w->done++;
+        if (st != FA3_OK) {
+            w->failed++;
+            w->keys[i][0] = '\0';
+        } else {
+            memcpy(w->keys[i], in.cache_key, 33);
+            if (in.source == FA3_SOURCE_COMPILED)
+                w->compiled++;
+            else
+                w->loaded++;
+        }
+        const char *how = st != FA3_OK ? "FAILED"
+                          : in.source == FA3_SOURCE_COMPILED ? "compiled" : "already cached";
+        if (w->bar) {
+            if (st != FA3_OK)
+                printf("\r\033[K%s: FAILED: %s (%s)\n", desc, err, fa3_strerror(st));
+            warm_bar(w, desc);
+        } else {
+            printf("[%d/%d] %s: %s", w->done, w->n, desc, how);
+            if (st != FA3_OK)
+                printf(": %s (%s)\n", err, fa3_strerror(st));
+            else
+                printf(" (%.2f s)\n", secs);
+            fflush(stdout);
+        }
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+static int cache_warm(const cache_args *a)
+{
+    fa3_config *cfgs = NULL;
+    int n;
+    if (a->all) {
+        n = fa3_supported_configs(NULL, 0);
+        cfgs = calloc((size_t)(n > 0 ? n : 1), sizeof *cfgs);
+        if (!cfgs) {
+            fprintf(stderr, "%s: out of memory\n", prog);
+            return EXIT_FAIL;
+        }
+        n = fa3_supported_configs(cfgs, n);
+    } else {
+        n = 1;
+        cfgs = calloc(1, sizeof *cfgs);
+        if (!cfgs) {
+            fprintf(stderr, "%s: out of memory\n", prog);
+            return EXIT_FAIL;
+        }
+        fa3_status st = fa3_config_canonicalize(&a->o.cfg, &cfgs[0]);
+        if (st != FA3_OK) {
+            free(cfgs);
+            lib_error(st, "invalid configuration");
+            return exit_code_for(st);
+        }
+    }
+    if (a->dry_run) {
+        for (int i = 0; i < n; ++i) {
+            char desc[128];
+            fa3_config_describe(&cfgs[i], desc, sizeof desc);
+            printf("%s\n", desc);
+        }
+        printf("%d configuration%s\n", n, n == 1 ? "" : "s");
+        free(cfgs);
+        return 0;
+    }
+    fa3_context *ctx = context_or_exit(&a->o.ctx_opts);
+    const char *dir = fa3_context_cache_dir(ctx);
+    if (!dir) {
+        const char *w = fa3_context_warning(ctx);
+        fprintf(stderr, "%s: cache warm: the disk cache is off (%s): nothing to warm\n", prog,
+                w[0] ? w : "FA3JIT_CACHE_DISABLE is set");
+        fa3_context_free(ctx);
+        free(cfgs);
+        return EXIT_FAIL;
+    }
+    warm_state w;
+    memset(&w, 0, sizeof w);
+    w.ctx = ctx;
+    w.cfgs = cfgs;
+    w.n = n;
+    w.keys = calloc((size_t)n, sizeof *w.keys);
+    w.bar = isatty(STDOUT_FILENO);
+    pthread_mutex_init(&w.mu, NULL);
+    int jobs = a->jobs < n ? a->jobs : n;
+    pthread_t *th = calloc((size_t)jobs, sizeof *th);
+    if (!w.keys || !th) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        free(w.keys);
+        free(th);
+        free(cfgs);
+        fa3_context_free(ctx);
+        return EXIT_FAIL;
+    }
+    printf("warming %d configuration%s into %s (backend %s, %d job%s)\n", n, n == 1 ? "" : "s",
+           dir, fa3_backend_name(fa3_context_backend(ctx)), jobs, jobs == 1 ? "" : "s");
+    fflush(stdout);
+    double t0 = now_s();
+    if (w.bar)
+        warm_bar(&w, "");
+    int started = 0;
+    for (int j = 1; j < jobs; ++j)
+        if (pthread_create(&th[started], NULL, warm_worker, &w) == 0)
+            started++;
+    warm_worker(&w); /* this thread is one of the jobs */
+    for (int j = 0; j < started; ++j)
+        pthread_join(th[j], NULL);
+    if (w.bar)
+        printf("\r\033[K");
+
+    /* Every kernel that built must now have a valid entry on disk. */
+    int missing = 0;
+    fa3_cache_file *files = NULL;
+    size_t nf = 0;
+    if (fa3_cache_list(dir, &files, &nf) != FA3_OK)
+        nf = 0;
+    for (int i = 0; i < n; ++i) {
+        if (!w.keys[i][0])
+            continue;
+        int found = 0;
+        for (size_t f = 0; f < nf && !found; ++f)
+            found = files[f].kind == FA3_CACHE_FILE_ENTRY && files[f].valid &&
+                    strcmp(files[f].view.key, w.keys[i]) == 0;
+        missing += !found;
+    }
+    fa3_free(files);
+    printf("warm: %d configuration%s, %d compiled, %d already cached, %d failed, %d not on disk "
+           "(%.1f s)\n", n, n == 1 ? "" : "s", w.compiled, w.loaded, w.failed, missing,
+           now_s() - t0);
+    const char *warning = fa3_context_warning(ctx);
+    if (warning[0])
+        fprintf(stderr, "%s: warning: %s\n", prog, warning);
+    pthread_mutex_destroy(&w.mu);
+    free(th);
+    free(w.keys);
+    free(cfgs);
+    fa3_context_free(ctx);
+    return w.failed || missing ? EXIT_FAIL : 0;
+}
+
+static int cmd_cache(int argc, char **argv)
+{
+    cache_args a;
+    cache_parse(argc, argv, &a);
+    if (a.help) {
+        print_cache_help(stdout);
+        return 0;
+    }
+    if (!strcmp(a.action, "ls"))
+        return cache_ls(&a);
+    if (!strcmp(a.action, "clear"))
+        return cache_clear(&a);
+    return cache_warm(&a);
+}
+
 /* ================================================================== main */
 
 int main(int argc, char **argv)
@@ -1521,5 +2000,7 @@ int main(int argc, char **argv)
         return cmd_check(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "bench") == 0)
         return cmd_bench(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "cache") == 0)
+        return cmd_cache(argc, argv);
     return cmd_gen(argc, argv);
 }

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Packs what the GPU machine needs into .gpu/ (git-ignored): the stripped shared library, fa3-gen,
-# the GPU test binary and the two shared libraries the GPU image lacks (cmocka, xxhash). Then the
+# the GPU test binaries and the two shared libraries the GPU image lacks (cmocka, xxhash). Then the
 # device tool runs tools/gpu-run.sh with carry [".gpu"]. Build first: ninja -C build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu
 strip --strip-unneeded -o .gpu/libfa3jit.so build/libfa3jit.so
-cp build/fa3-gen build/tests/test_gpu .gpu/
+cp build/fa3-gen build/tests/test_gpu build/tests/test_edge .gpu/
 for lib in libcmocka.so.0 libxxhash.so.0; do
   cp "$(readlink -f "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')")" ".gpu/$lib"
 done

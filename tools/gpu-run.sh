@@ -2,14 +2,14 @@
 # Runs on the H200 (device tool, carry [".gpu"]): SASS check of the shipped kernels, the GPU test
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
-# check pytest compare.
+# edge check checkall pytest compare.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/fa3jit-gpu}; mkdir -p "$out"
 export LD_LIBRARY_PATH=$root/.gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export FA3JIT_CACHE_DIR=$(mktemp -d) FA3JIT_LIBRARY=$root/.gpu/libfa3jit.so
 gen=$root/.gpu/fa3-gen
-steps=${*:-sass tests check pytest compare}
+steps=${*:-sass tests edge check checkall pytest compare}
 rc=0
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
 $gen --version
@@ -17,7 +17,7 @@ for step in $steps; do
   echo "=== $step"
   case $step in
   sass)
-    for hd in 64 128 256; do for dt in bf16 fp16; do for m in none causal; do
+    for hd in 64 96 128 192 256; do for dt in bf16 fp16; do for m in none causal; do
       flag=; [ $m = causal ] && flag=--causal
       $gen --emit-cubin /tmp/k.cubin --head-dim $hd --dtype $dt $flag >/dev/null || rc=1
       s=$(cuobjdump -sass /tmp/k.cubin)
@@ -26,6 +26,8 @@ for step in $steps; do
       [ "$n_set" -ge 2 ] && [ "$n_mma" -ge 1 ] && [ "$n_ldl" -eq 0 ] || rc=1
     done; done; done ;;
   tests) timeout 300 "$root/.gpu/test_gpu" 2>&1 | tee "$out/test_gpu.txt" | tail -25; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
+  edge) timeout 300 "$root/.gpu/test_edge" 2>&1 | tee "$out/test_edge.txt" | tail -40; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
+  checkall) timeout 400 $gen check --all 2>&1 | tee "$out/check_all.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   check) timeout 400 $gen check 2>&1 | tee "$out/check.txt" | tail -30; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   pytest) (cd "$root" && timeout 400 python3 -m pytest python/tests -q -rs 2>&1) | tee "$out/pytest.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   compare) timeout 500 python3 "$root/bench/compare.py" --fa3-gen $gen --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -80 ;;

@@ -91,10 +91,10 @@ fa3_status fa3_config_describe(const fa3_config *cfg, char *buf, size_t buf_size
 {
     if (!cfg || !buf || buf_size == 0)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_config_describe: NULL argument");
-    int n = snprintf(buf, buf_size, "hd%d", cfg->head_dim);
+    char hdv[16] = "";
     if (cfg->head_dim_v && cfg->head_dim_v != cfg->head_dim)
-        n += snprintf(buf + n, n < (int)buf_size ? buf_size - n : 0, "x%d", cfg->head_dim_v);
-    snprintf(buf + n, n < (int)buf_size ? buf_size - n : 0, " %s %s%s sm_%da bn%d st%d",
+        snprintf(hdv, sizeof hdv, "x%d", cfg->head_dim_v);
+    snprintf(buf, buf_size, "hd%d%s %s %s%s sm_%da bn%d st%d", cfg->head_dim, hdv,
              dtype_name(cfg->dtype), mask_name(cfg->mask), cfg->softcap ? " softcap" : "",
              (int)cfg->arch, cfg->block_n, cfg->stages);
     return FA3_OK;

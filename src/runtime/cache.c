@@ -4,14 +4,17 @@
  * its padding), the PTX text, the generator version, the backend's name and version and the arch —
  * only what changes the binary, nothing that changes per call.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -21,8 +24,9 @@
 #include "runtime/compile.h"
 #include "runtime/runtime.h"
 
-#define MAGIC "FA3JITK\0"
-#define MAX_ENTRY_BYTES ((uint64_t)1 << 30) /* refuse to believe in a cubin over 1 GiB */
+#define MAGIC FA3_CACHE_MAGIC
+#define HDR FA3_CACHE_HEADER_SIZE
+#define MAX_ENTRY_BYTES FA3_CACHE_MAX_PART /* refuse to believe in a cubin over 1 GiB */
 
 /* ------------------------------------------------------------------ little-endian helpers */
 
@@ -177,9 +181,20 @@ fa3_status fa3_cache_dir_resolve(const char *opt_dir, int disable, char **dir, c
     return FA3_OK;
 }
 
+/* Fault injection (tests): 1 with errno = err if the site is armed. */
+static int inject(const char *site, int err)
+{
+    if (!fa3_test_fail(site))
+        return 0;
+    errno = err;
+    return 1;
+}
+
 /* mkdir -p with mode 0700 for what it creates. 0 on success, else -1 with errno. */
 static int mkdir_p(const char *path)
 {
+    if (inject("mkdir", EACCES))
+        return -1;
     struct stat sb;
     if (stat(path, &sb) == 0)
         return S_ISDIR(sb.st_mode) ? 0 : (errno = ENOTDIR, -1);
@@ -215,15 +230,118 @@ fa3_status fa3_cache_entry_path(const char *dir, const char *key, char *buf, siz
     return FA3_OK;
 }
 
+/* 1 if p[0..32) are lowercase hex digits. */
+static int hex32(const char *p)
+{
+    for (int i = 0; i < 32; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
 static int valid_key(const char *key)
 {
-    if (!key)
-        return 0;
-    for (int i = 0; i < 32; i++)
-        if (!((key[i] >= '0' && key[i] <= '9') || (key[i] >= 'a' && key[i] <= 'f')))
-            return 0;
-    return key[32] == '\0';
+    return key && hex32(key) && key[32] == '\0';
 }
+
+/* ------------------------------------------------------------------ parse */
+
+#define BAD(reason)        \
+    do {                   \
+        if (why)           \
+            *why = reason; \
+        return 0;          \
+    } while (0)
+
+int fa3_cache_parse_header(const void *data, size_t size, const char *key, fa3_cache_view *v,
+                           const char **why)
+{
+    memset(v, 0, sizeof *v);
+    const uint8_t *h = data;
+    if (!h || size < HDR)
+        BAD("truncated (shorter than a header)");
+    if (memcmp(h, MAGIC, 8) != 0)
+        BAD("not an fa3jit cache entry (bad magic)");
+    if (get_u32(h + FA3_CACHE_OFF_VERSION) != FA3_CACHE_FORMAT)
+        BAD("other cache format version");
+    if (get_u32(h + FA3_CACHE_OFF_HEADER_SIZE) != HDR)
+        BAD("unexpected header size");
+    if (!hex32((const char *)h + FA3_CACHE_OFF_KEY))
+        BAD("malformed key");
+    if (key && memcmp(h + FA3_CACHE_OFF_KEY, key, 32) != 0)
+        BAD("key differs from the file name");
+    if (XXH3_64bits(h, FA3_CACHE_OFF_HEADER_SUM) != get_u64(h + FA3_CACHE_OFF_HEADER_SUM))
+        BAD("header checksum mismatch");
+    uint64_t csize = get_u64(h + FA3_CACHE_OFF_CUBIN_SIZE);
+    uint64_t lsize = get_u64(h + FA3_CACHE_OFF_LOG_SIZE);
+    uint64_t psize = get_u64(h + FA3_CACHE_OFF_PAYLOAD_SIZE);
+    if (csize == 0)
+        BAD("empty cubin");
+    if (csize > MAX_ENTRY_BYTES || lsize > MAX_ENTRY_BYTES || psize != csize + lsize)
+        BAD("inconsistent sizes");
+    if ((uint64_t)size - HDR < psize)
+        BAD("truncated payload");
+    if ((uint64_t)size - HDR > psize)
+        BAD("trailing bytes after the payload");
+    uint32_t backend = get_u32(h + FA3_CACHE_OFF_BACKEND);
+    if (backend != FA3_BACKEND_PTX_COMPILER && backend != FA3_BACKEND_NVJITLINK)
+        BAD("unknown backend");
+    const uint8_t *c = h + FA3_CACHE_OFF_CONFIG;
+    fa3_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.head_dim = (int32_t)get_u32(c);
+    cfg.head_dim_v = (int32_t)get_u32(c + 4);
+    cfg.dtype = (fa3_dtype)(int32_t)get_u32(c + 8);
+    cfg.mask = (fa3_mask)(int32_t)get_u32(c + 12);
+    cfg.softcap = (int32_t)get_u32(c + 16);
+    cfg.arch = (fa3_arch)(int32_t)get_u32(c + 20);
+    cfg.block_n = (int32_t)get_u32(c + 24);
+    cfg.stages = (int32_t)get_u32(c + 28);
+    /* Plausibility only (the loader compares with the config it wants): enums in range, sizes
+       positive and small. fa3_config_canonicalize would set the thread's message. */
+    if (cfg.head_dim <= 0 || cfg.head_dim > 4096 || cfg.head_dim_v <= 0 ||
+        cfg.head_dim_v > 4096 || (unsigned)cfg.dtype > FA3_DTYPE_E4M3 ||
+        (unsigned)cfg.mask > FA3_MASK_LOCAL || (cfg.softcap != 0 && cfg.softcap != 1) ||
+        cfg.arch != FA3_ARCH_SM90A || cfg.block_n <= 0 || cfg.block_n > 4096 ||
+        cfg.stages <= 0 || cfg.stages > 64)
+        BAD("implausible config");
+
+    memcpy(v->key, h + FA3_CACHE_OFF_KEY, 32);
+    v->key[32] = '\0';
+    v->cubin_size = (size_t)csize;
+    v->log_size = (size_t)lsize;
+    const uint8_t *r = h + FA3_CACHE_OFF_RESOURCES;
+    v->meta.num_regs = (int32_t)get_u32(r);
+    v->meta.spill_store_bytes = (int32_t)get_u32(r + 4);
+    v->meta.spill_load_bytes = (int32_t)get_u32(r + 8);
+    v->meta.stack_bytes = (int32_t)get_u32(r + 12);
+    v->meta.has_warning = (int)(get_u32(h + FA3_CACHE_OFF_FLAGS) & 1u);
+    v->meta.backend = (fa3_backend)backend;
+    v->meta.config = cfg;
+    v->meta.created = (int64_t)get_u64(h + FA3_CACHE_OFF_CREATED);
+    if (why)
+        *why = NULL;
+    return 1;
+}
+
+int fa3_cache_parse(const void *data, size_t size, const char *key, fa3_cache_view *v,
+                    const char **why)
+{
+    if (!fa3_cache_parse_header(data, size, key, v, why))
+        return 0;
+    const uint8_t *h = data;
+    const uint8_t *payload = h + HDR;
+    if (XXH3_64bits(payload, v->cubin_size + v->log_size) !=
+        get_u64(h + FA3_CACHE_OFF_PAYLOAD_SUM)) {
+        memset(v, 0, sizeof *v);
+        BAD("payload checksum mismatch");
+    }
+    v->cubin = payload;
+    v->log = (const char *)payload + v->cubin_size;
+    return 1;
+}
+
+#undef BAD
 
 /* ------------------------------------------------------------------ load */
 
@@ -231,6 +349,8 @@ static int valid_key(const char *key)
 static int read_all(int fd, void *buf, size_t n)
 {
     uint8_t *p = buf;
+    if (inject("read", EIO))
+        return -1;
     while (n) {
         ssize_t r = read(fd, p, n);
         if (r < 0 && errno == EINTR)
@@ -243,8 +363,15 @@ static int read_all(int fd, void *buf, size_t n)
     return 0;
 }
 
-int fa3_cache_load(const char *dir, const char *key, void **cubin, size_t *cubin_size, char **log,
-                   fa3_cache_meta *meta)
+static int config_equal(const fa3_config *a, const fa3_config *b)
+{
+    return a->head_dim == b->head_dim && a->head_dim_v == b->head_dim_v && a->dtype == b->dtype &&
+           a->mask == b->mask && a->softcap == b->softcap && a->arch == b->arch &&
+           a->block_n == b->block_n && a->stages == b->stages;
+}
+
+int fa3_cache_load(const char *dir, const char *key, const fa3_config *expect, void **cubin,
+                   size_t *cubin_size, char **log, fa3_cache_meta *meta)
 {
     *cubin = NULL;
     *cubin_size = 0;
@@ -255,52 +382,49 @@ int fa3_cache_load(const char *dir, const char *key, void **cubin, size_t *cubin
     int n = snprintf(path, sizeof path, "%s/%s%s", dir, key, FA3_CACHE_SUFFIX);
     if (n < 0 || (size_t)n >= sizeof path)
         return 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return 0;
     int hit = 0;
-    uint8_t *payload = NULL;
+    uint8_t *buf = NULL;
     char *text = NULL;
-    uint8_t h[FA3_CACHE_HEADER_SIZE];
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < (off_t)FA3_CACHE_HEADER_SIZE)
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < (off_t)HDR ||
+        (uint64_t)sb.st_size > HDR + 2 * MAX_ENTRY_BYTES)
         goto out;
-    if (read_all(fd, h, sizeof h) != 0)
+    size_t size = (size_t)sb.st_size;
+    uint8_t h[HDR];
+    fa3_cache_view v;
+    /* The header first: sizes are checked before anything large is allocated. */
+    if (read_all(fd, h, HDR) != 0 || !fa3_cache_parse_header(h, size, key, &v, NULL))
         goto out;
-    if (memcmp(h, MAGIC, 8) != 0 || get_u32(h + 8) != FA3_CACHE_FORMAT ||
-        get_u32(h + 12) != FA3_CACHE_HEADER_SIZE || memcmp(h + 16, key, 32) != 0)
+    if (expect && (!config_equal(&v.meta.config, expect)))
         goto out;
-    if (XXH3_64bits(h, 104) != get_u64(h + 104))
+    buf = fa3_test_fail("oom-cache-load") ? NULL : malloc(size);
+    text = fa3_test_fail("oom-cache-load") ? NULL : malloc(v.log_size + 1);
+    if (!buf || !text)
         goto out;
-    uint64_t csize = get_u64(h + 48), lsize = get_u64(h + 56), psize = get_u64(h + 64);
-    if (csize == 0 || csize > MAX_ENTRY_BYTES || lsize > MAX_ENTRY_BYTES || psize != csize + lsize ||
-        (uint64_t)sb.st_size != FA3_CACHE_HEADER_SIZE + psize)
+    memcpy(buf, h, HDR);
+    if (read_all(fd, buf + HDR, size - HDR) != 0)
         goto out;
-    payload = malloc((size_t)psize);
-    text = malloc((size_t)lsize + 1);
-    if (!payload || !text)
+    if (!fa3_cache_parse(buf, size, key, &v, NULL))
         goto out;
-    if (read_all(fd, payload, (size_t)psize) != 0)
-        goto out;
-    if (XXH3_64bits(payload, (size_t)psize) != get_u64(h + 72))
-        goto out;
-    memcpy(text, payload + csize, (size_t)lsize);
-    text[lsize] = '\0';
-    meta->num_regs = (int32_t)get_u32(h + 80);
-    meta->spill_store_bytes = (int32_t)get_u32(h + 84);
-    meta->spill_load_bytes = (int32_t)get_u32(h + 88);
-    meta->stack_bytes = (int32_t)get_u32(h + 92);
-    meta->has_warning = (int)(get_u32(h + 96) & 1u);
-    /* Shrink the payload to the cubin alone (keeping it if realloc declines). */
-    uint8_t *shrunk = realloc(payload, (size_t)csize);
-    *cubin = shrunk ? shrunk : payload;
-    payload = NULL;
-    *cubin_size = (size_t)csize;
+    memcpy(text, v.log, v.log_size);
+    text[v.log_size] = '\0';
+    *meta = v.meta;
+    /* Keep only the cubin: move it to the front and shrink (keeping the block if realloc
+       declines). */
+    size_t csize = v.cubin_size;
+    memmove(buf, buf + HDR, csize);
+    uint8_t *shrunk = realloc(buf, csize);
+    *cubin = shrunk ? shrunk : buf;
+    buf = NULL;
+    *cubin_size = csize;
     *log = text;
     text = NULL;
     hit = 1;
 out:
-    free(payload);
+    free(buf);
     free(text);
     close(fd);
     return hit;
@@ -311,12 +435,16 @@ out:
 static int write_all(int fd, const void *buf, size_t n)
 {
     const uint8_t *p = buf;
+    if (inject("write", ENOSPC))
+        return -1;
     while (n) {
         ssize_t r = write(fd, p, n);
         if (r < 0 && errno == EINTR)
             continue;
-        if (r <= 0)
+        if (r < 0)
             return -1;
+        if (r == 0)
+            return errno = EIO, -1;
         p += r;
         n -= (size_t)r;
     }
@@ -324,10 +452,14 @@ static int write_all(int fd, const void *buf, size_t n)
 }
 
 fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, size_t cubin_size,
-                           const char *log, const fa3_cache_meta *meta)
+                           const char *log, const fa3_cache_meta *meta, int *sys_errno)
 {
+    if (sys_errno)
+        *sys_errno = 0;
     if (!dir || !valid_key(key) || !cubin || cubin_size == 0 || !meta)
-        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_store: bad argument");
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_store: bad argument (%s)",
+                          !dir ? "NULL dir" : !valid_key(key) ? "malformed key"
+                          : !cubin || !cubin_size ? "no cubin" : "NULL meta");
     size_t lsize = log ? strlen(log) : 0;
     if ((uint64_t)cubin_size > MAX_ENTRY_BYTES || (uint64_t)lsize > MAX_ENTRY_BYTES)
         return fa3_seterr(FA3_ERR_CACHE_IO, "cache entry too large (%zu + %zu bytes)", cubin_size,
@@ -337,19 +469,22 @@ fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, 
     int n = snprintf(tmp, sizeof tmp, "%s/.%s.tmp.XXXXXX", dir, key);
     if (n < 0 || (size_t)n >= sizeof tmp)
         return fa3_seterr(FA3_ERR_CACHE_IO, "cache path too long: %s", dir);
-    if (mkdir_p(dir) != 0)
-        return fa3_seterr(FA3_ERR_CACHE_IO, "cannot create cache directory %s: %s", dir,
+    if (mkdir_p(dir) != 0) {
+        if (sys_errno)
+            *sys_errno = errno;
+        return fa3_seterr(FA3_ERR_CACHE_IO, "cannot create cache directory %s: mkdir: %s", dir,
                           strerror(errno));
+    }
 
-    uint8_t h[FA3_CACHE_HEADER_SIZE];
+    uint8_t h[HDR];
     memset(h, 0, sizeof h);
     memcpy(h, MAGIC, 8);
-    put_u32(h + 8, FA3_CACHE_FORMAT);
-    put_u32(h + 12, FA3_CACHE_HEADER_SIZE);
-    memcpy(h + 16, key, 32);
-    put_u64(h + 48, cubin_size);
-    put_u64(h + 56, lsize);
-    put_u64(h + 64, (uint64_t)cubin_size + lsize);
+    put_u32(h + FA3_CACHE_OFF_VERSION, FA3_CACHE_FORMAT);
+    put_u32(h + FA3_CACHE_OFF_HEADER_SIZE, HDR);
+    memcpy(h + FA3_CACHE_OFF_KEY, key, 32);
+    put_u64(h + FA3_CACHE_OFF_CUBIN_SIZE, cubin_size);
+    put_u64(h + FA3_CACHE_OFF_LOG_SIZE, lsize);
+    put_u64(h + FA3_CACHE_OFF_PAYLOAD_SIZE, (uint64_t)cubin_size + lsize);
     XXH3_state_t *s = XXH3_createState();
     if (!s)
         return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory for the cache checksum state");
@@ -357,37 +492,55 @@ fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, 
     XXH3_64bits_update(s, cubin, cubin_size);
     if (lsize)
         XXH3_64bits_update(s, log, lsize);
-    put_u64(h + 72, XXH3_64bits_digest(s));
+    put_u64(h + FA3_CACHE_OFF_PAYLOAD_SUM, XXH3_64bits_digest(s));
     XXH3_freeState(s);
-    put_u32(h + 80, (uint32_t)meta->num_regs);
-    put_u32(h + 84, (uint32_t)meta->spill_store_bytes);
-    put_u32(h + 88, (uint32_t)meta->spill_load_bytes);
-    put_u32(h + 92, (uint32_t)meta->stack_bytes);
-    put_u32(h + 96, meta->has_warning ? 1u : 0u);
-    put_u32(h + 100, 0);
-    put_u64(h + 104, XXH3_64bits(h, 104));
+    uint8_t *r = h + FA3_CACHE_OFF_RESOURCES;
+    put_u32(r, (uint32_t)meta->num_regs);
+    put_u32(r + 4, (uint32_t)meta->spill_store_bytes);
+    put_u32(r + 8, (uint32_t)meta->spill_load_bytes);
+    put_u32(r + 12, (uint32_t)meta->stack_bytes);
+    put_u32(h + FA3_CACHE_OFF_FLAGS, meta->has_warning ? 1u : 0u);
+    put_u32(h + FA3_CACHE_OFF_BACKEND, (uint32_t)meta->backend);
+    uint8_t *c = h + FA3_CACHE_OFF_CONFIG;
+    put_u32(c, (uint32_t)meta->config.head_dim);
+    put_u32(c + 4, (uint32_t)meta->config.head_dim_v);
+    put_u32(c + 8, (uint32_t)meta->config.dtype);
+    put_u32(c + 12, (uint32_t)meta->config.mask);
+    put_u32(c + 16, (uint32_t)meta->config.softcap);
+    put_u32(c + 20, (uint32_t)meta->config.arch);
+    put_u32(c + 24, (uint32_t)meta->config.block_n);
+    put_u32(c + 28, (uint32_t)meta->config.stages);
+    put_u64(h + FA3_CACHE_OFF_CREATED,
+            (uint64_t)(meta->created ? meta->created : (int64_t)time(NULL)));
+    put_u64(h + FA3_CACHE_OFF_HEADER_SUM, XXH3_64bits(h, FA3_CACHE_OFF_HEADER_SUM));
 
-    int fd = mkstemp(tmp);
-    if (fd < 0)
-        return fa3_seterr(FA3_ERR_CACHE_IO, "cannot create a temporary file in %s: %s", dir,
-                          strerror(errno));
+    int fd = inject("open", EROFS) ? -1 : mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        if (sys_errno)
+            *sys_errno = e;
+        return fa3_seterr(FA3_ERR_CACHE_IO, "cannot create a temporary file in %s: mkstemp: %s",
+                          dir, strerror(e));
+    }
     const char *failed = NULL;
     if (write_all(fd, h, sizeof h) != 0 || write_all(fd, cubin, cubin_size) != 0 ||
         (lsize && write_all(fd, log, lsize) != 0))
         failed = "write";
-    else if (fsync(fd) != 0)
+    else if (inject("fsync", EIO) || fsync(fd) != 0)
         failed = "fsync";
     int e = errno;
     if (close(fd) != 0 && !failed) {
         failed = "close";
         e = errno;
     }
-    if (!failed && rename(tmp, path) != 0) {
+    if (!failed && (inject("rename", EACCES) || rename(tmp, path) != 0)) {
         failed = "rename";
         e = errno;
     }
     if (failed) {
         unlink(tmp);
+        if (sys_errno)
+            *sys_errno = e;
         return fa3_seterr(FA3_ERR_CACHE_IO, "cache store %s: %s failed: %s", path, failed,
                           strerror(e));
     }
@@ -398,4 +551,247 @@ fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, 
         close(dfd);
     }
     return FA3_OK;
+}
+
+/* ------------------------------------------------------------------ lock */
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+fa3_cache_lock_result fa3_cache_lock_take(const char *dir, const char *key, int timeout_ms,
+                                          fa3_cache_lock *lk, char *why, size_t why_size)
+{
+    lk->fd = -1;
+    lk->path[0] = '\0';
+    if (!why)
+        why_size = 0;
+    if (why_size)
+        why[0] = '\0';
+    int n = snprintf(lk->path, sizeof lk->path, "%s/%s%s", dir, key, FA3_CACHE_LOCK_SUFFIX);
+    if (n < 0 || (size_t)n >= sizeof lk->path) {
+        snprintf(why, why_size, "cache lock path too long: %s", dir);
+        return FA3_CACHE_LOCK_UNAVAILABLE;
+    }
+    if (mkdir_p(dir) != 0) {
+        snprintf(why, why_size, "cannot create cache directory %s: mkdir: %s", dir,
+                 strerror(errno));
+        return FA3_CACHE_LOCK_NODIR;
+    }
+    double deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    for (;;) {
+        int fd = inject("open", EROFS)
+                     ? -1
+                     : open(lk->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0) {
+            int e = errno;
+            snprintf(why, why_size, "cannot create the cache lock file %s: open: %s", lk->path,
+                     strerror(e));
+            return e == EROFS || e == EACCES || e == EPERM ? FA3_CACHE_LOCK_READONLY
+                                                           : FA3_CACHE_LOCK_UNAVAILABLE;
+        }
+        int wait = 1;
+        for (;;) {
+            int r = inject("lock", ENOLCK) ? -1 : flock(fd, LOCK_EX | LOCK_NB);
+            if (r == 0)
+                break;
+            int e = errno;
+            if (e == EINTR)
+                continue;
+            if (e != EWOULDBLOCK) {
+                /* Locks do not work here (e.g. NFS without lockd), so nobody can be holding this
+                   file: remove it rather than leave one behind per kernel. */
+                snprintf(why, why_size, "cannot lock %s: flock: %s", lk->path, strerror(e));
+                (void)unlink(lk->path);
+                close(fd);
+                return FA3_CACHE_LOCK_UNAVAILABLE;
+            }
+            if (mono_ms() >= deadline) {
+                snprintf(why, why_size, "cannot lock %s: still held by another process after "
+                         "%d ms", lk->path, timeout_ms);
+                close(fd);
+                return FA3_CACHE_LOCK_UNAVAILABLE;
+            }
+            sleep_ms(wait);
+            if (wait < 16)
+                wait *= 2;
+        }
+        /* The previous holder removes the file before releasing it: if the path no longer names
+           the file we locked, start over on the current one. */
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && stat(lk->path, &b) == 0 && a.st_dev == b.st_dev &&
+            a.st_ino == b.st_ino) {
+            lk->fd = fd;
+            return FA3_CACHE_LOCKED;
+        }
+        close(fd);
+    }
+}
+
+void fa3_cache_lock_release(fa3_cache_lock *lk)
+{
+    if (!lk || lk->fd < 0)
+        return;
+    (void)unlink(lk->path); /* while still holding it: see fa3_cache_lock_take */
+    close(lk->fd);
+    lk->fd = -1;
+}
+
+/* ------------------------------------------------------------------ listing */
+
+fa3_cache_file_kind fa3_cache_file_kind_of(const char *name)
+{
+    if (!name)
+        return FA3_CACHE_FILE_OTHER;
+    size_t n = strlen(name);
+    if (n == 37 && hex32(name)) {
+        if (strcmp(name + 32, FA3_CACHE_SUFFIX) == 0)
+            return FA3_CACHE_FILE_ENTRY;
+        if (strcmp(name + 32, FA3_CACHE_LOCK_SUFFIX) == 0)
+            return FA3_CACHE_FILE_LOCK;
+        return FA3_CACHE_FILE_OTHER;
+    }
+    /* ".<key>.tmp.XXXXXX" (mkstemp's six letters or digits) */
+    if (n == 44 && name[0] == '.' && hex32(name + 1) && memcmp(name + 33, ".tmp.", 5) == 0) {
+        for (size_t i = 38; i < 44; i++)
+            if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
+                  (name[i] >= '0' && name[i] <= '9')))
+                return FA3_CACHE_FILE_OTHER;
+        return FA3_CACHE_FILE_TEMP;
+    }
+    return FA3_CACHE_FILE_OTHER;
+}
+
+static int cmp_file(const void *a, const void *b)
+{
+    return strcmp(((const fa3_cache_file *)a)->name, ((const fa3_cache_file *)b)->name);
+}
+
+fa3_status fa3_cache_list(const char *dir, fa3_cache_file **files, size_t *count)
+{
+    if (!dir || !files || !count)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_list: NULL argument");
+    *files = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return FA3_OK;
+        return fa3_seterr(FA3_ERR_CACHE_IO, "cannot list cache directory %s: opendir: %s", dir,
+                          strerror(errno));
+    }
+    fa3_cache_file *v = NULL;
+    size_t nv = 0, cap = 0;
+    fa3_status st = FA3_OK;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        fa3_cache_file_kind kind = fa3_cache_file_kind_of(de->d_name);
+        if (kind == FA3_CACHE_FILE_OTHER)
+            continue;
+        if (nv == cap) {
+            size_t nc = cap ? 2 * cap : 32;
+            fa3_cache_file *m = realloc(v, nc * sizeof *m);
+            if (!m) {
+                st = fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory listing %s", dir);
+                break;
+            }
+            v = m;
+            cap = nc;
+        }
+        fa3_cache_file *f = &v[nv];
+        memset(f, 0, sizeof *f);
+        size_t nl = strlen(de->d_name); /* <= 44 for the kinds above */
+        memcpy(f->name, de->d_name, nl < sizeof f->name ? nl + 1 : sizeof f->name);
+        f->name[sizeof f->name - 1] = '\0';
+        f->kind = kind;
+        char path[4096];
+        int n = snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        struct stat sb;
+        if (n < 0 || (size_t)n >= sizeof path || lstat(path, &sb) != 0)
+            continue; /* vanished (a concurrent store or clear) */
+        f->file_size = (uint64_t)sb.st_size;
+        f->mtime = (int64_t)sb.st_mtime;
+        nv++;
+        if (kind != FA3_CACHE_FILE_ENTRY)
+            continue;
+        if (!S_ISREG(sb.st_mode)) {
+            f->why = "not a regular file";
+            continue;
+        }
+        uint8_t h[HDR];
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        int ok = fd >= 0 && read_all(fd, h, sb.st_size < (off_t)HDR ? (size_t)sb.st_size : HDR) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (!ok) {
+            f->why = "unreadable";
+            continue;
+        }
+        char key[33];
+        memcpy(key, de->d_name, 32);
+        key[32] = '\0';
+        f->valid = fa3_cache_parse_header(h, (size_t)sb.st_size, key, &f->view, &f->why);
+    }
+    closedir(d);
+    if (st != FA3_OK) {
+        free(v);
+        return st;
+    }
+    if (nv)
+        qsort(v, nv, sizeof *v, cmp_file);
+    *files = v;
+    *count = nv;
+    return FA3_OK;
+}
+
+fa3_status fa3_cache_clear(const char *dir, size_t *removed, uint64_t *bytes)
+{
+    if (removed)
+        *removed = 0;
+    if (bytes)
+        *bytes = 0;
+    if (!dir)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_clear: NULL dir");
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return FA3_OK;
+        return fa3_seterr(FA3_ERR_CACHE_IO, "cannot list cache directory %s: opendir: %s", dir,
+                          strerror(errno));
+    }
+    fa3_status st = FA3_OK;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (fa3_cache_file_kind_of(de->d_name) == FA3_CACHE_FILE_OTHER)
+            continue;
+        char path[4096];
+        int n = snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (n < 0 || (size_t)n >= sizeof path)
+            continue;
+        struct stat sb;
+        if (lstat(path, &sb) != 0)
+            continue;
+        if (unlink(path) != 0) {
+            if (errno != ENOENT && st == FA3_OK)
+                st = fa3_seterr(FA3_ERR_CACHE_IO, "cannot remove %s: unlink: %s", path,
+                                strerror(errno));
+            continue;
+        }
+        if (removed)
+            (*removed)++;
+        if (bytes)
+            *bytes += (uint64_t)sb.st_size;
+    }
+    closedir(d);
+    return st;
 }

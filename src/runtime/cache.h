@@ -1,11 +1,23 @@
 /*
  * On-disk kernel cache: one file <dir>/<key>.fa3k per compiled kernel, where key is the XXH3-128
  * of everything that determines the binary (fa3_cache_key_for, declared in runtime.h). Files are
- * written to a temporary name in the same directory, fsync'd and renamed into place, so readers
- * only ever see complete entries; a file that fails any check (magic, version, key, sizes,
- * checksums) is treated as a miss and replaced on the next store.
+ * written to a temporary name in the same directory (.<key>.tmp.XXXXXX), fsync'd and renamed into
+ * place, so readers only ever see complete entries; a file that fails any check (magic, version,
+ * key, sizes, config, checksums) is treated as a miss, never loaded, and replaced on the next store.
  *
- * File layout (all integers little-endian), FA3_CACHE_FORMAT 1:
+ * Concurrency: compile-and-store of a key runs under an advisory lock, flock(LOCK_EX) on
+ * <dir>/<key>.lock (one lock file per key, so different kernels build in parallel; flock rather
+ * than fcntl locks because flock locks belong to the open file, so they also exclude threads of one
+ * process, and closing another descriptor of the file does not drop them). After taking the lock
+ * the caller looks at the disk again, so a waiter loads what the holder wrote instead of compiling.
+ * The holder removes the lock file before releasing it; a waiter that then gets the lock on the
+ * removed file notices (the path no longer names its file) and starts over. A lock that cannot be
+ * taken (read-only folder, NFS without lockd, a holder stuck past the timeout) never fails a call:
+ * the caller compiles without it; the atomic rename keeps the entry whole either way. (On NFS,
+ * Linux maps flock onto POSIX locks, which belong to the process: there, threads of one process
+ * may both compile; processes still exclude each other.)
+ *
+ * File layout (all integers little-endian), FA3_CACHE_FORMAT 2:
  *     0  magic "FA3JITK\0"          8 bytes
  *     8  u32 format version          (FA3_CACHE_FORMAT)
  *    12  u32 header size             (FA3_CACHE_HEADER_SIZE)
@@ -16,25 +28,63 @@
  *    72  u64 XXH3-64 of the payload
  *    80  i32 num_regs, spill_store_bytes, spill_load_bytes, stack_bytes (-1 = unknown)
  *    96  u32 flags                   (bit 0: the compiler log has a warning)
- *   100  u32 reserved (0)
- *   104  u64 XXH3-64 of header bytes [0, 104)
- *   112  payload: the cubin, then the compiler log
+ *   100  u32 backend                 (fa3_backend that built the cubin, resolved)
+ *   104  i32 canonical config: head_dim, head_dim_v, dtype, mask, softcap, arch, block_n, stages
+ *   136  i64 created                 (seconds since the Unix epoch)
+ *   144  u64 reserved (0)
+ *   152  u64 XXH3-64 of header bytes [0, 152)
+ *   160  payload: the cubin, then the compiler log
+ * Format 1 (no config, 112-byte header) files are refused as foreign and rebuilt.
  */
 #ifndef FA3JIT_CACHE_H
 #define FA3JIT_CACHE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "common.h"
 
-#define FA3_CACHE_FORMAT 1u
-#define FA3_CACHE_HEADER_SIZE 112u
+#define FA3_CACHE_FORMAT 2u
+#define FA3_CACHE_HEADER_SIZE 160u
 #define FA3_CACHE_SUFFIX ".fa3k"
+#define FA3_CACHE_LOCK_SUFFIX ".lock"
+#define FA3_CACHE_MAGIC "FA3JITK\0"
+
+/* Header field offsets (layout above). */
+#define FA3_CACHE_OFF_VERSION 8
+#define FA3_CACHE_OFF_HEADER_SIZE 12
+#define FA3_CACHE_OFF_KEY 16
+#define FA3_CACHE_OFF_CUBIN_SIZE 48
+#define FA3_CACHE_OFF_LOG_SIZE 56
+#define FA3_CACHE_OFF_PAYLOAD_SIZE 64
+#define FA3_CACHE_OFF_PAYLOAD_SUM 72
+#define FA3_CACHE_OFF_RESOURCES 80
+#define FA3_CACHE_OFF_FLAGS 96
+#define FA3_CACHE_OFF_BACKEND 100
+#define FA3_CACHE_OFF_CONFIG 104
+#define FA3_CACHE_OFF_CREATED 136
+#define FA3_CACHE_OFF_HEADER_SUM 152
+
+/* Largest cubin (and largest log) an entry may claim. */
+#define FA3_CACHE_MAX_PART ((uint64_t)1 << 30)
 
 /* What a cache entry records besides the cubin. */
 typedef struct fa3_cache_meta {
     int num_regs, spill_store_bytes, spill_load_bytes, stack_bytes; /* -1 = unknown */
     int has_warning;
+    fa3_backend backend; /* resolved backend that built the cubin */
+    fa3_config config;   /* canonical config */
+    int64_t created;     /* Unix seconds when stored (0 = let fa3_cache_store use the clock) */
 } fa3_cache_meta;
+
+/* A parsed entry: points into the bytes given to fa3_cache_parse. */
+typedef struct fa3_cache_view {
+    char key[33];
+    const uint8_t *cubin;
+    size_t cubin_size;
+    const char *log; /* not NUL-terminated */
+    size_t log_size;
+    fa3_cache_meta meta;
+} fa3_cache_view;
 
 /*
  * Decides the cache directory: opt_dir if non-empty, else $FA3JIT_CACHE_DIR, else
@@ -47,25 +97,107 @@ FA3_INTERNAL fa3_status fa3_cache_dir_resolve(const char *opt_dir, int disable, 
                                               char *warn, size_t warn_size);
 
 /*
+ * Checks the header at data[0..size) (size = the whole file's size; only the first
+ * FA3_CACHE_HEADER_SIZE bytes are read): magic, version, header size, a well-formed key (equal to
+ * key unless key is NULL), header checksum, sizes consistent with size. Fills view's key, sizes
+ * and meta (cubin/log pointers stay NULL). Returns 1 if good, else 0 with *why (may be NULL) set
+ * to a static reason. Pure: no I/O, no allocation, no error message.
+ */
+FA3_INTERNAL int fa3_cache_parse_header(const void *data, size_t size, const char *key,
+                                        fa3_cache_view *view, const char **why);
+
+/* As fa3_cache_parse_header, and also verifies the payload checksum and points view's cubin and
+   log into data. Pure. */
+FA3_INTERNAL int fa3_cache_parse(const void *data, size_t size, const char *key,
+                                 fa3_cache_view *view, const char **why);
+
+/*
  * Looks key up in dir. Returns 1 on a valid hit: *cubin (malloc'd, *cubin_size bytes), *log
- * (malloc'd, NUL-terminated) and *meta are filled. Returns 0 on a miss, including any missing,
- * unreadable, truncated, corrupted or foreign file (never loaded) and a failed allocation.
+ * (malloc'd, NUL-terminated) and *meta are filled. expect (may be NULL): the canonical config the
+ * entry must have been built for. Returns 0 on a miss, including any missing, unreadable,
+ * truncated, corrupted or foreign file (never loaded) and a failed allocation.
  * Never sets the thread's error message.
  */
-FA3_INTERNAL int fa3_cache_load(const char *dir, const char *key, void **cubin, size_t *cubin_size,
-                                char **log, fa3_cache_meta *meta);
+FA3_INTERNAL int fa3_cache_load(const char *dir, const char *key, const fa3_config *expect,
+                                void **cubin, size_t *cubin_size, char **log,
+                                fa3_cache_meta *meta);
 
 /*
  * Writes an entry for key (creating dir and its parents, mode 0700, if missing): temporary file in
- * dir, fsync, rename over <dir>/<key>.fa3k. log may be NULL. Errors: FA3_ERR_CACHE_IO with the
- * failing path and reason in the message (callers keep it as a warning and carry on from memory).
+ * dir, fsync, rename over <dir>/<key>.fa3k. log may be NULL. meta->created 0 = now.
+ * Errors: FA3_ERR_CACHE_IO with the failing call, path and reason in the message (callers keep it
+ * as a warning and carry on from memory); *sys_errno (may be NULL) receives the errno.
  */
 FA3_INTERNAL fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin,
                                         size_t cubin_size, const char *log,
-                                        const fa3_cache_meta *meta);
+                                        const fa3_cache_meta *meta, int *sys_errno);
 
 /* Writes the entry path of key in dir into buf; FA3_ERR_CACHE_IO if it does not fit. */
 FA3_INTERNAL fa3_status fa3_cache_entry_path(const char *dir, const char *key, char *buf,
                                              size_t size);
+
+/* ------------------------------------------------------------------ lock */
+
+typedef enum fa3_cache_lock_result {
+    FA3_CACHE_LOCKED = 0,      /* held: release with fa3_cache_unlock */
+    FA3_CACHE_LOCK_NODIR,      /* dir missing and cannot be created */
+    FA3_CACHE_LOCK_READONLY,   /* the lock file cannot be created: dir not writable */
+    FA3_CACHE_LOCK_UNAVAILABLE /* flock refused (e.g. NFS without locks) or timed out */
+} fa3_cache_lock_result;
+
+typedef struct fa3_cache_lock {
+    int fd;          /* -1 when not held */
+    char path[4096]; /* <dir>/<key>.lock */
+} fa3_cache_lock;
+
+/*
+ * Takes the advisory lock of key in dir (creating dir if missing), waiting up to timeout_ms for a
+ * holder (polling flock LOCK_NB with a short back-off). Anything but FA3_CACHE_LOCKED leaves lk
+ * not held and why (why_size bytes) saying what failed (call, path, errno text); never sets the
+ * thread's error message.
+ */
+FA3_INTERNAL fa3_cache_lock_result fa3_cache_lock_take(const char *dir, const char *key,
+                                                       int timeout_ms, fa3_cache_lock *lk,
+                                                       char *why, size_t why_size);
+
+/* Removes the lock file and releases the lock (no-op when not held). */
+FA3_INTERNAL void fa3_cache_lock_release(fa3_cache_lock *lk);
+
+/* ------------------------------------------------------------------ listing (fa3-gen cache) */
+
+typedef enum fa3_cache_file_kind {
+    FA3_CACHE_FILE_OTHER = 0, /* not fa3jit's: never listed or removed */
+    FA3_CACHE_FILE_ENTRY,     /* <key>.fa3k */
+    FA3_CACHE_FILE_LOCK,      /* <key>.lock */
+    FA3_CACHE_FILE_TEMP       /* .<key>.tmp.XXXXXX, a store in progress or left by a crash */
+} fa3_cache_file_kind;
+
+typedef struct fa3_cache_file {
+    char name[64];            /* file name within the folder */
+    fa3_cache_file_kind kind;
+    uint64_t file_size;
+    int64_t mtime;            /* Unix seconds */
+    int valid;                /* ENTRY: the header checks out (the payload is not read) */
+    const char *why;          /* ENTRY, !valid: static reason */
+    fa3_cache_view view;      /* ENTRY, valid: key, sizes, meta (no payload pointers) */
+} fa3_cache_file;
+
+/* Which of fa3jit's file kinds a directory entry name is (exact patterns, 32 lowercase hex). */
+FA3_TOOLS_API fa3_cache_file_kind fa3_cache_file_kind_of(const char *name);
+
+/*
+ * Lists fa3jit's files in dir (entries with their headers read, locks, temporaries; other files
+ * ignored), sorted by name. *files is malloc'd (release with fa3_free), *count its length; a
+ * missing dir gives 0 files. Errors: FA3_ERR_CACHE_IO (opendir failed, named), _OUT_OF_MEMORY.
+ */
+FA3_TOOLS_API fa3_status fa3_cache_list(const char *dir, fa3_cache_file **files, size_t *count);
+
+/*
+ * Removes fa3jit's files (entries, locks, temporaries: fa3_cache_file_kind_of != OTHER) from dir,
+ * never anything else and never the folder. *removed / *bytes (may be NULL) count them. A missing
+ * dir is not an error. Errors: FA3_ERR_CACHE_IO naming the first file that could not be removed
+ * (the others are still tried).
+ */
+FA3_TOOLS_API fa3_status fa3_cache_clear(const char *dir, size_t *removed, uint64_t *bytes);
 
 #endif

@@ -322,7 +322,9 @@ static fa3_status compile_jitlink(const char *ptx, size_t len, const char *arch,
     snprintf(arch_opt, sizeof arch_opt, "-arch=%s", arch);
     const char *opts[] = {arch_opt, JITLINK_OPT_O, "-Xptxas=-v"};
     nvJitLinkHandle h = NULL;
-    nvJitLinkResult r = nvJitLinkCreate(&h, (uint32_t)(sizeof opts / sizeof opts[0]), opts);
+    nvJitLinkResult r = fa3_test_fail("nvJitLinkCreate")
+                            ? NVJITLINK_ERROR_INTERNAL
+                            : nvJitLinkCreate(&h, (uint32_t)(sizeof opts / sizeof opts[0]), opts);
     if (r != NVJITLINK_SUCCESS)
         return fa3_seterr(FA3_ERR_LINK, "nvJitLinkCreate(%s %s -Xptxas=-v) failed: %s", arch_opt,
                           JITLINK_OPT_O, jitlink_result_name(r));
@@ -360,7 +362,7 @@ static fa3_status compile_jitlink(const char *ptx, size_t len, const char *arch,
         return FA3_ERR_LINK;
     }
     fa3_status st = FA3_OK;
-    out->cubin = malloc(size);
+    out->cubin = fa3_test_fail("oom-cubin") ? NULL : malloc(size);
     if (!out->cubin)
         st = fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory for a %zu-byte cubin", size);
     if (st == FA3_OK) {
@@ -459,7 +461,8 @@ static fa3_status compile_ptxc(const char *ptx, size_t len, const char *arch,
     snprintf(arch_opt, sizeof arch_opt, "--gpu-name=%s", arch);
     const char *const opts[] = {arch_opt, PTXC_OPT_O, "--verbose"};
     nvPTXCompilerHandle h = NULL;
-    nvPTXCompileResult r = nvPTXCompilerCreate(&h, len, ptx);
+    nvPTXCompileResult r = fa3_test_fail("nvPTXCompilerCreate") ? NVPTXCOMPILE_ERROR_OUT_OF_MEMORY
+                                                                : nvPTXCompilerCreate(&h, len, ptx);
     if (r != NVPTXCOMPILE_SUCCESS)
         return fa3_seterr(FA3_ERR_COMPILE, "nvPTXCompilerCreate failed: %s", ptxc_result_name(r));
 
@@ -491,7 +494,7 @@ static fa3_status compile_ptxc(const char *ptx, size_t len, const char *arch,
         return FA3_ERR_COMPILE;
     }
     fa3_status st = FA3_OK;
-    out->cubin = malloc(size);
+    out->cubin = fa3_test_fail("oom-cubin") ? NULL : malloc(size);
     if (!out->cubin)
         st = fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory for a %zu-byte cubin", size);
     if (st == FA3_OK) {

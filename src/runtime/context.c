@@ -7,10 +7,17 @@
  * with ready = 0 so that a second thread asking for the same config waits for it (on the context's
  * condition variable) instead of compiling it again, while other configs build in parallel with
  * the lock released. Each kernel's own mutex guards its module list and what the driver JIT fills
- * in late.
+ * in late. Between contexts and processes, the per-key file lock of the disk cache (cache.h) makes
+ * one of them compile while the others wait and then load its entry.
+ *
+ * Disk-cache problems never fail a call: the context keeps working from memory (a folder that
+ * cannot be created: memory only; a folder that is not writable: entries already there are still
+ * loaded) and keeps the first problem as its warning (fa3_context_warning).
  */
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,11 +57,30 @@ static int config_equal(const fa3_config *a, const fa3_config *b)
            a->block_n == b->block_n && a->stages == b->stages;
 }
 
-static void set_cache_warning(fa3_context *ctx, const char *msg)
+/* Keeps the context's first disk-cache warning (later ones are dropped: reported once). The text
+   is written before warned is set and never changed after, so readers need no lock. */
+static void set_warning(fa3_context *ctx, const char *fmt, ...) FA3_PRINTF(2, 3);
+static void set_warning(fa3_context *ctx, const char *fmt, ...)
 {
+    if (atomic_load_explicit(&ctx->warned, memory_order_acquire))
+        return;
     pthread_mutex_lock(&ctx->mu);
-    snprintf(ctx->cache_warning, sizeof ctx->cache_warning, "%s", msg);
+    if (!atomic_load_explicit(&ctx->warned, memory_order_relaxed)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->warning, sizeof ctx->warning, fmt, ap);
+        va_end(ap);
+        atomic_store_explicit(&ctx->warned, 1, memory_order_release);
+    }
     pthread_mutex_unlock(&ctx->mu);
+}
+
+/* Moves the context's disk state towards OFF (never back). */
+static void degrade_disk(fa3_context *ctx, int state)
+{
+    int cur = atomic_load(&ctx->disk_state);
+    while (cur < state && !atomic_compare_exchange_weak(&ctx->disk_state, &cur, state)) {
+    }
 }
 
 /* Unloads kernel's modules (when a driver was ever loaded) and frees it. */
@@ -127,16 +153,28 @@ fa3_status fa3_context_create(fa3_context **out, const fa3_context_options *opts
                           "API: meson -Dptx_compiler_dir=<folder of libnvptxcompiler_static.a>)",
                           fa3_backend_name(resolved));
 
-    fa3_context *ctx = calloc(1, sizeof *ctx);
+    fa3_context *ctx = fa3_test_fail("oom-context") ? NULL : calloc(1, sizeof *ctx);
     if (!ctx)
-        return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory for a context");
+        return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory for a context (%zu bytes)",
+                          sizeof *ctx);
     ctx->requested = o.backend;
     ctx->backend = resolved;
     fa3_status st = fa3_cache_dir_resolve(o.cache_dir, o.disable_disk_cache, &ctx->cache_dir,
-                                          ctx->cache_warning, sizeof ctx->cache_warning);
+                                          ctx->warning, sizeof ctx->warning);
     if (st != FA3_OK) {
         free(ctx);
         return st;
+    }
+    atomic_init(&ctx->disk_state, FA3_DISK_OK);
+    atomic_init(&ctx->warned, ctx->warning[0] != '\0');
+    /* How long to wait for another process compiling the same kernel before compiling it too. */
+    ctx->lock_timeout_ms = 300 * 1000;
+    const char *lt = getenv("FA3JIT_CACHE_LOCK_TIMEOUT");
+    if (lt && lt[0]) {
+        char *end = NULL;
+        double sec = strtod(lt, &end);
+        if (end != lt && *end == '\0' && sec >= 0 && sec <= 86400)
+            ctx->lock_timeout_ms = (int)(sec * 1000);
     }
     if (pthread_mutex_init(&ctx->mu, NULL) != 0) {
         free(ctx->cache_dir);
@@ -179,17 +217,43 @@ const char *fa3_context_cache_dir(const fa3_context *ctx)
     return ctx ? ctx->cache_dir : NULL;
 }
 
-const char *fa3_context_cache_warning(fa3_context *ctx, char *buf, size_t size)
+const char *fa3_context_warning(const fa3_context *ctx)
 {
-    if (!buf || size == 0)
-        return buf;
-    buf[0] = '\0';
     if (!ctx)
-        return buf;
-    pthread_mutex_lock(&ctx->mu);
-    snprintf(buf, size, "%s", ctx->cache_warning);
-    pthread_mutex_unlock(&ctx->mu);
-    return buf;
+        return "";
+    fa3_context *c = (fa3_context *)ctx; /* atomic load on a const object */
+    return atomic_load_explicit(&c->warned, memory_order_acquire) ? c->warning : "";
+}
+
+/* ------------------------------------------------------------------ supported configurations */
+
+int fa3_supported_configs(fa3_config *out, int max)
+{
+    /* Candidates; fa3_config_canonicalize decides, so the list follows the generator. */
+    static const int heads[][2] = {{64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256},
+                                   {192, 128}};
+    static const fa3_dtype dtypes[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16};
+    static const fa3_mask masks[] = {FA3_MASK_NONE, FA3_MASK_CAUSAL, FA3_MASK_LOCAL};
+    int n = 0;
+    for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
+        for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
+            for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++)
+                for (int sc = 0; sc <= 1; sc++) {
+                    fa3_config c, canon;
+                    fa3_config_init(&c);
+                    c.head_dim = heads[h][0];
+                    c.head_dim_v = heads[h][1];
+                    c.dtype = dtypes[d];
+                    c.mask = masks[m];
+                    c.softcap = sc;
+                    if (fa3_config_canonicalize(&c, &canon) != FA3_OK)
+                        continue;
+                    if (out && n < max)
+                        out[n] = canon;
+                    n++;
+                }
+    fa3_clearerr(); /* the refused candidates are not the caller's error */
+    return n;
 }
 
 /* ------------------------------------------------------------------ building a kernel */
@@ -216,36 +280,34 @@ static char *join_logs(const char *info, const char *error)
     return s;
 }
 
-/* Fills k (whose cfg is set) from the disk cache or by generating and compiling. Called without
-   the context lock. */
-static fa3_status build_kernel(fa3_context *ctx, fa3_kernel *k)
+/* Fills k from the disk cache entry of k->key; 1 on a hit. */
+static int load_from_disk(fa3_context *ctx, fa3_kernel *k)
 {
-    double t0 = now_ms();
-    FA3_TRY(fa3_plan_make(&k->cfg, &k->plan));
-    FA3_TRY(fa3_codegen_ptx(&k->plan, &k->ptx, &k->ptx_len));
-    if (!k->ptx || k->ptx[k->ptx_len] != '\0')
-        return fa3_seterr(FA3_ERR_INTERNAL, "the generator returned no NUL-terminated PTX");
-    FA3_TRY(fa3_backend_version(k->backend, k->backend_version, sizeof k->backend_version));
-    FA3_TRY(fa3_cache_key_for(&k->cfg, k->ptx, k->ptx_len, k->backend, k->backend_version, k->key));
-
-    /* The disk cache holds cubins; DRIVER_JIT has none to keep. */
-    int use_disk = ctx->cache_dir && k->backend != FA3_BACKEND_DRIVER_JIT;
-    if (use_disk) {
-        fa3_cache_meta meta;
-        char *log = NULL;
-        if (fa3_cache_load(ctx->cache_dir, k->key, &k->cubin, &k->cubin_size, &log, &meta)) {
-            k->compile_log = log;
-            k->num_regs = meta.num_regs;
-            k->spill_store_bytes = meta.spill_store_bytes;
-            k->spill_load_bytes = meta.spill_load_bytes;
-            k->stack_bytes = meta.stack_bytes;
-            k->has_warning = meta.has_warning;
-            k->first_source = FA3_SOURCE_DISK;
-            k->compile_ms = 0;
-            return FA3_OK;
-        }
+    fa3_cache_meta meta;
+    char *log = NULL;
+    if (!fa3_cache_load(ctx->cache_dir, k->key, &k->cfg, &k->cubin, &k->cubin_size, &log, &meta))
+        return 0;
+    if (meta.backend != k->backend) { /* the key covers it: a forged or damaged entry */
+        free(k->cubin);
+        free(log);
+        k->cubin = NULL;
+        k->cubin_size = 0;
+        return 0;
     }
+    k->compile_log = log;
+    k->num_regs = meta.num_regs;
+    k->spill_store_bytes = meta.spill_store_bytes;
+    k->spill_load_bytes = meta.spill_load_bytes;
+    k->stack_bytes = meta.stack_bytes;
+    k->has_warning = meta.has_warning;
+    k->first_source = FA3_SOURCE_DISK;
+    k->compile_ms = 0;
+    return 1;
+}
 
+/* Compiles k's PTX into k. t0: when the build started (compile_ms counts codegen too). */
+static fa3_status compile_kernel(fa3_kernel *k, double t0)
+{
     fa3_compile_result r;
     fa3_status st = fa3_compile_ptx(k->ptx, k->ptx_len, k->cfg.arch, k->backend, &r);
     if (st != FA3_OK) {
@@ -263,26 +325,105 @@ static fa3_status build_kernel(fa3_context *ctx, fa3_kernel *k)
     k->has_warning = r.has_warning;
     k->first_source = FA3_SOURCE_COMPILED;
     if (k->backend != FA3_BACKEND_DRIVER_JIT) {
-        k->compile_log = join_logs(r.info_log, r.error_log);
+        k->compile_log = fa3_test_fail("oom-log") ? NULL : join_logs(r.info_log, r.error_log);
         if (!k->compile_log) {
             fa3_compile_result_free(&r);
             return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory for the compiler log");
         }
     } /* DRIVER_JIT: the log arrives with the first module load (compile_log stays NULL). */
     fa3_compile_result_free(&r);
+    return FA3_OK;
+}
 
-    if (use_disk && k->cubin) {
-        fa3_cache_meta meta = {k->num_regs, k->spill_store_bytes, k->spill_load_bytes,
-                               k->stack_bytes, k->has_warning};
+/* Test hook "ptx": makes the generated text invalid, so that the compile fails with a log. */
+static fa3_status spoil_ptx(fa3_kernel *k)
+{
+    static const char junk[] = "\n.this_is_not_ptx %r0, garbage;\n";
+    char *p = realloc(k->ptx, k->ptx_len + sizeof junk);
+    if (!p)
+        return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory");
+    memcpy(p + k->ptx_len, junk, sizeof junk);
+    k->ptx = p;
+    k->ptx_len += sizeof junk - 1;
+    return FA3_OK;
+}
+
+/* Fills k (whose cfg is set) from the disk cache or by generating and compiling. Called without
+   the context lock. */
+static fa3_status build_kernel(fa3_context *ctx, fa3_kernel *k)
+{
+    double t0 = now_ms();
+    FA3_TRY(fa3_plan_make(&k->cfg, &k->plan));
+    FA3_TRY(fa3_codegen_ptx(&k->plan, &k->ptx, &k->ptx_len));
+    if (!k->ptx || k->ptx[k->ptx_len] != '\0')
+        return fa3_seterr(FA3_ERR_INTERNAL, "the generator returned no NUL-terminated PTX");
+    if (fa3_test_fail("ptx"))
+        FA3_TRY(spoil_ptx(k));
+    FA3_TRY(fa3_backend_version(k->backend, k->backend_version, sizeof k->backend_version));
+    FA3_TRY(fa3_cache_key_for(&k->cfg, k->ptx, k->ptx_len, k->backend, k->backend_version, k->key));
+
+    /* The disk cache holds cubins; DRIVER_JIT has none to keep. */
+    int use_disk = ctx->cache_dir && k->backend != FA3_BACKEND_DRIVER_JIT &&
+                   atomic_load(&ctx->disk_state) != FA3_DISK_OFF;
+    fa3_cache_lock lock;
+    lock.fd = -1;
+    if (use_disk) {
+        if (load_from_disk(ctx, k))
+            return FA3_OK;
+        if (atomic_load(&ctx->disk_state) == FA3_DISK_OK) {
+            /* Compile under the key's lock, looking at the disk again once it is held: another
+               process (or context) may have just stored the entry while we waited. */
+            char why[768];
+            switch (fa3_cache_lock_take(ctx->cache_dir, k->key, ctx->lock_timeout_ms, &lock, why,
+                                        sizeof why)) {
+            case FA3_CACHE_LOCKED:
+                if (load_from_disk(ctx, k)) {
+                    fa3_cache_lock_release(&lock);
+                    return FA3_OK;
+                }
+                break;
+            case FA3_CACHE_LOCK_NODIR:
+                degrade_disk(ctx, FA3_DISK_OFF);
+                set_warning(ctx, "%s: kernels are kept in memory only", why);
+                use_disk = 0;
+                break;
+            case FA3_CACHE_LOCK_READONLY:
+                degrade_disk(ctx, FA3_DISK_READONLY);
+                set_warning(ctx, "cache directory %s is not writable (%s): new kernels are kept in "
+                            "memory only", ctx->cache_dir, why);
+                break;
+            case FA3_CACHE_LOCK_UNAVAILABLE:
+                set_warning(ctx, "%s: compiling without the cache lock", why);
+                break;
+            }
+        }
+    }
+
+    fa3_status st = compile_kernel(k, t0);
+    if (st == FA3_OK && use_disk && k->cubin &&
+        atomic_load(&ctx->disk_state) == FA3_DISK_OK) {
+        fa3_cache_meta meta;
+        memset(&meta, 0, sizeof meta);
+        meta.num_regs = k->num_regs;
+        meta.spill_store_bytes = k->spill_store_bytes;
+        meta.spill_load_bytes = k->spill_load_bytes;
+        meta.stack_bytes = k->stack_bytes;
+        meta.has_warning = k->has_warning;
+        meta.backend = k->backend;
+        meta.config = k->cfg;
+        int e = 0;
         if (fa3_cache_store(ctx->cache_dir, k->key, k->cubin, k->cubin_size, k->compile_log,
-                            &meta) != FA3_OK) {
-            /* Not an error: the kernel works from memory. Keep the reason as a warning and leave
-               no stale message behind for a call that succeeds. */
-            set_cache_warning(ctx, fa3_last_error_message());
+                            &meta, &e) != FA3_OK) {
+            /* Not an error: the kernel works from memory. Keep the reason as the warning and
+               leave no stale message behind for a call that succeeds. */
+            if (e == EROFS || e == EACCES || e == EPERM)
+                degrade_disk(ctx, FA3_DISK_READONLY);
+            set_warning(ctx, "%s (the kernel is kept in memory)", fa3_last_error_message());
             fa3_clearerr();
         }
     }
-    return FA3_OK;
+    fa3_cache_lock_release(&lock);
+    return st;
 }
 
 fa3_status fa3_jit_get_kernel(fa3_context *ctx, const fa3_config *cfg, fa3_kernel **kernel)
@@ -310,7 +451,7 @@ fa3_status fa3_jit_get_kernel(fa3_context *ctx, const fa3_config *cfg, fa3_kerne
         *kernel = k;
         return FA3_OK;
     }
-    k = calloc(1, sizeof *k);
+    k = fa3_test_fail("oom-kernel") ? NULL : calloc(1, sizeof *k);
     if (!k || pthread_mutex_init(&k->mu, NULL) != 0) {
         pthread_mutex_unlock(&ctx->mu);
         free(k);

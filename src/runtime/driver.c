@@ -58,6 +58,11 @@ static void load_fail(const char *fmt, ...)
 static void load_driver(void)
 {
     const char *dl1 = NULL;
+    if (fa3_test_fail("dlopen")) { /* tests: as on a machine without the driver */
+        load_fail("could not load the CUDA driver: dlopen(\"libcuda.so.1\"): injected failure "
+                  "(FA3JIT_TEST_FAIL=dlopen)");
+        return;
+    }
     g_lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!g_lib) {
         const char *e = dlerror();

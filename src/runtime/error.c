@@ -233,6 +233,23 @@ const char *fa3_strerror(fa3_status status)
     return "unknown status";
 }
 
+int fa3_test_fail(const char *site)
+{
+    const char *v = getenv("FA3JIT_TEST_FAIL");
+    if (!v || !v[0] || !site)
+        return 0;
+    size_t n = strlen(site);
+    for (const char *p = v; *p;) {
+        size_t m = strcspn(p, ",");
+        if (m == n && memcmp(p, site, n) == 0)
+            return 1;
+        p += m;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
 unsigned fa3_version_number(void)
 {
     return FA3JIT_VERSION_NUMBER;

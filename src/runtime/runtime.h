@@ -7,6 +7,7 @@
 #define FA3JIT_RUNTIME_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "codegen/codegen.h"
@@ -48,14 +49,24 @@ struct fa3_kernel {
     struct fa3_kernel *next; /* context's table */
 };
 
+/* Disk-cache state of a context (fa3_context.disk_state). */
+enum {
+    FA3_DISK_OK = 0,       /* load and store */
+    FA3_DISK_READONLY = 1, /* the folder is not writable: load only, compile into memory */
+    FA3_DISK_OFF = 2       /* the folder is missing and cannot be created: memory only */
+};
+
 struct fa3_context {
     fa3_backend requested;   /* as given in the options */
     fa3_backend backend;     /* AUTO resolved */
     char *cache_dir;         /* NULL = disk cache off */
-    pthread_mutex_t mu;      /* guards kernels, every kernel's ready/next, cache_warning */
+    int lock_timeout_ms;     /* longest wait for another process's cache lock */
+    pthread_mutex_t mu;      /* guards kernels, every kernel's ready/next, writing warning */
     pthread_cond_t built;    /* broadcast when a kernel under construction is finished or dropped */
     fa3_kernel *kernels;     /* singly linked; few configs per process, so a list suffices */
-    char cache_warning[512]; /* last disk-cache problem worked around ("" = none) */
+    atomic_int disk_state;   /* FA3_DISK_*: only ever moves towards OFF */
+    atomic_int warned;       /* 1 once warning is set; it never changes after that */
+    char warning[1024];      /* the first disk-cache problem worked around (fa3_context_warning) */
 };
 
 /*
@@ -84,9 +95,5 @@ FA3_INTERNAL fa3_status fa3_cache_key_for(const fa3_config *canonical, const cha
 /* 1 if the kernel's compile log has a diagnostic line (see fa3_compile_result.has_warning); for
    DRIVER_JIT kernels known only after the first module load. Thread-safe. */
 FA3_INTERNAL int fa3_kernel_has_warning(const fa3_kernel *kernel);
-
-/* The context's last disk-cache warning (a read-only or uncreatable directory, a failed write),
-   copied into buf (size bytes); "" if none. Returns buf. */
-FA3_INTERNAL const char *fa3_context_cache_warning(fa3_context *ctx, char *buf, size_t size);
 
 #endif

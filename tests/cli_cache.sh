@@ -1,0 +1,92 @@
+#!/bin/sh
+# fa3-gen cache ls | clear | warm, on a fresh folder (removed at the end). $1: the fa3-gen program.
+#   warm one config (plain lines when stdout is not a terminal), again (already cached), ls (one
+#   line per entry: config, backend, size, age, key), an invalid entry shown as such, clear (only
+#   fa3jit's files), warm --all --dry-run (the library's list), warm --all --jobs 2 (every supported
+#   config compiled and on disk, then all already cached), the progress bar on a terminal (script),
+#   a read-only folder (injected: warning, exit 1), the cache turned off, bad command lines (64).
+set -u
+gen=$1
+dir=$(mktemp -d /tmp/fa3jit-test-cli-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+check() { # check "what" expected-exit command...
+    what=$1; want=$2; shift 2
+    "$@" > "$dir/out" 2> "$dir/err"; rc=$?
+    if [ "$rc" = "$want" ]; then ok "$what (exit $rc)"; else
+        bad "$what: exit $rc, expected $want"; sed 's/^/  | /' "$dir/out" "$dir/err"; fi
+}
+has() { # has "what" file pattern
+    if grep -Eq -- "$3" "$2"; then ok "$1"; else bad "$1: no /$3/ in:"; sed 's/^/  | /' "$2"; fi
+}
+
+unset FA3JIT_CACHE_DISABLE FA3JIT_TEST_FAIL
+c="$dir/cache"
+check "ls on a missing folder" 0 "$gen" cache ls --cache-dir "$c"
+has "ls: empty" "$dir/out" "^0 entries"
+check "warm one config" 0 "$gen" cache warm --cache-dir "$c" --head-dim 64 --causal
+has "warm: plain progress line" "$dir/out" "^\[1/1\] hd64 bf16 causal .*: compiled"
+has "warm: summary" "$dir/out" "^warm: 1 configuration, 1 compiled, 0 already cached, 0 failed, 0 not on disk"
+check "warm again" 0 "$gen" cache warm --cache-dir "$c" --head-dim 64 --causal
+has "warm again: already cached" "$dir/out" "already cached"
+check "ls" 0 "$gen" cache ls --cache-dir "$c"
+has "ls: entry line" "$dir/out" "^hd64 bf16 causal sm_90a bn[0-9]+ st[0-9]+ +(ptx-compiler|nvjitlink) +[0-9.]+ KiB +[0-9]+s  [0-9a-f]{32}$"
+has "ls: summary" "$dir/out" "^1 entry \(0 invalid"
+key=$(grep -Eo '[0-9a-f]{32}$' "$dir/out" | head -n 1)
+if [ -f "$c/$key.fa3k" ]; then ok "ls: key names the entry file"; else bad "ls: no $c/$key.fa3k"; fi
+
+printf 'garbage' > "$c/ffffffffffffffffffffffffffffffff.fa3k"
+: > "$c/.ffffffffffffffffffffffffffffffff.tmp.Ab12Cd"
+: > "$c/notes.txt"
+check "ls with an invalid entry" 0 "$gen" cache ls --cache-dir "$c"
+has "ls: invalid entry shown" "$dir/out" "^\(invalid: truncated \(shorter than a header\)\) .* ffffffffffffffffffffffffffffffff$"
+has "ls: counts" "$dir/out" "^2 entries \(1 invalid.*, 0 locks, 1 temporary file,"
+check "clear" 0 "$gen" cache clear --cache-dir "$c"
+has "clear: count" "$dir/out" "^removed 3 files"
+if [ -f "$c/notes.txt" ] && [ "$(ls -A "$c")" = notes.txt ]; then ok "clear: only fa3jit's files";
+else bad "clear left: $(ls -A "$c")"; fi
+
+check "warm --all --dry-run" 0 "$gen" cache warm --all --dry-run
+n=$(grep -Ec '^hd[0-9]' "$dir/out")
+has "dry run: count line" "$dir/out" "^$n configurations$"
+has "dry run: hd192x128" "$dir/out" "^hd192x128 "
+check "warm --all --jobs 2" 0 "$gen" cache warm --all --jobs 2 --cache-dir "$c"
+has "warm --all: all compiled" "$dir/out" "^warm: $n configurations, $n compiled, 0 already cached, 0 failed, 0 not on disk"
+check "ls after warm --all" 0 "$gen" cache ls --cache-dir "$c"
+has "ls: every config" "$dir/out" "^$n entries \(0 invalid"
+check "warm --all again" 0 "$gen" cache warm --all --jobs 2 --cache-dir "$c"
+has "warm --all again: all cached" "$dir/out" "^warm: $n configurations, 0 compiled, $n already cached"
+if ls -A "$c" | grep -Eqv '^([0-9a-f]{32}\.fa3k|notes\.txt)$'; then bad "stray files: $(ls -A "$c" | grep -Ev '\.fa3k$')";
+else ok "no lock or temporary files left"; fi
+
+if command -v script > /dev/null 2>&1; then
+    script -qec "'$gen' cache warm --cache-dir '$dir/bar' --head-dim 128" /dev/null > "$dir/out" 2>&1
+    has "terminal: progress bar" "$dir/out" "\[#{30}\] 1/1 hd128"
+else
+    echo "skip: no script(1) for the progress-bar check"
+fi
+
+check "warm into a read-only folder" 1 env FA3JIT_TEST_FAIL=open "$gen" cache warm --cache-dir "$dir/ro" --head-dim 96
+has "read-only: warning" "$dir/err" "warning: cache directory .* is not writable"
+has "read-only: not on disk" "$dir/out" "1 not on disk"
+check "warm with the cache off" 1 env FA3JIT_CACHE_DISABLE=1 "$gen" cache warm
+has "cache off: said so" "$dir/err" "disk cache is off"
+check "ls with the cache off" 1 env FA3JIT_CACHE_DISABLE=1 "$gen" cache ls
+check "ls --cache-dir with the cache off" 0 env FA3JIT_CACHE_DISABLE=1 "$gen" cache ls --cache-dir "$c"
+
+check "no action" 64 "$gen" cache
+check "unknown action" 64 "$gen" cache bogus
+check "config flag on ls" 64 "$gen" cache ls --head-dim 64
+check "--all with a config flag" 64 "$gen" cache warm --all --head-dim 64
+check "--jobs 0" 64 "$gen" cache warm --jobs 0
+check "warm with driver-jit" 64 "$gen" cache warm --backend driver-jit
+check "bad head_dim" 64 "$gen" cache warm --head-dim 100 --cache-dir "$c"
+has "bad head_dim: named" "$dir/err" "head_dim 100"
+check "help" 0 "$gen" cache --help
+has "help: actions" "$dir/out" "cache warm"
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
