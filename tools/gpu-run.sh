@@ -2,14 +2,14 @@
 # Runs on the H200 (device tool, carry [".gpu"]): SASS check of the shipped kernels, the GPU test
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
-# edge check checkall pytest compare.
+# edge check pytest checkall compare sass sanitize. FA3JIT_BENCH_DTYPES picks compare's dtypes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/fa3jit-gpu}; mkdir -p "$out"
 export LD_LIBRARY_PATH=$root/.gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export FA3JIT_CACHE_DIR=$(mktemp -d) FA3JIT_LIBRARY=$root/.gpu/libfa3jit.so
 gen=$root/.gpu/fa3-gen
-steps=${*:-sass tests edge check checkall pytest compare}
+steps=${*:-tests edge check pytest checkall compare sass sanitize}
 rc=0
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
 $gen --version
@@ -30,7 +30,18 @@ for step in $steps; do
   checkall) timeout 400 $gen check --all 2>&1 | tee "$out/check_all.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   check) timeout 400 $gen check 2>&1 | tee "$out/check.txt" | tail -30; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   pytest) (cd "$root" && timeout 400 python3 -m pytest python/tests -q -rs 2>&1) | tee "$out/pytest.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
-  compare) timeout 500 python3 "$root/bench/compare.py" --fa3-gen $gen --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -80 ;;
+  compare) timeout 500 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -45 ;;
+  sanitize)
+    # compute-sanitizer over every supported config (check --all, one small tile-boundary shape)
+    # for memcheck; racecheck and synccheck over the default set (they are much slower).
+    for tool in memcheck racecheck synccheck; do
+      set -- --all; [ $tool != memcheck ] && set --
+      echo "--- $tool $*"
+      timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
+        $gen check "$@" --seqlen-q 129 --seqlen-k 257 --batch 1 > "$out/sanitize-$tool.txt" 2>&1
+      r=$?; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed" "$out/sanitize-$tool.txt" | tail -3
+      echo "$tool exit $r"; [ $r = 0 ] || rc=1
+    done ;;
   esac
 done
 echo "gpu-run rc=$rc"
