@@ -30,7 +30,7 @@ for step in $steps; do
   checkall) timeout 400 $gen check --all 2>&1 | tee "$out/check_all.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   check) timeout 400 $gen check 2>&1 | tee "$out/check.txt" | tail -30; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   pytest) (cd "$root" && timeout 400 python3 -m pytest python/tests -q -rs 2>&1) | tee "$out/pytest.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
-  compare) timeout 500 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -45 ;;
+  compare) timeout 500 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --json /tmp/compare.json 2>&1 | tee "$out/compare.txt" | tail -45 ;;
   sanitize)
     # compute-sanitizer over every supported config (check --all, one small tile-boundary shape)
     # for memcheck; racecheck and synccheck over the default set (they are much slower).
@@ -38,8 +38,10 @@ for step in $steps; do
       set -- --all; [ $tool != memcheck ] && set --
       echo "--- $tool $*"
       timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
-        $gen check "$@" --seqlen-q 129 --seqlen-k 257 --batch 1 > "$out/sanitize-$tool.txt" 2>&1
-      r=$?; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed" "$out/sanitize-$tool.txt" | tail -3
+        $gen check "$@" --seqlen-q 129 --seqlen-k 257 --batch 1 > /tmp/sanitize-$tool.txt 2>&1
+      r=$?
+      { echo "--- $tool $* (exit $r)"; grep -v -E " PASS$" /tmp/sanitize-$tool.txt | tail -40; } >> "$out/sanitize.txt"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed" /tmp/sanitize-$tool.txt | tail -3
       echo "$tool exit $r"; [ $r = 0 ] || rc=1
     done ;;
   esac
