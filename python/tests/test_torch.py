@@ -158,6 +158,8 @@ def check_against_reference(out, q, k, v, **kw):
 
 DTYPES = [torch.bfloat16, torch.float16]
 SEQLENS = [(1, 1), (113, 203), (128, 128), (1000, 1000), (512, 2048), (2048, 512)]
+# every supported (head_dim, head_dim_v) pair (fa3_supported_configs)
+HEAD_DIMS = [(64, 64), (96, 96), (128, 128), (192, 192), (192, 128), (256, 256)]
 
 
 # ------------------------------------------------------------------ correctness
@@ -165,10 +167,11 @@ SEQLENS = [(1, 1), (113, 203), (128, 128), (1000, 1000), (512, 2048), (2048, 512
 @pytest.mark.parametrize("seqlens", SEQLENS, ids=lambda s: f"sq{s[0]}-sk{s[1]}")
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
-@pytest.mark.parametrize("head_dim", [64, 128, 256])
-def test_matches_sdpa(head_dim, dtype, causal, seqlens):
+@pytest.mark.parametrize("head_dims", HEAD_DIMS, ids=lambda d: f"hd{d[0]}" + (f"x{d[1]}" if d[1] != d[0] else ""))
+def test_matches_sdpa(head_dims, dtype, causal, seqlens):
     sq, sk = seqlens
-    q, k, v = make_qkv(2, sq, sk, 4, 4, head_dim, dtype)
+    head_dim, head_dim_v = head_dims
+    q, k, v = make_qkv(2, sq, sk, 4, 4, head_dim, dtype, head_dim_v=head_dim_v)
     out = fa3jit.flash_attn_func(q, k, v, causal=causal)
     check_against_reference(out, q, k, v, causal=causal)
 
