@@ -77,6 +77,14 @@ has "cache off: said so" "$dir/err" "disk cache is off"
 check "ls with the cache off" 1 env FA3JIT_CACHE_DISABLE=1 "$gen" cache ls
 check "ls --cache-dir with the cache off" 0 env FA3JIT_CACHE_DISABLE=1 "$gen" cache ls --cache-dir "$c"
 
+# A FIFO planted at an entry's path must not hang the lookup (it is not a regular file: rebuilt).
+f="$dir/fifo"
+check "warm into a fresh folder" 0 "$gen" cache warm --cache-dir "$f" --head-dim 64
+fkey=$("$gen" --info --cache-dir "$f" --head-dim 64 | awk '/^cache key:/ {print $3}')
+rm -f "$f/$fkey.fa3k" && mkfifo "$f/$fkey.fa3k"
+check "a FIFO at the entry path does not block" 0 timeout 60 "$gen" --info --cache-dir "$f" --head-dim 64
+has "FIFO entry: compiled again" "$dir/out" "^source: +compiled"
+
 check "no action" 64 "$gen" cache
 check "unknown action" 64 "$gen" cache bogus
 check "config flag on ls" 64 "$gen" cache ls --head-dim 64

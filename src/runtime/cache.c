@@ -382,7 +382,9 @@ int fa3_cache_load(const char *dir, const char *key, const fa3_config *expect, v
     int n = snprintf(path, sizeof path, "%s/%s%s", dir, key, FA3_CACHE_SUFFIX);
     if (n < 0 || (size_t)n >= sizeof path)
         return 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* O_NONBLOCK: a FIFO planted at the entry's path must not block the open (fstat then
+       rejects anything that is not a regular file); it does not affect reads of regular files. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return 0;
     int hit = 0;
