@@ -2,7 +2,7 @@
 # Runs on the H200 (device tool, carry [".gpu"]): SASS check of the shipped kernels, the GPU test
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
-# edge check pytest checkall compare sass sanitize. FA3JIT_BENCH_DTYPES picks compare's dtypes.
+# edge check pytest checkall compare sass sanitize ab. FA3JIT_BENCH_DTYPES picks compare's dtypes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/fa3jit-gpu}; mkdir -p "$out"
@@ -31,6 +31,9 @@ for step in $steps; do
   check) timeout 400 $gen check 2>&1 | tee "$out/check.txt" | tail -30; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   pytest) (cd "$root" && timeout 400 python3 -m pytest python/tests -q -rs 2>&1) | tee "$out/pytest.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   compare) timeout 500 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --json /tmp/compare.json 2>&1 | tee "$out/compare.txt" | tail -45 ;;
+  ab) # issue 4's open question: did per-warp arrive / early Q release cost hd64 causal?
+    timeout 300 python3 "$root/bench/ab.py" --fa3-gen $gen --head-dim 64 --rounds 3 \
+      early_q_release=0 arrive_per_warp=0,early_q_release=0 2>&1 | tee "$out/ab.txt" ;;
   sanitize)
     # compute-sanitizer over every supported config (check --all: 480 configs incl. GQA, one
     # small tile-boundary shape) with each tool (each took seconds on the H200).

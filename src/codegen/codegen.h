@@ -24,7 +24,8 @@ typedef struct fa3_plan {
     int consumer_regs;     /* setmaxnreg.inc target of the consumer warpgroups */
     int entry_regs;        /* register cap at entry (65536 / threads, rounded down to 8) */
     int pingpong;          /* 1: consumers alternate GEMMs through named barriers */
-    int arrive_per_warp;   /* 1: consumers release K/V/Q stages with one arrive per warp */
+    int arrive_per_warp;   /* 1: consumers release K/V stages with one arrive per warp */
+    int early_q_release;   /* 1: Q released after a tile's last QK, 0: after its last PV */
     int hd_chunks;         /* ceil(head_dim / 64): 128-byte swizzle boxes per Q/K row */
     int hdv_chunks;        /* ceil(head_dim_v / 64) */
     /* dynamic shared memory layout, byte offsets from a 1024-aligned base */

@@ -525,6 +525,8 @@ static void emit_v_release(gen *g)
    tile's first K/V, while this tile's last softmax, PV and epilogue run. */
 static void emit_q_release_if_last(gen *g)
 {
+    if (!g->p->early_q_release)
+        return;
     E("add.u32 %%r53, %%it, 1;");
     E("setp.eq.s32 %%p13, %%r53, %%niters;");
     E("setp.eq.and.u32 %%p13, %%lane, 0, %%p13;");
@@ -701,6 +703,11 @@ static void emit_consumer(gen *g)
     }
     E("wgmma.wait_group.sync.aligned 0;");
     emit_v_release(g);
+    if (!p->early_q_release) {
+        E("add.u32 %%r53, %%bars, %d;", 8 + 32 * p->stages);
+        E("setp.eq.u32 %%p13, %%lane, 0;");
+        E("@%%p13 mbarrier.arrive.shared::cta.b64 _, [%%r53];"); /* q_empty after the last PV */
+    }
     E("add.u32 %%qc, %%qc, 1;");
 }
 

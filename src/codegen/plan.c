@@ -3,6 +3,10 @@
  * register split, shared-memory layout); the emitter (kernel_fwd.c) only writes what the plan says.
  * Measured reasons for each choice are recorded beside it (bench/RESULTS.md has the runs).
  */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "codegen/codegen.h"
 
 #define SMEM_LIMIT 232448 /* opt-in dynamic shared memory per block on sm_90 */
@@ -29,6 +33,31 @@ void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
     *stages = 2;
 }
 
+/* Benchmark knob, not API: FA3JIT_PLAN_DEBUG="pingpong=0,arrive_per_warp=0,early_q_release=0"
+   switches scheduling features off to time variants against each other in one device run
+   (bench/compare.py, fa3-gen bench). The PTX changes, so cache keys do too. Unknown names and
+   values are ignored. */
+static void apply_debug_overrides(fa3_plan *p)
+{
+    const char *env = getenv("FA3JIT_PLAN_DEBUG");
+    if (!env || !*env)
+        return;
+    static const struct {
+        const char *name;
+        size_t off;
+    } knobs[] = {
+        {"pingpong", offsetof(fa3_plan, pingpong)},
+        {"arrive_per_warp", offsetof(fa3_plan, arrive_per_warp)},
+        {"early_q_release", offsetof(fa3_plan, early_q_release)},
+    };
+    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
+        const char *at = strstr(env, knobs[i].name);
+        size_t n = strlen(knobs[i].name);
+        if (at && at[n] == '=' && (at[n + 1] == '0' || at[n + 1] == '1'))
+            *(int *)((char *)p + knobs[i].off) = at[n + 1] - '0';
+    }
+}
+
 fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
 {
     *p = (fa3_plan){0};
@@ -45,6 +74,8 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     p->consumer_regs = 240;
     p->pingpong = 1;
     p->arrive_per_warp = 1;
+    p->early_q_release = 1;
+    apply_debug_overrides(p);
     /* Head dims are padded to whole 64-column (128-byte) swizzle boxes; the padding is read as
        zeros (TMA fills columns beyond the tensor map's head_dim) and never stored. */
     p->hd_chunks = (cfg->head_dim + 63) / 64;

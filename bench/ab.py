@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""A/B timing of kernel variants in one device run: runs `fa3-gen bench --json` for the default
+plan and for each FA3JIT_PLAN_DEBUG variant (see src/codegen/plan.c), alternating ROUNDS times so
+that clock and thermal drift hit every variant alike, and prints the median TFLOP/s per shape.
+
+usage: bench/ab.py [--fa3-gen build/fa3-gen] [--head-dim 64] [--dtype bf16] [--rounds 3]
+                   VARIANT...      e.g. early_q_release=0 "arrive_per_warp=0,early_q_release=0"
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+
+def bench(gen, env_value, head_dim, dtype):
+    env = dict(os.environ)
+    if env_value:
+        env["FA3JIT_PLAN_DEBUG"] = env_value
+    else:
+        env.pop("FA3JIT_PLAN_DEBUG", None)
+    out = subprocess.run([gen, "bench", "--json", "--both", "--head-dim", str(head_dim),
+                          "--dtype", dtype], check=True, capture_output=True, text=True,
+                         env=env).stdout.strip()
+    recs = json.loads(out) if out.startswith("[") else [json.loads(l) for l in out.splitlines()
+                                                          if l.startswith("{")]
+    return {(int(r["seqlen"]), bool(r["causal"])): float(r["tflops"]) for r in recs}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fa3-gen", default="build/fa3-gen")
+    ap.add_argument("--head-dim", type=int, default=64)
+    ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("variants", nargs="+")
+    a = ap.parse_args()
+    names = ["default"] + a.variants
+    runs = {n: [] for n in names}
+    for _ in range(a.rounds):
+        for n in names:
+            runs[n].append(bench(a.fa3_gen, "" if n == "default" else n, a.head_dim, a.dtype))
+    shapes = sorted(runs["default"][0])
+    print(f"{a.dtype} hd{a.head_dim}, median of {a.rounds} rounds, TFLOP/s")
+    print("shape".ljust(16) + "".join(n[:28].rjust(30) for n in names))
+    for s in shapes:
+        vals = [statistics.median(r[s] for r in runs[n]) for n in names]
+        print(f"{'causal' if s[1] else 'full'} {s[0]}".ljust(16) + "".join(f"{v:30.1f}" for v in vals))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
