@@ -261,3 +261,21 @@ uint16_t nan16_bits(fa3_dtype dt)
 {
     return dt == FA3_DTYPE_FP16 ? 0x7E00u : 0x7FC0u; /* as gpu_fill_nan16 */
 }
+
+fa3_context *gpu_test_context(void)
+{
+    char why[1024];
+    if (gpu_available(why, sizeof why))
+        printf("GPU: %s\n", why);
+    else
+        printf("no GPU: %s\n", why);
+    fa3_context_options o;
+    fa3_context_options_init(&o);
+    o.disable_disk_cache = 1; /* compile fresh: the tests exercise today's generator */
+    fa3_context *ctx = NULL;
+    if (fa3_context_create(&ctx, &o) != FA3_OK) {
+        printf("fa3_context_create: %s\n", fa3_last_error_message());
+        return NULL;
+    }
+    return ctx;
+}

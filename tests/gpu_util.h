@@ -55,4 +55,8 @@ void fill_uniform(test_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double sca
 /* The quiet-NaN bit pattern gpu_fill_nan16 writes for dtype (0x7FC0 bf16, 0x7E00 fp16). */
 uint16_t nan16_bits(fa3_dtype dt);
 
+/* Prints whether a GPU is usable (and why not), then creates the tests' context: disk cache off,
+   so every kernel is compiled by today's generator. NULL (message printed) on failure. */
+fa3_context *gpu_test_context(void);
+
 #endif

@@ -1620,19 +1620,8 @@ static int group_setup(void **state)
     g_small = sm && *sm && strcmp(sm, "0") != 0;
     if (g_small)
         printf("FA3JIT_TEST_SMALL: E10 at seqlen 1024 with 4 heads, E13 at seqlen 8192\n");
-    char why[1024];
-    if (gpu_available(why, sizeof why))
-        printf("GPU: %s\n", why);
-    else
-        printf("no GPU: %s\n", why);
-    fa3_context_options o;
-    fa3_context_options_init(&o);
-    o.disable_disk_cache = 1; /* compile fresh: these tests exercise today's generator */
-    if (fa3_context_create(&g_ctx, &o) != FA3_OK) {
-        printf("fa3_context_create: %s\n", fa3_last_error_message());
-        return -1;
-    }
-    return 0;
+    g_ctx = gpu_test_context();
+    return g_ctx ? 0 : -1;
 }
 
 static int group_teardown(void **state)

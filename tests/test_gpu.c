@@ -612,19 +612,8 @@ static int group_setup(void **state)
     g_seed = test_seed();
     printf("seed = %llu (repeat with FA3JIT_TEST_SEED=%llu)\n", (unsigned long long)g_seed,
            (unsigned long long)g_seed);
-    char why[1024];
-    if (gpu_available(why, sizeof why))
-        printf("GPU: %s\n", why);
-    else
-        printf("no GPU: %s\n", why);
-    fa3_context_options o;
-    fa3_context_options_init(&o);
-    o.disable_disk_cache = 1; /* compile fresh: these tests exercise today's generator */
-    if (fa3_context_create(&g_ctx, &o) != FA3_OK) {
-        printf("fa3_context_create: %s\n", fa3_last_error_message());
-        return -1;
-    }
-    return 0;
+    g_ctx = gpu_test_context();
+    return g_ctx ? 0 : -1;
 }
 
 static int group_teardown(void **state)

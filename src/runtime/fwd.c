@@ -405,6 +405,33 @@ static fa3_status encode_map(const fa3_driver *d, uint8_t map[128], const char *
     return FA3_OK;
 }
 
+/* Compute capability (major·10 + minor) and SM count of a device, read from the driver once per
+   device ordinal and kept: fa3_fwd runs once per attention layer and step, so per-call driver
+   queries are overhead. Ordinals past the table are queried every time. */
+#define FA3_MAX_CACHED_DEVICES 64
+static _Atomic int g_dev_props[FA3_MAX_CACHED_DEVICES]; /* 0 = unknown, else cc << 16 | sms */
+
+static fa3_status device_props(const fa3_driver *d, CUdevice dev, int *cc, int *num_sms)
+{
+    int cached = dev >= 0 && dev < FA3_MAX_CACHED_DEVICES ? g_dev_props[dev] : 0;
+    if (cached) {
+        *cc = cached >> 16;
+        *num_sms = cached & 0xffff;
+        return FA3_OK;
+    }
+    int major = 0, minor = 0, sms = 0;
+    FA3_TRY(FA3_CU(d, cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                           dev)));
+    FA3_TRY(FA3_CU(d, cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                           dev)));
+    FA3_TRY(FA3_CU(d, cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)));
+    *cc = major * 10 + minor;
+    *num_sms = sms;
+    if (dev >= 0 && dev < FA3_MAX_CACHED_DEVICES && sms > 0 && sms < 0x10000)
+        g_dev_props[dev] = *cc << 16 | sms;
+    return FA3_OK;
+}
+
 fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream)
 {
     if (!kernel || !args)
@@ -422,22 +449,16 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream)
     FA3_TRY(fa3_driver_get(&d));
     CUdevice dev;
     FA3_TRY(fa3_driver_ensure_context(NULL, &dev));
-    int major = 0, minor = 0;
-    FA3_TRY(FA3_CU(d, cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                                           dev)));
-    FA3_TRY(FA3_CU(d, cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                                           dev)));
-    if (major != 9 || minor != 0) {
+    int cc = 0, num_sms = 0;
+    FA3_TRY(device_props(d, dev, &cc, &num_sms));
+    if (cc != 90) {
         char name[128] = "?";
         if (d->cuDeviceGetName(name, (int)sizeof name, dev) != CUDA_SUCCESS)
             strcpy(name, "?");
         return fa3_seterr(FA3_ERR_UNSUPPORTED,
                           "device %d (%s) has compute capability %d.%d; fa3jit kernels need 9.0 "
-                          "(sm_90a, Hopper)", (int)dev, name, major, minor);
+                          "(sm_90a, Hopper)", (int)dev, name, cc / 10, cc % 10);
     }
-    int num_sms = 0;
-    FA3_TRY(FA3_CU(d, cuDeviceGetAttribute(&num_sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-                                           dev)));
     CUfunction fn;
     FA3_TRY(fa3_kernel_function(kernel, &fn, NULL));
 
