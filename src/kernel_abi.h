@@ -35,7 +35,7 @@ typedef struct fa3_kernel_params {
     float scale_log2;        /* softcap: softcap·log2(e); else softmax_scale·log2(e) */
     float lse_mul;           /* scale_log2·ln(2): turns a row max into natural-log units */
     uint32_t total_tiles;    /* num_m_blocks · num_heads · batch (grid size, 1-D) */
-    uint32_t pad_;
+    uint32_t section_hb;     /* masked configs: (head, batch) pairs per L2 section (≥ 1), below */
 } fa3_kernel_params;
 
 #define FA3P_OFF_TMAP_Q 0
@@ -57,6 +57,7 @@ typedef struct fa3_kernel_params {
 #define FA3P_OFF_SCALE_LOG2 456
 #define FA3P_OFF_LSE_MUL 460
 #define FA3P_OFF_TOTAL_TILES 464
+#define FA3P_OFF_SECTION_HB 468
 #define FA3P_SIZE 512
 
 _Static_assert(offsetof(fa3_kernel_params, tmap_k) == FA3P_OFF_TMAP_K, "abi");
@@ -77,6 +78,7 @@ _Static_assert(offsetof(fa3_kernel_params, score_mul) == FA3P_OFF_SCORE_MUL, "ab
 _Static_assert(offsetof(fa3_kernel_params, scale_log2) == FA3P_OFF_SCALE_LOG2, "abi");
 _Static_assert(offsetof(fa3_kernel_params, lse_mul) == FA3P_OFF_LSE_MUL, "abi");
 _Static_assert(offsetof(fa3_kernel_params, total_tiles) == FA3P_OFF_TOTAL_TILES, "abi");
+_Static_assert(offsetof(fa3_kernel_params, section_hb) == FA3P_OFF_SECTION_HB, "abi");
 _Static_assert(sizeof(fa3_kernel_params) == FA3P_SIZE, "abi");
 
 #endif

@@ -1545,6 +1545,38 @@ static void test_gqa_ratios(void **state)
         fail_msg("GQA: %d of %d cases failed", failed, n);
 }
 
+/* Masked configs walk their tiles in L2 sections of (head, batch) pairs (fwd.c section_hb):
+   seqlen_k 4096 at head_dim 128 gives 2 MiB of K/V per KV head, so 16 KV heads (32 query heads
+   at 2 per KV head) per section; 2 × 40 heads make sections of 32, 32 and 16 pairs, the last one
+   short. Every row is compared with the reference, causal and local. */
+static void test_l2_sections(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    int failed = 0;
+    for (int m = 0; m < 2; m++) {
+        spec s = make_spec(128, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, 2, 1000, 4096, 40, 20);
+        prob p;
+        prob_init(&p, &s);
+        test_rng r;
+        case_rng(&r, 0x12500 + (uint64_t)m);
+        prob_random(&p, &r);
+        prob_upload(&p);
+        if (m == 0)
+            RUN_OK(&p);
+        else
+            run_with_mask(&p, FA3_MASK_LOCAL, 700, 64);
+        prob_reference(&p);
+        char what[128];
+        snprintf(what, sizeof what, "L2 sections hd128 bf16 %s b2 h40/20 sq=1000 sk=4096",
+                 m ? "local(700,64)" : "causal");
+        failed += prob_check(&p, what, -1, -1, -1, 1, NULL) != 0;
+        prob_free(&p);
+    }
+    if (failed)
+        fail_msg("L2 sections: %d of 2 cases failed", failed);
+}
+
 static void test_head_dims(void **state)
 {
     (void)state;
@@ -1649,6 +1681,7 @@ int main(void)
         cmocka_unit_test(test_e14_nan_row),
         cmocka_unit_test(test_gqa_ratios),
         cmocka_unit_test(test_head_dims),
+        cmocka_unit_test(test_l2_sections),
     };
     const char *filter = getenv("FA3JIT_TEST_FILTER");
     if (filter && *filter)

@@ -26,16 +26,24 @@ typedef struct fa3_plan {
     int pingpong;          /* 1: consumers alternate GEMMs through named barriers */
     int arrive_per_warp;   /* 1: consumers release K/V stages with one arrive per warp */
     int early_q_release;   /* 1: Q released after a tile's last QK, 0: after its last PV */
+    int l2_sections;       /* masked: 1 = tiles in L2-sized sections of heads (fwd.c), 0 = one */
+    int pp_continuous;     /* 1: the ping-pong order runs on across tiles (no handover per tile) */
+    int q_double;          /* 1: two Q buffers where shared memory allows (q_bufs = 2) */
+    int k_before_q;        /* 1 (single Q buffer): a tile's first K load is issued before its Q
+                              load, which waits for the previous tile's last QK */
+    int wg3;               /* 1: three consumer warpgroups (block_m 192) for head_dim 64 */
+    int q_bufs;            /* Q buffers: 2 lets the producer load tile t+1's Q during tile t */
     int hd_chunks;         /* ceil(head_dim / 64): 128-byte swizzle boxes per Q/K row */
     int hdv_chunks;        /* ceil(head_dim_v / 64) */
     /* dynamic shared memory layout, byte offsets from a 1024-aligned base */
-    int smem_q;            /* Q tile: hd_chunks boxes of block_m × 128 B */
+    int smem_q;            /* Q tiles: q_bufs × hd_chunks boxes of block_m × 128 B */
+    int smem_q_buf;        /* bytes per Q buffer */
     int smem_k;            /* K ring: stages × hd_chunks boxes of block_n × 128 B */
     int smem_k_stage;      /* bytes per K stage */
     int smem_v;            /* V ring: stages × hdv_chunks boxes of block_n × 128 B */
     int smem_v_stage;      /* bytes per V stage */
-    int smem_bar;          /* mbarriers: q_full, k_full[st], v_full[st], k_empty[st], v_empty[st],
-                              q_empty */
+    int smem_bar;          /* mbarriers: q_full[0], k_full[st], v_full[st], k_empty[st],
+                              v_empty[st], q_empty[0], (q_full[1], q_empty[1]) */
     int smem_bytes;        /* dynamic shared memory to request (includes 1024 B alignment slack) */
 } fa3_plan;
 

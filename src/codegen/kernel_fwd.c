@@ -96,6 +96,17 @@ static int release_count(const fa3_plan *p)
     return p->arrive_per_warp ? 4 * p->num_consumer_wg : 128 * p->num_consumer_wg;
 }
 
+/* mbarrier byte offsets from %bars: q_full[0] first, q_empty[0] after the stage barriers, then
+   q_full[1], q_empty[1] when there are two Q buffers (q_empty[b] = q_empty[0] + 16·b). */
+static int qfull_off(const fa3_plan *p, int b)
+{
+    return b ? 8 + 32 * p->stages + 8 : 0;
+}
+static int qempty_off(const fa3_plan *p, int b)
+{
+    return 8 + 32 * p->stages + 16 * b;
+}
+
 static void emit_release_arrive(gen *g, const char *bar)
 {
     if (g->p->arrive_per_warp) {
@@ -141,8 +152,12 @@ static void emit_prologue(gen *g)
         E("mbarrier.init.shared::cta.b64 [%%bars+%d], %d;", 8 + 24 * p->stages + 8 * s,
           release_count(p)); /* v_empty[s] */
     }
-    E("mbarrier.init.shared::cta.b64 [%%bars+%d], %d;", 8 + 32 * p->stages,
-      4 * p->num_consumer_wg); /* q_empty: lane 0 of each consumer warp */
+    for (int b = 0; b < p->q_bufs; b++) {
+        if (b)
+            E("mbarrier.init.shared::cta.b64 [%%bars+%d], 1;", qfull_off(p, b));
+        E("mbarrier.init.shared::cta.b64 [%%bars+%d], %d;", qempty_off(p, b),
+          4 * p->num_consumer_wg); /* q_empty[b]: lane 0 of each consumer warp */
+    }
     E("fence.mbarrier_init.release.cluster;");
     fa3_emitf(g->b, "$Linit%d:\n", lab);
     E("bar.sync 0;");
@@ -156,8 +171,10 @@ static void emit_tile_decode(gen *g)
     const fa3_plan *p = g->p;
     const int bm = p->block_m, bn = p->block_n;
     /* Tile decode. Non-causal: m_block fastest (neighbouring CTAs share K/V in L2).
-       Masked: m_block slowest and reversed, so the longest rows start first (the persistent
-       loop hands tiles out in that order: longest work first). */
+       Masked: tiles come in L2 sections of section_hb (head, batch) pairs (the last section may
+       be smaller); inside a section, (head, batch) fastest and m_block slowest and reversed, so
+       the longest rows start first (longest work first) while the CTAs running at one time
+       read the K/V of only section_hb heads, which the host sizes to fit in L2. */
     param_ld(g, "u32", "%r1", FA3P_OFF_NUM_M_BLOCKS);
     param_ld(g, "u32", "%r2", FA3P_OFF_NUM_HEADS);
     param_ld(g, "u32", "%r3", FA3P_OFF_HEADS_PER_KV);
@@ -166,9 +183,18 @@ static void emit_tile_decode(gen *g)
         E("rem.u32 %%mblk, %%r4, %%r1;");
         E("div.u32 %%r5, %%r4, %%r1;");
     } else {
+        param_ld(g, "u32", "%r27", FA3P_OFF_SECTION_HB);
         E("div.u32 %%r6, %%ntiles, %%r1;");      /* heads · batch */
-        E("div.u32 %%r7, %%r4, %%r6;");          /* reversed m index */
-        E("rem.u32 %%r5, %%r4, %%r6;");          /* head + batch·heads */
+        E("mul.lo.u32 %%r28, %%r27, %%r1;");     /* tiles per full section */
+        E("div.u32 %%r29, %%r4, %%r28;");        /* section */
+        E("mul.lo.u32 %%r37, %%r29, %%r28;");
+        E("sub.u32 %%r37, %%r4, %%r37;");        /* tile within its section */
+        E("mul.lo.u32 %%r38, %%r29, %%r27;");    /* first (head, batch) of the section */
+        E("sub.u32 %%r39, %%r6, %%r38;");
+        E("min.u32 %%r39, %%r39, %%r27;");       /* (head, batch) pairs in this section */
+        E("div.u32 %%r7, %%r37, %%r39;");        /* reversed m index */
+        E("rem.u32 %%r5, %%r37, %%r39;");
+        E("add.u32 %%r5, %%r5, %%r38;");         /* head + batch·heads */
         E("sub.u32 %%r8, %%r1, 1;");
         E("sub.u32 %%mblk, %%r8, %%r7;");
     }
@@ -229,10 +255,57 @@ static void emit_stage_advance(gen *g)
 }
 
 /* ------------------------------------------------------------------ producer warpgroup */
+
+/* Producer: load this tile's Q (use number %qc) into buffer qc mod q_bufs once the consumers
+   released that buffer's previous use (q_empty), completing q_full of the buffer. Uses only
+   registers that are dead in the producer loop (%r27-%r29, %r37). */
+static void emit_prod_q(gen *g)
+{
+    const fa3_plan *p = g->p;
+    const int bm = p->block_m;
+    int lab = new_label(g);
+    E("setp.lt.u32 %%p5, %%qc, %d;", p->q_bufs);
+    E("@%%p5 bra $Lqfree%d;", lab);
+    if (p->q_bufs == 1) {
+        E("add.u32 %%r28, %%qc, 1;");
+        E("and.b32 %%r28, %%r28, 1;"); /* parity of use qc-1 */
+        E("add.u32 %%r27, %%bars, %d;", qempty_off(p, 0));
+    } else {
+        E("and.b32 %%r29, %%qc, 1;");  /* buffer */
+        E("shr.u32 %%r28, %%qc, 1;");
+        E("add.u32 %%r28, %%r28, 1;");
+        E("and.b32 %%r28, %%r28, 1;"); /* parity of the buffer's previous use */
+        E("shl.b32 %%r37, %%r29, 4;");
+        E("add.u32 %%r27, %%bars, %d;", qempty_off(p, 0));
+        E("add.u32 %%r27, %%r27, %%r37;");
+    }
+    mbar_wait(g, "%r27", "%r28");
+    fa3_emitf(g->b, "$Lqfree%d:\n", lab);
+    if (p->q_bufs == 1) {
+        E("mov.u32 %%r27, %%bars;");
+        E("add.u32 %%r37, %%sbase, %d;", p->smem_q);
+    } else {
+        E("and.b32 %%r29, %%qc, 1;");
+        E("setp.ne.u32 %%p5, %%r29, 0;");
+        E("selp.b32 %%r27, %d, 0, %%p5;", qfull_off(p, 1));
+        E("add.u32 %%r27, %%r27, %%bars;");
+        E("mad.lo.u32 %%r37, %%r29, %d, %%sbase;", p->smem_q_buf);
+        E("add.u32 %%r37, %%r37, %d;", p->smem_q);
+    }
+    E("add.u32 %%qc, %%qc, 1;");
+    /* Q: hd_chunks boxes of {64 columns, bm rows}. */
+    E("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%r27], %d;", p->hd_chunks * bm * 128);
+    for (int c = 0; c < p->hd_chunks; c++) {
+        E("add.u32 %%r28, %%r37, %d;", c * bm * 128);
+        E("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%%r28], "
+          "[%%tmq, {%d, %%m0, %%head, %%batch}], [%%r27];", c * 64);
+    }
+}
+
 static void emit_producer(gen *g)
 {
     const fa3_plan *p = g->p;
-    const int bm = p->block_m, bn = p->block_n;
+    const int bn = p->block_n;
     E("setmaxnreg.dec.sync.aligned.u32 %d;", p->producer_regs);
     E("setp.ne.u32 %%p4, %%thr, 0;");
     E("@%%p4 bra $Ldone;");
@@ -255,26 +328,8 @@ static void emit_producer(gen *g)
     emit_tile_decode(g);
     E("setp.le.s32 %%p5, %%niters, 0;");
     E("@%%p5 bra $Lprod_next;");
-    /* Q buffer free? (consumers release it after their last GEMM of the previous tile) */
-    {
-        int lab = new_label(g);
-        E("setp.eq.u32 %%p5, %%qc, 0;");
-        E("@%%p5 bra $Lqfree%d;", lab);
-        E("add.u32 %%r14, %%qc, 1;");
-        E("and.b32 %%r14, %%r14, 1;"); /* parity of use qc-1 */
-        E("add.u32 %%r15, %%bars, %d;", 8 + 32 * p->stages);
-        mbar_wait(g, "%r15", "%r14");
-        fa3_emitf(g->b, "$Lqfree%d:\n", lab);
-    }
-    E("add.u32 %%qc, %%qc, 1;");
-
-    /* Q: hd_chunks boxes of {64 columns, bm rows}. */
-    E("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%bars], %d;", p->hd_chunks * bm * 128);
-    for (int c = 0; c < p->hd_chunks; c++) {
-        E("add.u32 %%r14, %%sbase, %d;", p->smem_q + c * bm * 128);
-        E("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%%r14], "
-          "[%%tmq, {%d, %%m0, %%head, %%batch}], [%%bars];", c * 64);
-    }
+    if (p->q_bufs == 2 || !p->k_before_q)
+        emit_prod_q(g);
 
     E("mov.u32 %%it, 0;");
     fa3_emitf(g->b, "$Lprod_loop:\n");
@@ -295,6 +350,14 @@ static void emit_producer(gen *g)
         E("add.u32 %%r21, %%r20, %d;", p->smem_k + c * bn * 128);
         E("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%%r21], "
           "[%%tmk, {%d, %%r15, %%kvhead, %%batch}], [%%r19];", c * 64);
+    }
+    if (p->q_bufs == 1 && p->k_before_q) {
+        /* the tile's first K is on its way; now wait for the Q buffer and load Q */
+        int lab = new_label(g);
+        E("setp.ne.u32 %%p5, %%it, 0;");
+        E("@%%p5 bra $Lq_done%d;", lab);
+        emit_prod_q(g);
+        fa3_emitf(g->b, "$Lq_done%d:\n", lab);
     }
     /* V: wait for v_empty[stage] */
     E("add.u32 %%r17, %%bars, %d;", 8 + 24 * p->stages);
@@ -530,7 +593,9 @@ static void emit_q_release_if_last(gen *g)
     E("add.u32 %%r53, %%it, 1;");
     E("setp.eq.s32 %%p13, %%r53, %%niters;");
     E("setp.eq.and.u32 %%p13, %%lane, 0, %%p13;");
-    E("add.u32 %%r53, %%bars, %d;", 8 + 32 * g->p->stages);
+    E("add.u32 %%r53, %%bars, %d;", qempty_off(g->p, 0));
+    if (g->p->q_bufs == 2)
+        E("mad.lo.u32 %%r53, %%r58, 16, %%r53;"); /* q_empty[buffer] */
     E("@%%p13 mbarrier.arrive.shared::cta.b64 _, [%%r53];");
 }
 
@@ -551,11 +616,24 @@ static void emit_consumer(gen *g)
     E("mov.u32 %%qc, 0;");
     E("mov.u32 %%round, 0;");
 
+    const int ppc = p->pingpong && nwg >= 2 && p->pp_continuous;
+    if (ppc) {
+        /* Ping-pong across the whole persistent loop: all consumers run the same GEMM sections
+           (tile by tile) in turn 0, 1, .., nwg-1, 0, ..; the last consumer gives consumer 0 the
+           first turn once, here, and consumer 0 takes the one arrive left over at the end
+           ($Lcons_exit). */
+        int lab = new_label(g);
+        E("setp.ne.u32 %%p12, %%r40, %d;", nwg - 1);
+        E("@%%p12 bra $Lpp%d;", lab);
+        E("bar.arrive %d, 256;", BAR_WG_FIRST);
+        fa3_emitf(g->b, "$Lpp%d:\n", lab);
+    }
+
     /* Persistent loop over this CTA's tiles (the producer walks the same sequence). */
     fa3_emitf(g->b, "$Lcons_tile:\n");
     emit_tile_index(g);
     E("setp.ge.u32 %%p5, %%tile, %%ntiles;");
-    E("@%%p5 bra $Ldone;");
+    E("@%%p5 bra %s;", ppc ? "$Lcons_exit" : "$Ldone");
     emit_tile_decode(g);
     for (int i = 0; i < p->hdv_chunks * 32; i++)
         E("mov.f32 %%o%d, " ZERO_F ";", i);
@@ -604,7 +682,7 @@ static void emit_consumer(gen *g)
     E("setp.le.s32 %%p5, %%niters, 0;");
     E("@%%p5 bra $Lepilogue;");
 
-    if (p->pingpong && nwg == 2) {
+    if (p->pingpong && nwg == 2 && !p->pp_continuous) {
         /* consumer 1 lets consumer 0 issue first */
         int lab = new_label(g);
         E("setp.ne.u32 %%p12, %%r40, 1;");
@@ -614,17 +692,31 @@ static void emit_consumer(gen *g)
     }
     /* this warpgroup's Q descriptor: rows 64·cw of each box; K-major, 128B swizzle,
        LBO 16 B (encoded 1), SBO 1024 B (encoded 64) */
-    E("and.b32 %%r49, %%qc, 1;");
-    mbar_wait(g, "%bars", "%r49");
-    E("mad.lo.u32 %%r49, %%r40, 8192, %%sbase;");
+    if (p->q_bufs == 2) {
+        E("and.b32 %%r58, %%qc, 1;");   /* Q buffer of this tile */
+        E("shr.u32 %%r49, %%qc, 1;");
+        E("and.b32 %%r49, %%r49, 1;");  /* parity of the buffer's use */
+        E("setp.ne.u32 %%p12, %%r58, 0;");
+        E("selp.b32 %%r50, %d, 0, %%p12;", qfull_off(p, 1));
+        E("add.u32 %%r50, %%r50, %%bars;");
+        mbar_wait(g, "%r50", "%r49");
+        E("mad.lo.u32 %%r49, %%r58, %d, %%sbase;", p->smem_q_buf);
+        E("mad.lo.u32 %%r49, %%r40, 8192, %%r49;");
+    } else {
+        E("and.b32 %%r49, %%qc, 1;");
+        mbar_wait(g, "%bars", "%r49");
+        E("mad.lo.u32 %%r49, %%r40, 8192, %%sbase;");
+    }
     E("add.u32 %%r49, %%r49, %d;", p->smem_q);
     E("shr.u32 %%r49, %%r49, 4;");
     E("or.b32 %%r49, %%r49, 0x10000;");
     E("mov.b64 %%descq, {%%r49, 0x40000040};");
-    const int pp = p->pingpong && nwg == 2;
+    const int pp = p->pingpong && (nwg == 2 || ppc);
     if (pp) {
         E("add.u32 %%r55, %%r40, %d;", BAR_WG_FIRST);   /* my scheduling barrier */
-        E("sub.u32 %%r56, %d, %%r40;", BAR_WG_FIRST + 1); /* the other consumer's */
+        E("add.u32 %%r56, %%r40, 1;");
+        E("rem.u32 %%r56, %%r56, %d;", nwg);
+        E("add.u32 %%r56, %%r56, %d;", BAR_WG_FIRST);   /* the next consumer's */
     }
 
     /* Intra-warpgroup overlap (FA3 §3.2): iteration j issues S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1}
@@ -693,7 +785,9 @@ static void emit_consumer(gen *g)
     if (pp)
         E("bar.sync %%r55, 256;");
     emit_pv(g);
-    if (pp) {
+    if (pp && p->pp_continuous) {
+        E("bar.arrive %%r56, 256;");
+    } else if (pp) {
         /* consumer 1 skips its very last arrive: consumer 0 has no GEMM left to order */
         int lab = new_label(g);
         E("setp.eq.u32 %%p13, %%r40, 1;");
@@ -704,7 +798,9 @@ static void emit_consumer(gen *g)
     E("wgmma.wait_group.sync.aligned 0;");
     emit_v_release(g);
     if (!p->early_q_release) {
-        E("add.u32 %%r53, %%bars, %d;", 8 + 32 * p->stages);
+        E("add.u32 %%r53, %%bars, %d;", qempty_off(p, 0));
+        if (p->q_bufs == 2)
+            E("mad.lo.u32 %%r53, %%r58, 16, %%r53;");
         E("setp.eq.u32 %%p13, %%lane, 0;");
         E("@%%p13 mbarrier.arrive.shared::cta.b64 _, [%%r53];"); /* q_empty after the last PV */
     }
@@ -798,6 +894,13 @@ static void emit_epilogue(gen *g)
     fa3_emitf(g->b, "$Lepi_end:\n");
     E("add.u32 %%round, %%round, 1;");
     E("bra.uni $Lcons_tile;");
+    if (p->pingpong && p->num_consumer_wg >= 2 && p->pp_continuous) {
+        fa3_emitf(g->b, "$Lcons_exit:\n");
+        E("setp.ne.u32 %%p12, %%r40, 0;");
+        E("@%%p12 bra $Ldone;");
+        E("bar.sync %d, 256;", BAR_WG_FIRST); /* the last consumer's last arrive */
+        E("bra.uni $Ldone;");
+    }
 }
 
 fa3_status fa3_codegen_ptx(const fa3_plan *plan, char **ptx, size_t *len)

@@ -33,10 +33,15 @@ void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
     *stages = 2;
 }
 
-/* Benchmark knob, not API: FA3JIT_PLAN_DEBUG="pingpong=0,arrive_per_warp=0,early_q_release=0"
-   switches scheduling features off to time variants against each other in one device run
-   (bench/compare.py, fa3-gen bench). The PTX changes, so cache keys do too. Unknown names and
-   values are ignored. */
+/* Benchmark knob, not API: FA3JIT_PLAN_DEBUG="pingpong=0,arrive_per_warp=0,..." switches
+   scheduling features on or off to time variants against each other in one device run
+   (bench/ab.py, tools/gpu-run.sh ab). Each feature's measured effect (H200, same-run A/B):
+   - l2_sections (masked configs: tiles in L2-sized sections of heads, fwd.c section_hb):
+     causal hd128 1024/2048/8192 352/524/644 vs 325/423/583, hd256 1024/2048 397/528 vs
+     308/467 TFLOP/s; off for non-masked (nc_sections, tried: −5 to −13%);
+   - pp_continuous (ping-pong order kept across tiles): non-causal 512/1024 +3–5%;
+   - q_double, k_before_q: see fa3_plan_make; wg3: three consumer warpgroups for hd64.
+   The PTX changes, so cache keys do too. Unknown names and values are ignored. */
 static void apply_debug_overrides(fa3_plan *p)
 {
     const char *env = getenv("FA3JIT_PLAN_DEBUG");
@@ -49,6 +54,11 @@ static void apply_debug_overrides(fa3_plan *p)
         {"pingpong", offsetof(fa3_plan, pingpong)},
         {"arrive_per_warp", offsetof(fa3_plan, arrive_per_warp)},
         {"early_q_release", offsetof(fa3_plan, early_q_release)},
+        {"l2_sections", offsetof(fa3_plan, l2_sections)},
+        {"pp_continuous", offsetof(fa3_plan, pp_continuous)},
+        {"q_double", offsetof(fa3_plan, q_double)},
+        {"k_before_q", offsetof(fa3_plan, k_before_q)},
+        {"wg3", offsetof(fa3_plan, wg3)},
     };
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
         const char *at = strstr(env, knobs[i].name);
@@ -63,19 +73,33 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     *p = (fa3_plan){0};
     p->cfg = *cfg;
     p->elem_bytes = 2;
-    p->num_consumer_wg = 2;
-    p->block_m = 64 * p->num_consumer_wg;
     p->block_n = cfg->block_n;
     p->stages = cfg->stages;
-    p->threads = 128 * (1 + p->num_consumer_wg);
-    p->entry_regs = (65536 / p->threads) & ~7; /* 168 for 384 threads */
-    /* FA3's split for two consumer warpgroups: 128×24 + 256×240 = 64512 ≤ 65536. */
-    p->producer_regs = 24;
-    p->consumer_regs = 240;
     p->pingpong = 1;
     p->arrive_per_warp = 1;
     p->early_q_release = 1;
+    p->l2_sections = 1;
+    p->pp_continuous = 1;
+    p->q_double = 1;
+    p->k_before_q = 1;
+    p->wg3 = 1;
     apply_debug_overrides(p);
+    /* Two consumer warpgroups (block_m 128), or three (block_m 192, FA3's choice) for head_dim
+       64. Same-run A/B on the H200 (bench/ab.py, bf16, 2026-11-29, bench/RESULTS.md), wg3=1 vs 0:
+       non-causal 2048/4096/16k 502/532/526 vs 428/445/444 TFLOP/s; causal ≥ 2048 +4–17%
+       (16k 502 vs 424); loses at causal 512/1024 (198/267 vs 238/300): 192-row tiles put two
+       masked key blocks on each diagonal and short rows leave more of a tile idle. One kernel
+       serves every seqlen, so the long-sequence win decides. */
+    p->num_consumer_wg = p->wg3 && cfg->head_dim <= 64 && cfg->head_dim_v <= 64 ? 3 : 2;
+    if (p->num_consumer_wg == 3)
+        p->pp_continuous = 1; /* the per-tile ping-pong handover exists for two only */
+    p->block_m = 64 * p->num_consumer_wg;
+    p->threads = 128 * (1 + p->num_consumer_wg);
+    p->entry_regs = (65536 / p->threads) & ~7; /* 168 for 384 threads, 128 for 512 */
+    /* FA3's splits: two consumers 128×24 + 256×240 = 64512, three 128×24 + 384×160 = 64512
+       (of 65536). */
+    p->producer_regs = 24;
+    p->consumer_regs = p->num_consumer_wg == 3 ? 160 : 240;
     /* Head dims are padded to whole 64-column (128-byte) swizzle boxes; the padding is read as
        zeros (TMA fills columns beyond the tensor map's head_dim) and never stored. */
     p->hd_chunks = (cfg->head_dim + 63) / 64;
@@ -88,18 +112,28 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
                           "block_n %d needs %d accumulator registers per thread with head_dim_v "
                           "%d (limit 200)", p->block_n, live, cfg->head_dim_v);
 
-    int off = 0;
-    p->smem_q = off;
-    off += p->hd_chunks * p->block_m * 128;
-    p->smem_k = off;
-    p->smem_k_stage = p->hd_chunks * p->block_n * 128;
-    off += p->stages * p->smem_k_stage;
-    p->smem_v = off;
-    p->smem_v_stage = p->hdv_chunks * p->block_n * 128;
-    off += p->stages * p->smem_v_stage;
-    p->smem_bar = off;
-    off += 8 * (2 + 4 * p->stages);
-    p->smem_bytes = off + 1024; /* slack to align the base to 1024 bytes (128B swizzle atoms) */
+    /* A second Q buffer where it fits (head_dim ≤ 128): the producer loads the next tile's Q
+       while this one runs, so a tile starts without waiting for Q. Measured neutral to +2% at
+       seqlen ≥ 4096 and within noise (±3%) below (q_double=0 in two same-run A/Bs). */
+    for (p->q_bufs = p->q_double ? 2 : 1; p->q_bufs >= 1; p->q_bufs--) {
+        int off = 0;
+        p->smem_q = off;
+        p->smem_q_buf = p->hd_chunks * p->block_m * 128;
+        off += p->q_bufs * p->smem_q_buf;
+        p->smem_k = off;
+        p->smem_k_stage = p->hd_chunks * p->block_n * 128;
+        off += p->stages * p->smem_k_stage;
+        p->smem_v = off;
+        p->smem_v_stage = p->hdv_chunks * p->block_n * 128;
+        off += p->stages * p->smem_v_stage;
+        p->smem_bar = off;
+        off += 8 * (2 * p->q_bufs + 4 * p->stages);
+        p->smem_bytes = off + 1024; /* slack to align the base to 1024 B (128B swizzle atoms) */
+        if (p->smem_bytes <= SMEM_LIMIT)
+            break;
+    }
+    if (p->q_bufs == 0)
+        p->q_bufs = 1;
     if (p->smem_bytes > SMEM_LIMIT)
         return fa3_seterr(FA3_ERR_BAD_BLOCK,
                           "block_n %d with %d stages needs %d bytes of shared memory (limit %d)",
