@@ -31,9 +31,24 @@ for step in $steps; do
   check) timeout 400 $gen check 2>&1 | tee "$out/check.txt" | tail -30; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   pytest) (cd "$root" && timeout 400 python3 -m pytest python/tests -q -rs 2>&1) | tee "$out/pytest.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   compare) timeout 500 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --json /tmp/compare.json 2>&1 | tee "$out/compare.txt" | tail -45 ;;
-  ab) # issue 4's open question: did per-warp arrive / early Q release cost hd64 causal?
-    timeout 300 python3 "$root/bench/ab.py" --fa3-gen $gen --head-dim 64 --rounds 3 \
-      early_q_release=0 arrive_per_warp=0,early_q_release=0 2>&1 | tee "$out/ab.txt" ;;
+  ab) # same-run A/B of FA3JIT_PLAN_DEBUG variants (bench/ab.py); clocks and power logged beside
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 \
+      > "$out/smi_ab.csv" 2>&1 & smi=$!
+    for hd in ${AB_HEAD_DIMS:-64 128 256}; do
+      v=AB_VARIANTS_$hd; v=${!v:-${AB_VARIANTS:-pp_continuous=0 q_double=0}}
+      timeout 300 python3 "$root/bench/ab.py" --fa3-gen $gen --head-dim $hd --rounds ${AB_ROUNDS:-2} \
+        $v 2>&1 | tee -a "$out/ab.txt"
+    done
+    kill $smi ;;
+  checkvar) # fa3-gen check (156 cases) for each A/B variant: a variant's speed only counts if right
+    for hd in ${AB_HEAD_DIMS:-64 128 256}; do
+      v=AB_VARIANTS_$hd; v=${!v:-${AB_VARIANTS:-pp_continuous=0 q_double=0}}
+      for var in $v; do
+        printf '%s hd%s: ' "$var" "$hd"
+        FA3JIT_PLAN_DEBUG=$var timeout 120 $gen check --head-dim $hd 2>&1 | tail -1
+        [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+      done
+    done ;;
   sanitize)
     # compute-sanitizer over every supported config (check --all: 480 configs incl. GQA, one
     # small tile-boundary shape) with each tool (each took seconds on the H200).
