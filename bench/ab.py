@@ -5,6 +5,7 @@ that clock and thermal drift hit every variant alike, and prints the median TFLO
 
 usage: bench/ab.py [--fa3-gen build/fa3-gen] [--head-dim 64] [--dtype bf16] [--rounds 3]
                    VARIANT...      e.g. early_q_release=0 "arrive_per_warp=0,early_q_release=0"
+                                   @layout=bhsd (fa3-gen bench --layout bhsd), wg3=0+@layout=bhsd
 """
 import argparse
 import json
@@ -14,14 +15,21 @@ import subprocess
 import sys
 
 
-def bench(gen, env_value, head_dim, dtype):
+def bench(gen, variant, head_dim, dtype):
+    """variant: '+'-joined parts; a part '@opt=val' is the fa3-gen bench option --opt val, any
+    other part a FA3JIT_PLAN_DEBUG setting (e.g. 'wg3=0+@layout=bhsd')."""
     env = dict(os.environ)
-    if env_value:
-        env["FA3JIT_PLAN_DEBUG"] = env_value
-    else:
-        env.pop("FA3JIT_PLAN_DEBUG", None)
+    env.pop("FA3JIT_PLAN_DEBUG", None)
+    parts = [x for x in variant.split("+") if x]
+    knobs = [x for x in parts if not x.startswith("@")]
+    args = []
+    for x in parts:
+        if x.startswith("@"):
+            args += ["--" + x[1:].split("=", 1)[0]] + x.split("=", 1)[1:]
+    if knobs:
+        env["FA3JIT_PLAN_DEBUG"] = ",".join(knobs)
     out = subprocess.run([gen, "bench", "--json", "--both", "--head-dim", str(head_dim),
-                          "--dtype", dtype], check=True, capture_output=True, text=True,
+                          "--dtype", dtype] + args, check=True, capture_output=True, text=True,
                          env=env).stdout.strip()
     recs = json.loads(out) if out.startswith("[") else [json.loads(l) for l in out.splitlines()
                                                           if l.startswith("{")]

@@ -4,11 +4,14 @@ same shapes in the same device run, and prints a markdown table with the ratio.
 
 Shapes: the FlashAttention-3 paper sweep, batch*seqlen = 16384, num_heads*head_dim = 2048.
 cuDNN is timed with triton.testing.do_bench (median, warmup 25 ms, rep 100 ms) on random normal
-inputs laid out (batch, heads, seqlen, head_dim), as in ../shared/baselines/h200-sdpa.json.
+inputs. Memory layout (--layout): "mixed" (default, the tables in bench/RESULTS.md until
+2026-11-29): fa3jit (batch, seqlen, heads, head_dim) contiguous as FlashAttention takes it, cuDNN
+(batch, heads, seqlen, head_dim) contiguous as in ../shared/baselines/h200-sdpa.json; "bshd" or
+"bhsd": both libraries on that layout (cuDNN through a transposed view for bshd).
 FLOPs: 4*batch*heads*seqlen^2*head_dim, halved for causal (the same count fa3-gen uses).
 
 usage: bench/compare.py [--fa3-gen build/fa3-gen] [--dtypes bf16,fp16] [--head-dims 64,128,256]
-                        [--seqlens 512,...,16384] [--json OUT.json]
+                        [--seqlens 512,...,16384] [--layout mixed|bshd|bhsd] [--json OUT.json]
 """
 import argparse
 import json
@@ -16,14 +19,18 @@ import subprocess
 import sys
 
 
-def cudnn_tflops(dtype, hd, seqlen, causal):
+def cudnn_tflops(dtype, hd, seqlen, causal, layout):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
 
     tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
     b, h = 16384 // seqlen, 2048 // hd
-    q, k, v = (torch.randn(b, h, seqlen, hd, device="cuda", dtype=tdt) for _ in range(3))
+    if layout == "bshd":
+        q, k, v = (torch.randn(b, seqlen, h, hd, device="cuda", dtype=tdt).transpose(1, 2)
+                   for _ in range(3))
+    else:
+        q, k, v = (torch.randn(b, h, seqlen, hd, device="cuda", dtype=tdt) for _ in range(3))
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
         ms = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(
             q, k, v, is_causal=causal), warmup=25, rep=100, return_mode="median")
@@ -38,12 +45,15 @@ def main():
     ap.add_argument("--head-dims", default="64,128,256")
     ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
     ap.add_argument("--json", default=None, help="write all rows to this file")
+    ap.add_argument("--layout", default="mixed", choices=["mixed", "bshd", "bhsd"])
     a = ap.parse_args()
     seqlens = [int(s) for s in a.seqlens.split(",")]
     rows = []
     for dtype in a.dtypes.split(","):
         for hd in (int(x) for x in a.head_dims.split(",")):
             cmd = [a.fa3_gen, "bench", "--json", "--dtype", dtype, "--head-dim", str(hd), "--both"]
+            if a.layout == "bhsd":
+                cmd += ["--layout", "bhsd"]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             fa3 = {}
             text = out.strip()
@@ -54,7 +64,7 @@ def main():
                 for s in seqlens:
                     if (s, causal) not in fa3:
                         continue
-                    c = cudnn_tflops(dtype, hd, s, causal)
+                    c = cudnn_tflops(dtype, hd, s, causal, "bshd" if a.layout == "bshd" else "bhsd")
                     rows.append(dict(dtype=dtype, head_dim=hd, seqlen=s, causal=causal,
                                      fa3jit=fa3[(s, causal)], cudnn=c, ratio=fa3[(s, causal)] / c))
                     r = rows[-1]

@@ -392,6 +392,8 @@ static void print_help(FILE *f)
 "  --head-dim N         only this head_dim\n"
 "  --causal | --non-causal | --both   mask selection (default --both)\n"
 "  --seqlen N           only this seqlen (batch = max(1, 16384/N))\n"
+"  --layout L           bshd (default: (batch, seqlen, heads, head_dim) contiguous, as\n"
+"                       FlashAttention) or bhsd (each head's rows contiguous, as SDPA)\n"
 "  --reps N             timed runs (default 20)     --warmup N   untimed runs (default 3)\n"
 "  --block-n N, --stages N   tile overrides\n"
 "\n"
@@ -1347,6 +1349,7 @@ static int cmd_bench(int argc, char **argv)
     common_init(&o);
     o.cfg.head_dim = 0; /* 0 = all three */
     int json = 0, reps = 20, warmup = 3, causal_sel = 2 /* 0 no, 1 yes, 2 both */, one_seqlen = 0;
+    int bhsd = 0; /* --layout bhsd: each head's rows contiguous, as PyTorch SDPA's inputs */
     cli c = {.argc = argc, .argv = argv, .i = 1};
     while (cli_next(&c)) {
         if (cli_is(&c, "--causal")) {
@@ -1373,6 +1376,11 @@ static int cmd_bench(int argc, char **argv)
             warmup = cli_int(&c, 0, 100000);
         } else if (cli_is(&c, "--seqlen")) {
             one_seqlen = cli_int(&c, 1, 1 << 24);
+        } else if (cli_is(&c, "--layout")) {
+            const char *l = cli_value(&c);
+            if (strcmp(l, "bshd") && strcmp(l, "bhsd"))
+                usage_error("--layout '%s': expected bshd or bhsd", l);
+            bhsd = !strcmp(l, "bhsd");
         } else if (cli_is(&c, "--help") || cli_is(&c, "-h")) {
             print_help(stdout);
             return 0;
@@ -1501,6 +1509,13 @@ static int cmd_bench(int argc, char **argv)
                 a.seqlen_q = a.seqlen_k = seqlen;
                 a.num_heads = a.num_heads_k = 2048 / hds[h];
                 fa3_fwd_args_set_contiguous(&a, hds[h], hds[h]);
+                if (bhsd) {
+                    const int64_t d = hds[h], sl = seqlen, nh = a.num_heads;
+                    a.q_row_stride = a.k_row_stride = a.v_row_stride = a.o_row_stride = d;
+                    a.q_head_stride = a.k_head_stride = a.v_head_stride = a.o_head_stride = sl * d;
+                    a.q_batch_stride = a.k_batch_stride = a.v_batch_stride = a.o_batch_stride =
+                        nh * sl * d;
+                }
                 char what[96];
                 snprintf(what, sizeof what, "hd%d %s seqlen %d: fa3_fwd", hds[h],
                          causals[ci] ? "causal" : "non-causal", seqlen);

@@ -30,7 +30,13 @@ for step in $steps; do
   checkall) timeout 400 $gen check --all 2>&1 | tee "$out/check_all.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   check) timeout 400 $gen check 2>&1 | tee "$out/check.txt" | tail -30; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   pytest) (cd "$root" && timeout 400 python3 -m pytest python/tests -q -rs 2>&1) | tee "$out/pytest.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
-  compare) timeout 500 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --json /tmp/compare.json 2>&1 | tee "$out/compare.txt" | tail -45 ;;
+  compare) timeout 500 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --layout "${FA3JIT_BENCH_LAYOUT:-mixed}" --json /tmp/compare.json 2>&1 | tee "$out/compare.txt" | tail -45 ;;
+  compare_layouts) # both libraries on the same layout, bshd then bhsd (bf16)
+    for l in bshd bhsd; do
+      echo "--- layout $l"
+      timeout 300 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes bf16 --layout $l 2>&1 \
+        | tee "$out/compare_$l.txt" | grep '^|'
+    done ;;
   ab) # same-run A/B of FA3JIT_PLAN_DEBUG variants (bench/ab.py); clocks and power logged beside
     nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 \
       > "$out/smi_ab.csv" 2>&1 & smi=$!
