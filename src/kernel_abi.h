@@ -36,6 +36,12 @@ typedef struct fa3_kernel_params {
     float lse_mul;           /* scale_log2·ln(2): turns a row max into natural-log units */
     uint32_t total_tiles;    /* num_m_blocks · num_heads · batch (grid size, 1-D) */
     uint32_t section_hb;     /* masked configs: (head, batch) pairs per L2 section (≥ 1), below */
+    uint32_t o_tma;          /* 1: the epilogue stores O with tmap_o (plan.o_stage and O meets
+                                TMA's alignment rules), 0: with st.global from registers */
+    uint8_t pad_[36];
+    /* O as a 4-D map {head_dim_v, seqlen_q, heads, batch}, 128B swizzle, box {64, 64, 1, 1}
+       (one consumer warpgroup's rows); valid when o_tma = 1 */
+    _Alignas(64) uint8_t tmap_o[128];
 } fa3_kernel_params;
 
 #define FA3P_OFF_TMAP_Q 0
@@ -58,7 +64,9 @@ typedef struct fa3_kernel_params {
 #define FA3P_OFF_LSE_MUL 460
 #define FA3P_OFF_TOTAL_TILES 464
 #define FA3P_OFF_SECTION_HB 468
-#define FA3P_SIZE 512
+#define FA3P_OFF_O_TMA 472
+#define FA3P_OFF_TMAP_O 512
+#define FA3P_SIZE 640
 
 _Static_assert(offsetof(fa3_kernel_params, tmap_k) == FA3P_OFF_TMAP_K, "abi");
 _Static_assert(offsetof(fa3_kernel_params, tmap_v) == FA3P_OFF_TMAP_V, "abi");
@@ -79,6 +87,8 @@ _Static_assert(offsetof(fa3_kernel_params, scale_log2) == FA3P_OFF_SCALE_LOG2, "
 _Static_assert(offsetof(fa3_kernel_params, lse_mul) == FA3P_OFF_LSE_MUL, "abi");
 _Static_assert(offsetof(fa3_kernel_params, total_tiles) == FA3P_OFF_TOTAL_TILES, "abi");
 _Static_assert(offsetof(fa3_kernel_params, section_hb) == FA3P_OFF_SECTION_HB, "abi");
+_Static_assert(offsetof(fa3_kernel_params, o_tma) == FA3P_OFF_O_TMA, "abi");
+_Static_assert(offsetof(fa3_kernel_params, tmap_o) == FA3P_OFF_TMAP_O, "abi");
 _Static_assert(sizeof(fa3_kernel_params) == FA3P_SIZE, "abi");
 
 #endif

@@ -115,8 +115,9 @@ typedef enum lay_kind {
 
 typedef struct layout {
     lay_kind kind;
-    int pad;          /* NaN elements after each innermost row of dim elements (multiple of 8) */
-    size_t pre, post; /* NaN guard elements before and after (pre a multiple of 8) */
+    int pad;          /* NaN elements after each innermost row of dim elements (even; a multiple
+                         of 8 for Q/K/V, which TMA reads) */
+    size_t pre, post; /* NaN guard elements before and after (even; a multiple of 8 for Q/K/V) */
 } layout;
 
 typedef struct tensor16 {
@@ -151,7 +152,7 @@ static void tensor_plan(tensor16 *t, const layout *l, int b, int s, int h, int d
         t->bs = (int64_t)s * row;
         break;
     }
-    assert_true(l->pre % 8 == 0 && l->pad % 8 == 0);
+    assert_true(l->pre % 2 == 0 && l->pad % 2 == 0); /* even: O is written in element pairs */
     size_t span = (size_t)((int64_t)(b - 1) * t->bs + (int64_t)(s - 1) * t->rs +
                            (int64_t)(h - 1) * t->hs + d);
     t->pre = l->pre;
@@ -1545,6 +1546,38 @@ static void test_gqa_ratios(void **state)
         fail_msg("GQA: %d of %d cases failed", failed, n);
 }
 
+/* O that TMA cannot store (address 4 bytes past a 16-byte boundary, rows padded by 2 elements):
+   the kernel falls back to stores from registers, and with head_dim 256 (O staged in Q) still
+   releases Q. NaN gaps around every O row catch a write beside the tensor. */
+static void test_o_unaligned(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    static const int dims[] = {64, 128, 256};
+    int failed = 0;
+    for (int m = 0; m < 2; m++)
+        for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+            spec s = make_spec(dims[i], FA3_DTYPE_BF16, m ? FA3_MASK_CAUSAL : FA3_MASK_NONE, 2,
+                               300, 500, 4, 2);
+            prob p;
+            prob_init(&p, &s);
+            p.lo = (layout){LAY_BSHD, 2, 258, 4096};
+            test_rng r;
+            case_rng(&r, 0x0A1000u + (uint64_t)dims[i] * 10 + (uint64_t)m);
+            prob_random(&p, &r);
+            prob_upload(&p);
+            RUN_OK(&p);
+            prob_reference(&p);
+            char what[128];
+            snprintf(what, sizeof what, "O unaligned (address %% 16 = 4, row pad 2) hd%d bf16 %s "
+                     "sq=300 sk=500 h4/2", dims[i], m ? "causal" : "none");
+            failed += prob_check(&p, what, -1, -1, -1, 1, NULL) != 0;
+            prob_free(&p);
+        }
+    if (failed)
+        fail_msg("O unaligned: %d of 6 cases failed", failed);
+}
+
 /* Masked configs walk their tiles in L2 sections of (head, batch) pairs (fwd.c section_hb):
    seqlen_k 4096 at head_dim 128 gives 2 MiB of K/V per KV head, so 16 KV heads (32 query heads
    at 2 per KV head) per section; 2 × 40 heads make sections of 32, 32 and 16 pairs, the last one
@@ -1682,6 +1715,7 @@ int main(void)
         cmocka_unit_test(test_gqa_ratios),
         cmocka_unit_test(test_head_dims),
         cmocka_unit_test(test_l2_sections),
+        cmocka_unit_test(test_o_unaligned),
     };
     const char *filter = getenv("FA3JIT_TEST_FILTER");
     if (filter && *filter)

@@ -31,7 +31,13 @@ typedef struct fa3_plan {
     int q_double;          /* 1: two Q buffers where shared memory allows (q_bufs = 2) */
     int k_before_q;        /* 1 (single Q buffer): a tile's first K load is issued before its Q
                               load, which waits for the previous tile's last QK */
+    int dbg_no_o_store;    /* timing only (O not written): O stores predicated off at run time */
     int wg3;               /* 1: three consumer warpgroups (block_m 192) for head_dim 64 */
+    int o_tma_store;       /* 1: TMA-store epilogue where its staging buffer fits (o_stage) */
+    int o_stage_in_q;      /* 1: without room for staging, stage O in the Q buffer (o_stage 2) */
+    int o_stage;           /* O staged in shared memory and stored with TMA when the runtime finds
+                              O TMA-aligned (else st.global from registers): 0 never, 1 in its
+                              own buffer (smem_o), 2 in the tile's Q buffer (Q released after) */
     int q_bufs;            /* Q buffers: 2 lets the producer load tile t+1's Q during tile t */
     int hd_chunks;         /* ceil(head_dim / 64): 128-byte swizzle boxes per Q/K row */
     int hdv_chunks;        /* ceil(head_dim_v / 64) */
@@ -42,6 +48,8 @@ typedef struct fa3_plan {
     int smem_k_stage;      /* bytes per K stage */
     int smem_v;            /* V ring: stages × hdv_chunks boxes of block_n × 128 B */
     int smem_v_stage;      /* bytes per V stage */
+    int smem_o;            /* O staging: num_consumer_wg × smem_o_wg bytes */
+    int smem_o_wg;         /* hdv_chunks boxes of 64 rows × 128 B per consumer warpgroup */
     int smem_bar;          /* mbarriers: q_full[0], k_full[st], v_full[st], k_empty[st],
                               v_empty[st], q_empty[0], (q_full[1], q_empty[1]) */
     int smem_bytes;        /* dynamic shared memory to request (includes 1024 B alignment slack) */

@@ -27,7 +27,8 @@ extern const char fa3_tmpl_header[];
 
 #define NEG_INF "0fFF800000"
 #define ZERO_F "0f00000000"
-#define BAR_WG_FIRST 1 /* named barrier ids 1..num_consumer_wg: "consumer g may issue GEMMs" */
+#define BAR_WG_FIRST 1 /* named barrier ids 1..num_consumer_wg: "consumer g may issue GEMMs";
+                          4 + g: consumer g's own barrier (TMA-store epilogue) */
 
 typedef struct gen {
     fa3_buf *b;
@@ -588,7 +589,7 @@ static void emit_v_release(gen *g)
    tile's first K/V, while this tile's last softmax, PV and epilogue run. */
 static void emit_q_release_if_last(gen *g)
 {
-    if (!g->p->early_q_release)
+    if (!g->p->early_q_release || g->p->o_stage == 2)
         return;
     E("add.u32 %%r53, %%it, 1;");
     E("setp.eq.s32 %%p13, %%r53, %%niters;");
@@ -633,7 +634,7 @@ static void emit_consumer(gen *g)
     fa3_emitf(g->b, "$Lcons_tile:\n");
     emit_tile_index(g);
     E("setp.ge.u32 %%p5, %%tile, %%ntiles;");
-    E("@%%p5 bra %s;", ppc ? "$Lcons_exit" : "$Ldone");
+    E("@%%p5 bra $Lcons_exit;");
     emit_tile_decode(g);
     for (int i = 0; i < p->hdv_chunks * 32; i++)
         E("mov.f32 %%o%d, " ZERO_F ";", i);
@@ -797,7 +798,7 @@ static void emit_consumer(gen *g)
     }
     E("wgmma.wait_group.sync.aligned 0;");
     emit_v_release(g);
-    if (!p->early_q_release) {
+    if (!p->early_q_release && p->o_stage != 2) {
         E("add.u32 %%r53, %%bars, %d;", qempty_off(p, 0));
         if (p->q_bufs == 2)
             E("mad.lo.u32 %%r53, %%r58, 16, %%r53;");
@@ -823,6 +824,78 @@ static void emit_epilogue(gen *g)
         E("rcp.rn.f32 %%f%d, %s;", 22 + r, l);
         E("selp.f32 %%f%d, %%f%d, " ZERO_F ", %%p14;", 22 + r, 22 + r);
     }
+    const char *cv = p->cfg.dtype == FA3_DTYPE_FP16 ? "f16x2" : "bf16x2";
+    if (p->o_stage) {
+        /* TMA-store epilogue (when the runtime found O TMA-aligned): the warpgroup writes O/l
+           into its staging boxes in the 128B-swizzle layout (16-byte chunk c of row r at chunk
+           c ^ (r mod 8)), fences the writes to the async proxy, and its thread 0 stores the
+           boxes with cp.async.bulk.tensor; rows past seqlen_q and columns past head_dim_v are
+           clipped by the tensor map. Before writing, thread 0 waits until the previous tile's
+           store has read the staging buffer. */
+        /* staging box b of consumer cw: own buffer (o_stage 1), or the cw's rows of Q chunk b
+           (o_stage 2) */
+        const int st_base = p->o_stage == 2 ? p->smem_q : p->smem_o;
+        const int st_wg = p->o_stage == 2 ? 8192 : p->smem_o_wg;
+        const int st_box = p->o_stage == 2 ? p->block_m * 128 : 8192;
+        int lab = new_label(g);
+        param_ld(g, "u32", "%r62", FA3P_OFF_O_TMA);
+        E("setp.eq.u32 %%p15, %%r62, 0;");
+        if (p->o_stage == 2) /* an empty tile has no Q of its own to stage in */
+            E("setp.le.or.s32 %%p15, %%niters, 0, %%p15;");
+        E("@%%p15 bra $Lepi_gmem%d;", lab);
+        E("and.b32 %%r62, %%thr, 127;");
+        E("setp.eq.u32 %%p13, %%r62, 0;");
+        E("@%%p13 cp.async.bulk.wait_group.read 0;");
+        E("add.u32 %%r63, %%r40, %d;", BAR_WG_FIRST + 3); /* this warpgroup's own barrier */
+        E("bar.sync %%r63, 128;");
+        /* %r60 = staging row base of row 16·warp + lane/4, XOR-ed with its swizzle (lane/4)<<4 */
+        E("mad.lo.u32 %%r60, %%r40, %d, %%sbase;", st_wg);
+        E("add.u32 %%r60, %%r60, %d;", st_base);
+        E("shr.u32 %%r62, %%lane, 2;");
+        E("shl.b32 %%r61, %%warp, 4;");
+        E("add.u32 %%r61, %%r61, %%r62;");
+        E("shl.b32 %%r61, %%r61, 7;");
+        E("add.u32 %%r60, %%r60, %%r61;");
+        E("and.b32 %%r61, %%lane, 3;");
+        E("shl.b32 %%r61, %%r61, 2;");
+        E("add.u32 %%r60, %%r60, %%r61;");
+        E("shl.b32 %%r62, %%r62, 4;");
+        E("xor.b32 %%r60, %%r60, %%r62;");
+        for (int c = 0; c < 8; c++) {
+            E("xor.b32 %%r61, %%r60, %d;", c << 4);
+            for (int b = 0; b < p->hdv_chunks; b++)
+                for (int rr = 0; rr < 2; rr++) {
+                    int i = 4 * (8 * b + c) + 2 * rr; /* registers of row rr, columns 8j.. */
+                    E("mul.f32 %%f24, %%o%d, %%f%d;", i, 22 + rr);
+                    E("mul.f32 %%f25, %%o%d, %%f%d;", i + 1, 22 + rr);
+                    E("cvt.rn.%s.f32 %%r62, %%f25, %%f24;", cv);
+                    E("st.shared.b32 [%%r61+%d], %%r62;", b * st_box + rr * 1024);
+                }
+        }
+        E("fence.proxy.async.shared::cta;");
+        E("bar.sync %%r63, 128;");
+        E("mov.b64 %%rd16, fa3_params;");
+        E("cvta.param.u64 %%rd16, %%rd16;");
+        E("add.s64 %%rd16, %%rd16, %d;", FA3P_OFF_TMAP_O);
+        E("mad.lo.u32 %%r61, %%r40, 64, %%m0;"); /* first row of this warpgroup */
+        E("mad.lo.u32 %%r60, %%r40, %d, %%sbase;", st_wg);
+        E("add.u32 %%r60, %%r60, %d;", st_base);
+        for (int b = 0; b < p->hdv_chunks; b++) {
+            E("add.u32 %%r62, %%r60, %d;", b * st_box);
+            E("@%%p13 cp.async.bulk.tensor.4d.global.shared::cta.bulk_group "
+              "[%%rd16, {%d, %%r61, %%head, %%batch}], [%%r62];", b * 64);
+        }
+        E("@%%p13 cp.async.bulk.commit_group;");
+        if (p->o_stage == 2) {
+            /* Q (the staging) is free once the store has read it: release it for the warpgroup's
+               four warps */
+            E("@%%p13 cp.async.bulk.wait_group.read 0;");
+            E("add.u32 %%r62, %%bars, %d;", qempty_off(p, 0));
+            E("@%%p13 mbarrier.arrive.shared::cta.b64 _, [%%r62], 4;");
+        }
+        E("bra.uni $Lepi_lse;");
+        fa3_emitf(g->b, "$Lepi_gmem%d:\n", lab);
+    }
     /* base address of the thread's two O rows at column 2·(lane%4) */
     param_ld(g, "u64", "%rd4", FA3P_OFF_O_PTR);
     param_ld(g, "s64", "%rd5", FA3P_OFF_O_BATCH_STRIDE);
@@ -843,7 +916,8 @@ static void emit_epilogue(gen *g)
         E("shl.b64 %%rd%d, %%rd%d, 1;", 10 + r, 10 + r);
         E("add.s64 %%rd%d, %%rd%d, %%rd4;", 10 + r, 10 + r);
     }
-    const char *cv = p->cfg.dtype == FA3_DTYPE_FP16 ? "f16x2" : "bf16x2";
+    if (p->dbg_no_o_store)
+        E("setp.eq.u64 %%p14, %%rd4, 1;");
     for (int r = 0; r < 2; r++) {
         const char *row = r ? "%r43" : "%r41";
         int lab = new_label(g);
@@ -856,10 +930,22 @@ static void emit_epilogue(gen *g)
             E("mul.f32 %%f24, %%o%d, %%f%d;", i, 22 + r);
             E("mul.f32 %%f25, %%o%d, %%f%d;", i + 1, 22 + r);
             E("cvt.rn.%s.f32 %%r61, %%f25, %%f24;", cv);
-            E("st.global.b32 [%%rd%d+%d], %%r61;", 10 + r, 2 * acc_col(i));
+            /* dbg_no_o_store: the store is predicated on o_ptr == 1 (never true at run time),
+               so O is still computed (an unconditional skip lets ptxas delete the PV GEMMs) */
+            E("%sst.global.b32 [%%rd%d+%d], %%r61;", p->dbg_no_o_store ? "@%p14 " : "", 10 + r,
+              2 * acc_col(i));
         }
         fa3_emitf(g->b, "$Lskiprow%d:\n", lab);
     }
+    if (p->o_stage == 2) {
+        /* stored from registers: release Q (lane 0 of each warp) if this tile loaded one */
+        E("setp.eq.u32 %%p13, %%lane, 0;");
+        E("setp.gt.and.s32 %%p13, %%niters, 0, %%p13;");
+        E("add.u32 %%r62, %%bars, %d;", qempty_off(p, 0));
+        E("@%%p13 mbarrier.arrive.shared::cta.b64 _, [%%r62];");
+    }
+    if (p->o_stage)
+        fa3_emitf(g->b, "$Lepi_lse:\n");
     /* LSE (natural log): m·lse_mul + ln(l); -inf when the row saw no key. One thread per row. */
     param_ld(g, "u64", "%rd12", FA3P_OFF_LSE_PTR);
     E("setp.eq.u64 %%p15, %%rd12, 0;");
@@ -894,13 +980,19 @@ static void emit_epilogue(gen *g)
     fa3_emitf(g->b, "$Lepi_end:\n");
     E("add.u32 %%round, %%round, 1;");
     E("bra.uni $Lcons_tile;");
+    fa3_emitf(g->b, "$Lcons_exit:\n");
+    if (p->o_stage) {
+        /* the TMA stores of O must finish before the CTA (and its shared memory) goes away */
+        E("and.b32 %%r62, %%thr, 127;");
+        E("setp.eq.u32 %%p13, %%r62, 0;");
+        E("@%%p13 cp.async.bulk.wait_group 0;");
+    }
     if (p->pingpong && p->num_consumer_wg >= 2 && p->pp_continuous) {
-        fa3_emitf(g->b, "$Lcons_exit:\n");
         E("setp.ne.u32 %%p12, %%r40, 0;");
         E("@%%p12 bra $Ldone;");
         E("bar.sync %d, 256;", BAR_WG_FIRST); /* the last consumer's last arrive */
-        E("bra.uni $Ldone;");
     }
+    E("bra.uni $Ldone;");
 }
 
 fa3_status fa3_codegen_ptx(const fa3_plan *plan, char **ptx, size_t *len)

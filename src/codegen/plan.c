@@ -41,7 +41,8 @@ void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
      308/467 TFLOP/s; off for non-masked (nc_sections, tried: −5 to −13%);
    - pp_continuous (ping-pong order kept across tiles): non-causal 512/1024 +3–5%;
    - q_double, k_before_q: see fa3_plan_make; wg3: three consumer warpgroups for hd64.
-   The PTX changes, so cache keys do too. Unknown names and values are ignored. */
+   Values are one digit (stages=3 sets the K/V ring depth). The PTX changes, so cache keys do
+   too. Unknown names and values are ignored. */
 static void apply_debug_overrides(fa3_plan *p)
 {
     const char *env = getenv("FA3JIT_PLAN_DEBUG");
@@ -59,11 +60,15 @@ static void apply_debug_overrides(fa3_plan *p)
         {"q_double", offsetof(fa3_plan, q_double)},
         {"k_before_q", offsetof(fa3_plan, k_before_q)},
         {"wg3", offsetof(fa3_plan, wg3)},
+        {"stages", offsetof(fa3_plan, stages)},
+        {"o_tma_store", offsetof(fa3_plan, o_tma_store)},
+        {"o_stage_in_q", offsetof(fa3_plan, o_stage_in_q)},
+        {"dbg_no_o_store", offsetof(fa3_plan, dbg_no_o_store)},
     };
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
         const char *at = strstr(env, knobs[i].name);
         size_t n = strlen(knobs[i].name);
-        if (at && at[n] == '=' && (at[n + 1] == '0' || at[n + 1] == '1'))
+        if (at && at[n] == '=' && at[n + 1] >= '0' && at[n + 1] <= '9')
             *(int *)((char *)p + knobs[i].off) = at[n + 1] - '0';
     }
 }
@@ -83,6 +88,8 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     p->q_double = 1;
     p->k_before_q = 1;
     p->wg3 = 1;
+    p->o_tma_store = 1;
+    p->o_stage_in_q = 1;
     apply_debug_overrides(p);
     /* Two consumer warpgroups (block_m 128), or three (block_m 192, FA3's choice) for head_dim
        64. Same-run A/B on the H200 (bench/ab.py, bf16, 2026-11-29, bench/RESULTS.md), wg3=1 vs 0:
@@ -112,10 +119,20 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
                           "block_n %d needs %d accumulator registers per thread with head_dim_v "
                           "%d (limit 200)", p->block_n, live, cfg->head_dim_v);
 
-    /* A second Q buffer where it fits (head_dim ≤ 128): the producer loads the next tile's Q
-       while this one runs, so a tile starts without waiting for Q. Measured neutral to +2% at
-       seqlen ≥ 4096 and within noise (±3%) below (q_double=0 in two same-run A/Bs). */
-    for (p->q_bufs = p->q_double ? 2 : 1; p->q_bufs >= 1; p->q_bufs--) {
+    /* Shared memory, in order of preference (the first that fits):
+       - an O staging buffer (o_stage: one box of 64 rows × 64 columns per consumer warpgroup and
+         64-column chunk of head_dim_v) for the TMA-store epilogue. Timed without the O stores
+         (stores predicated off at run time, dbg_no_o_store), the kernel ran hd128 512/1024 at
+         587/668 instead of 484/601 TFLOP/s and hd256 at 629/743 instead of 477/630: the
+         register-to-global stores were most of the per-tile cost;
+       - a second Q buffer (q_bufs 2): the producer loads the next tile's Q while this one runs.
+         Measured neutral to +2% at seqlen ≥ 4096, within noise (±3%) below (q_double=0). */
+    static const int tries[4][2] = {{2, 1}, {1, 1}, {2, 0}, {1, 0}}; /* {q_bufs, o_stage} */
+    for (int t = 0; t < 4; t++) {
+        p->q_bufs = tries[t][0];
+        p->o_stage = tries[t][1];
+        if ((p->q_bufs == 2 && !p->q_double) || (p->o_stage && !p->o_tma_store))
+            continue;
         int off = 0;
         p->smem_q = off;
         p->smem_q_buf = p->hd_chunks * p->block_m * 128;
@@ -126,14 +143,22 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
         p->smem_v = off;
         p->smem_v_stage = p->hdv_chunks * p->block_n * 128;
         off += p->stages * p->smem_v_stage;
+        p->smem_o = off;
+        p->smem_o_wg = p->o_stage ? p->hdv_chunks * 64 * 128 : 0;
+        off += p->num_consumer_wg * p->smem_o_wg;
         p->smem_bar = off;
         off += 8 * (2 * p->q_bufs + 4 * p->stages);
         p->smem_bytes = off + 1024; /* slack to align the base to 1024 B (128B swizzle atoms) */
         if (p->smem_bytes <= SMEM_LIMIT)
             break;
     }
-    if (p->q_bufs == 0)
-        p->q_bufs = 1;
+    /* No room for a staging buffer (head_dim 192, 256): stage O in the tile's Q buffer instead
+       (o_stage 2), each warpgroup in its own Q rows, which only its own QK reads. Q is then
+       released after the TMA store has read the staging (not after the last QK), so the next
+       tile's Q load waits for the epilogue. */
+    if (!p->o_stage && p->o_tma_store && p->o_stage_in_q && p->q_bufs == 1 &&
+        p->hdv_chunks <= p->hd_chunks)
+        p->o_stage = 2;
     if (p->smem_bytes > SMEM_LIMIT)
         return fa3_seterr(FA3_ERR_BAD_BLOCK,
                           "block_n %d with %d stages needs %d bytes of shared memory (limit %d)",

@@ -405,6 +405,20 @@ static fa3_status encode_map(const fa3_driver *d, uint8_t map[128], const char *
     return FA3_OK;
 }
 
+/* Whether O can be written through a tensor map: 16-byte aligned, strides of axes with more than
+   one element a multiple of 16 bytes and below 2^40 bytes. */
+static int o_tma_ok(const fa3_fwd_args *a, int es)
+{
+    if ((uintptr_t)a->o % 16 != 0)
+        return 0;
+    const int64_t st[3] = {a->o_row_stride, a->o_head_stride, a->o_batch_stride};
+    const int64_t ex[3] = {a->seqlen_q, a->num_heads, a->batch};
+    for (int i = 0; i < 3; i++)
+        if (ex[i] > 1 && (st[i] < 0 || (st[i] * es) % 16 != 0 || st[i] >= MAX_TMA_STRIDE / es))
+            return 0;
+    return 1;
+}
+
 /* Compute capability (major·10 + minor) and SM count of a device, read from the driver once per
    device ordinal and kept: fa3_fwd runs once per attention layer and step, so per-call driver
    queries are overhead. Ordinals past the table are queried every time. */
@@ -502,6 +516,14 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream)
     FA3_TRY(encode_map(d, prm.tmap_v, "v", dt, es, args->v, c->head_dim_v, args->seqlen_k,
                        args->num_heads_k, args->batch, args->v_row_stride, args->v_head_stride,
                        args->v_batch_stride, p->block_n));
+    /* O through TMA when the plan staged it and O meets TMA's rules (16-byte aligned address and
+       strides); otherwise the kernel stores O from registers (same results). */
+    if (p->o_stage && o_tma_ok(args, es)) {
+        FA3_TRY(encode_map(d, prm.tmap_o, "o", dt, es, args->o, c->head_dim_v, args->seqlen_q,
+                           args->num_heads, args->batch, args->o_row_stride,
+                           args->o_head_stride, args->o_batch_stride, 64));
+        prm.o_tma = 1;
+    }
     prm.o_ptr = (uint64_t)(uintptr_t)args->o;
     prm.lse_ptr = (uint64_t)(uintptr_t)args->lse;
     prm.o_batch_stride = args->o_batch_stride;
