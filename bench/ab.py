@@ -21,6 +21,11 @@ def bench(gen, variant, head_dim, dtype):
     env = dict(os.environ)
     env.pop("FA3JIT_PLAN_DEBUG", None)
     parts = [x for x in variant.split("+") if x]
+    for x in parts:
+        if x.startswith("@") and "=" not in x:
+            sys.exit(f"ab.py: variant part {x!r}: write @option=value")
+        if not x.startswith("@") and "@" in x:
+            sys.exit(f"ab.py: variant part {x!r}: join bench options with '+', not ','")
     knobs = [x for x in parts if not x.startswith("@")]
     args = []
     for x in parts:
@@ -44,12 +49,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("variants", nargs="+")
     a = ap.parse_args()
+    if "default" in a.variants or len(set(a.variants)) != len(a.variants):
+        sys.exit("ab.py: variants must be distinct and not named 'default' (it always runs)")
     names = ["default"] + a.variants
     runs = {n: [] for n in names}
     for _ in range(a.rounds):
         for n in names:
             runs[n].append(bench(a.fa3_gen, "" if n == "default" else n, a.head_dim, a.dtype))
-    shapes = sorted(runs["default"][0])
+    # only the shapes every variant measured (an @seqlen or @causal variant measures fewer)
+    shapes = sorted(set.intersection(*(set(r) for n in names for r in runs[n])))
     print(f"{a.dtype} hd{a.head_dim}, median of {a.rounds} rounds, TFLOP/s")
     print("shape".ljust(16) + "".join(n[:28].rjust(30) for n in names))
     for s in shapes:

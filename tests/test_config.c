@@ -395,6 +395,49 @@ static void test_emit_ptx(void **state)
         }
 }
 
+/* FA3JIT_PLAN_DEBUG (benchmark knobs): values out of range are ignored (a K/V ring of 0 or 1
+   stages would overlap shared memory), in-range ones change the kernel, and three consumer
+   warpgroups are not used where their registers would not hold the tile. */
+static char *ptx_with(const char *knobs, int head_dim, int block_n)
+{
+    if (knobs)
+        setenv("FA3JIT_PLAN_DEBUG", knobs, 1);
+    else
+        unsetenv("FA3JIT_PLAN_DEBUG");
+    fa3_config c = base();
+    c.head_dim = head_dim;
+    c.block_n = block_n;
+    char *ptx = NULL;
+    size_t len = 0;
+    assert_int_equal(fa3_emit_ptx(&c, &ptx, &len), FA3_OK);
+    unsetenv("FA3JIT_PLAN_DEBUG");
+    return ptx;
+}
+
+static void test_plan_debug_knobs(void **state)
+{
+    (void)state;
+    char *def = ptx_with(NULL, 128, 0);
+    static const char *const ignored[] = {"stages=0", "stages=1", "stages=10", "stages=9",
+                                          "wg3=2", "xstages=3", "q_double=01"};
+    for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) {
+        char *p = ptx_with(ignored[i], 128, 0);
+        if (strcmp(p, def) != 0)
+            fail_msg("FA3JIT_PLAN_DEBUG=%s changed the kernel (should be ignored)", ignored[i]);
+        fa3_free(p);
+    }
+    char *st3 = ptx_with("stages=3", 128, 0);
+    assert_true(strcmp(st3, def) != 0);
+    fa3_free(st3);
+    fa3_free(def);
+    /* head_dim 64: three consumers (512 threads) at block_n 128, two (384) at block_n 192 */
+    char *w128 = ptx_with(NULL, 64, 128), *w192 = ptx_with(NULL, 64, 192);
+    assert_non_null(strstr(w128, ".maxntid 512,"));
+    assert_non_null(strstr(w192, ".maxntid 384,"));
+    fa3_free(w128);
+    fa3_free(w192);
+}
+
 static void test_fwd_args_helpers(void **state)
 {
     (void)state;
@@ -469,6 +512,7 @@ int main(void)
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_context_options),
         cmocka_unit_test(test_emit_ptx),
+        cmocka_unit_test(test_plan_debug_knobs),
         cmocka_unit_test(test_fwd_args_helpers),
         cmocka_unit_test(test_fwd_flops),
     };

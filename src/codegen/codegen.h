@@ -31,7 +31,8 @@ typedef struct fa3_plan {
     int q_double;          /* 1: two Q buffers where shared memory allows (q_bufs = 2) */
     int k_before_q;        /* 1 (single Q buffer): a tile's first K load is issued before its Q
                               load, which waits for the previous tile's last QK */
-    int dbg_no_o_store;    /* timing only (O not written): O stores predicated off at run time */
+    int dbg_no_o_store;    /* timing only (O not written): no TMA store, and the stores from
+                              registers predicated off at run time */
     int wg3;               /* 1: three consumer warpgroups (block_m 192) for head_dim 64 */
     int o_tma_store;       /* 1: TMA-store epilogue where its staging buffer fits (o_stage) */
     int o_stage_in_q;      /* 1: without room for staging, stage O in the Q buffer (o_stage 2) */

@@ -41,8 +41,8 @@ void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
      308/467 TFLOP/s; off for non-masked (nc_sections, tried: −5 to −13%);
    - pp_continuous (ping-pong order kept across tiles): non-causal 512/1024 +3–5%;
    - q_double, k_before_q: see fa3_plan_make; wg3: three consumer warpgroups for hd64.
-   Values are one digit (stages=3 sets the K/V ring depth). The PTX changes, so cache keys do
-   too. Unknown names and values are ignored. */
+   Values are one digit: 0/1, or 2..8 for stages (the K/V ring depth). The PTX changes, so cache
+   keys do too. Unknown names and values out of range are ignored. */
 static void apply_debug_overrides(fa3_plan *p)
 {
     const char *env = getenv("FA3JIT_PLAN_DEBUG");
@@ -51,25 +51,31 @@ static void apply_debug_overrides(fa3_plan *p)
     static const struct {
         const char *name;
         size_t off;
+        int lo, hi; /* accepted values; anything else is ignored */
     } knobs[] = {
-        {"pingpong", offsetof(fa3_plan, pingpong)},
-        {"arrive_per_warp", offsetof(fa3_plan, arrive_per_warp)},
-        {"early_q_release", offsetof(fa3_plan, early_q_release)},
-        {"l2_sections", offsetof(fa3_plan, l2_sections)},
-        {"pp_continuous", offsetof(fa3_plan, pp_continuous)},
-        {"q_double", offsetof(fa3_plan, q_double)},
-        {"k_before_q", offsetof(fa3_plan, k_before_q)},
-        {"wg3", offsetof(fa3_plan, wg3)},
-        {"stages", offsetof(fa3_plan, stages)},
-        {"o_tma_store", offsetof(fa3_plan, o_tma_store)},
-        {"o_stage_in_q", offsetof(fa3_plan, o_stage_in_q)},
-        {"dbg_no_o_store", offsetof(fa3_plan, dbg_no_o_store)},
+        {"pingpong", offsetof(fa3_plan, pingpong), 0, 1},
+        {"arrive_per_warp", offsetof(fa3_plan, arrive_per_warp), 0, 1},
+        {"early_q_release", offsetof(fa3_plan, early_q_release), 0, 1},
+        {"l2_sections", offsetof(fa3_plan, l2_sections), 0, 1},
+        {"pp_continuous", offsetof(fa3_plan, pp_continuous), 0, 1},
+        {"q_double", offsetof(fa3_plan, q_double), 0, 1},
+        {"k_before_q", offsetof(fa3_plan, k_before_q), 0, 1},
+        {"wg3", offsetof(fa3_plan, wg3), 0, 1},
+        {"stages", offsetof(fa3_plan, stages), 2, 8}, /* the range config.c accepts */
+        {"o_tma_store", offsetof(fa3_plan, o_tma_store), 0, 1},
+        {"o_stage_in_q", offsetof(fa3_plan, o_stage_in_q), 0, 1},
+        {"dbg_no_o_store", offsetof(fa3_plan, dbg_no_o_store), 0, 1},
     };
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
         const char *at = strstr(env, knobs[i].name);
         size_t n = strlen(knobs[i].name);
-        if (at && at[n] == '=' && at[n + 1] >= '0' && at[n + 1] <= '9')
-            *(int *)((char *)p + knobs[i].off) = at[n + 1] - '0';
+        /* name=D with one digit D, then ',' or the end */
+        if (at && (at == env || at[-1] == ',') && at[n] == '=' && at[n + 1] >= '0' &&
+            at[n + 1] <= '9' && (at[n + 2] == ',' || at[n + 2] == '\0')) {
+            int v = at[n + 1] - '0';
+            if (v >= knobs[i].lo && v <= knobs[i].hi)
+                *(int *)((char *)p + knobs[i].off) = v;
+        }
     }
 }
 
@@ -97,7 +103,12 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
        (16k 502 vs 424); loses at causal 512/1024 (198/267 vs 238/300): 192-row tiles put two
        masked key blocks on each diagonal and short rows leave more of a tile idle. One kernel
        serves every seqlen, so the long-sequence win decides. */
-    p->num_consumer_wg = p->wg3 && cfg->head_dim <= 64 && cfg->head_dim_v <= 64 ? 3 : 2;
+    /* Three consumers have 160 registers each and ptxas plans the kernel within 128 (65536 / 512
+       threads): beyond 128 accumulator registers (block_n > 128 at head_dim 64) it spills, so
+       such tiles take two consumers. */
+    const int live3 = p->block_n / 2 + p->block_n / 4 + 32;
+    p->num_consumer_wg =
+        p->wg3 && cfg->head_dim <= 64 && cfg->head_dim_v <= 64 && live3 <= 128 ? 3 : 2;
     if (p->num_consumer_wg == 3)
         p->pp_continuous = 1; /* the per-tile ping-pong handover exists for two only */
     p->block_m = 64 * p->num_consumer_wg;
@@ -127,6 +138,8 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
          register-to-global stores were most of the per-tile cost;
        - a second Q buffer (q_bufs 2): the producer loads the next tile's Q while this one runs.
          Measured neutral to +2% at seqlen ≥ 4096, within noise (±3%) below (q_double=0). */
+    if (p->dbg_no_o_store)
+        p->o_tma_store = 0; /* the knob times the register-to-global stores, predicated off */
     static const int tries[4][2] = {{2, 1}, {1, 1}, {2, 0}, {1, 0}}; /* {q_bufs, o_stage} */
     for (int t = 0; t < 4; t++) {
         p->q_bufs = tries[t][0];
