@@ -301,11 +301,14 @@ FA3_API fa3_status fa3_kernel_get_cubin(const fa3_kernel *kernel, const void **d
  *        capped) scores of each row; -inf for a row that sees no key. NULL = not written.
  * TMA requirements: q, k, v 16-byte aligned; their batch/row/head strides × element size multiples
  * of 16 bytes (a stride of 0 broadcasts, e.g. K/V shared by all heads). o must be 4-byte aligned
- * with even strides and must not overlap itself; lse 4-byte aligned.
+ * with even strides and must not overlap itself; lse 4-byte aligned. An o that also meets the
+ * q/k/v rules (16-byte address and strides) is written by TMA from shared memory; any other o from
+ * registers, with the same results but slower when sequences are short (hd128 seqlen 512: ~12%).
  * Aliasing: o and lse must not overlap k, v or each other; o may overlap q only by being exactly q
  * (same address and strides, head_dim_v == head_dim): in-place output.
  * Limits (FA3_ERR_BAD_SHAPE): every extent ≥ 1; seqlen_q + seqlen_k + 256 ≤ 2^31 − 1 (32-bit index
- * arithmetic in the kernel); ceil(seqlen_q / 128) · num_heads · batch ≤ 2^31 − 1.
+ * arithmetic in the kernel); ceil(seqlen_q / block_m) · num_heads · batch ≤ 2^31 − 1 (block_m:
+ * fa3_kernel_info, 128, or 192 for head_dim 64).
  * GQA/MQA: num_heads_k divides num_heads; query head h reads K/V head h / (num_heads/num_heads_k).
  * A query row that sees no key gets O = 0 and lse = -inf.
  */
