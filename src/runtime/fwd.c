@@ -96,23 +96,29 @@ double fa3_fwd_flops(const fa3_config *cfg, const fa3_fwd_args *args)
 
 #define MAX_TMA_STRIDE ((int64_t)1 << 40) /* bytes, exclusive */
 
-/* A Q/K/V stride: non-negative; when its dimension has more than one element, × 2 bytes a
-   multiple of 16 and below 2^40 (TMA rules). */
+/* TMA's rule for an element stride: any value when the axis has one element (never used: the
+   tensor map gets a substitute), else non-negative, × element size a multiple of 16 bytes and
+   below 2^40 bytes. */
+static int tma_stride_ok(int64_t stride, int64_t extent, int esize)
+{
+    return extent <= 1 ||
+           (stride >= 0 && stride < MAX_TMA_STRIDE / esize && (stride * esize) % 16 == 0);
+}
+
+/* A Q/K/V stride: non-negative, and TMA's rule (tma_stride_ok). */
 static fa3_status check_tma_stride(const char *name, int64_t stride, int64_t extent, int esize)
 {
     if (stride < 0)
         return fa3_seterr(FA3_ERR_BAD_STRIDE, "%s %lld is negative", name, (long long)stride);
-    if (extent <= 1)
-        return FA3_OK; /* never used: the tensor map gets a substitute */
+    if (tma_stride_ok(stride, extent, esize))
+        return FA3_OK;
     if (stride >= MAX_TMA_STRIDE / esize)
         return fa3_seterr(FA3_ERR_BAD_STRIDE,
                           "%s %lld elements is too large (TMA strides must be below 2^40 bytes)",
                           name, (long long)stride);
-    if ((stride * esize) % 16 != 0)
-        return fa3_seterr(FA3_ERR_BAD_STRIDE,
-                          "%s %lld elements = %lld bytes is not a multiple of 16 bytes (TMA)", name,
-                          (long long)stride, (long long)(stride * esize));
-    return FA3_OK;
+    return fa3_seterr(FA3_ERR_BAD_STRIDE,
+                      "%s %lld elements = %lld bytes is not a multiple of 16 bytes (TMA)", name,
+                      (long long)stride, (long long)(stride * esize));
 }
 
 static fa3_status check_o_stride(const char *name, int64_t stride, int64_t extent)
@@ -405,18 +411,12 @@ static fa3_status encode_map(const fa3_driver *d, uint8_t map[128], const char *
     return FA3_OK;
 }
 
-/* Whether O can be written through a tensor map: 16-byte aligned, strides of axes with more than
-   one element a multiple of 16 bytes and below 2^40 bytes. */
+/* Whether O can be written through a tensor map: 16-byte aligned, strides by TMA's rule. */
 static int o_tma_ok(const fa3_fwd_args *a, int es)
 {
-    if ((uintptr_t)a->o % 16 != 0)
-        return 0;
-    const int64_t st[3] = {a->o_row_stride, a->o_head_stride, a->o_batch_stride};
-    const int64_t ex[3] = {a->seqlen_q, a->num_heads, a->batch};
-    for (int i = 0; i < 3; i++)
-        if (ex[i] > 1 && (st[i] < 0 || (st[i] * es) % 16 != 0 || st[i] >= MAX_TMA_STRIDE / es))
-            return 0;
-    return 1;
+    return (uintptr_t)a->o % 16 == 0 && tma_stride_ok(a->o_row_stride, a->seqlen_q, es) &&
+           tma_stride_ok(a->o_head_stride, a->num_heads, es) &&
+           tma_stride_ok(a->o_batch_stride, a->batch, es);
 }
 
 /* Compute capability (major·10 + minor) and SM count of a device, read from the driver once per
