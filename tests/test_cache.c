@@ -39,15 +39,9 @@
 #include "runtime/cache.h"
 #include "runtime/compile.h"
 #include "runtime/runtime.h"
+#include "check.h"
 
 static char g_root[256]; /* the test's temp folder */
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        fa3_status st_ = (call);                                                      \
-        if (st_ != FA3_OK)                                                            \
-            fail_msg("%s: %s: %s", #call, fa3_strerror(st_), fa3_last_error_message()); \
-    } while (0)
 
 /* ---------------------------------------------------------------- helpers */
 

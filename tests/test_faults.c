@@ -34,16 +34,10 @@
 #include "runtime/compile.h"
 #include "runtime/driver.h"
 #include "runtime/runtime.h"
+#include "check.h"
 
 static char g_root[256];
 static int g_seq;
-
-#define CHECK(call)                                                                     \
-    do {                                                                                \
-        fa3_status st_ = (call);                                                        \
-        if (st_ != FA3_OK)                                                              \
-            fail_msg("%s: %s: %s", #call, fa3_strerror(st_), fa3_last_error_message()); \
-    } while (0)
 
 /* The message must contain each of the NULL-terminated needles. */
 static void msg_has(const char *msg, ...)

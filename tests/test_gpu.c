@@ -37,28 +37,11 @@
 #include "fa3jit.h"
 #include "gpu_util.h"
 #include "runtime/reference.h"
+#include "check.h"
 
 static fa3_context *g_ctx;
 static uint64_t g_seed;
 static int g_skipped;
-
-/* Skips the calling test when there is no usable GPU, printing why. */
-#define REQUIRE_GPU()                                  \
-    do {                                               \
-        char why_[1024];                               \
-        if (!gpu_available(why_, sizeof why_)) {       \
-            printf("SKIP: %s\n", why_);                \
-            g_skipped++;                               \
-            skip(); /* no driver / no sm_90 device */  \
-        }                                              \
-    } while (0)
-
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        fa3_status st_ = (call);                                                      \
-        if (st_ != FA3_OK)                                                            \
-            fail_msg("%s: %s: %s", #call, fa3_strerror(st_), fa3_last_error_message()); \
-    } while (0)
 
 /* ------------------------------------------------------------------------------------------- */
 /* One attention problem: host inputs, device buffers, kernel output and both references. */

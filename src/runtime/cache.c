@@ -679,19 +679,26 @@ static int cmp_file(const void *a, const void *b)
     return strcmp(((const fa3_cache_file *)a)->name, ((const fa3_cache_file *)b)->name);
 }
 
+/* Opens the cache directory for listing: *d = NULL (FA3_OK) when it does not exist. */
+static fa3_status open_cache_dir(const char *dir, DIR **d)
+{
+    *d = opendir(dir);
+    if (*d || errno == ENOENT)
+        return FA3_OK;
+    return fa3_seterr(FA3_ERR_CACHE_IO, "cannot list cache directory %s: opendir: %s", dir,
+                      strerror(errno));
+}
+
 fa3_status fa3_cache_list(const char *dir, fa3_cache_file **files, size_t *count)
 {
     if (!dir || !files || !count)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_list: NULL argument");
     *files = NULL;
     *count = 0;
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT)
-            return FA3_OK;
-        return fa3_seterr(FA3_ERR_CACHE_IO, "cannot list cache directory %s: opendir: %s", dir,
-                          strerror(errno));
-    }
+    DIR *d = NULL;
+    FA3_TRY(open_cache_dir(dir, &d));
+    if (!d)
+        return FA3_OK; /* no directory: nothing cached */
     fa3_cache_file *v = NULL;
     size_t nv = 0, cap = 0;
     fa3_status st = FA3_OK;
@@ -764,13 +771,10 @@ fa3_status fa3_cache_clear(const char *dir, size_t *removed, uint64_t *bytes)
         *bytes = 0;
     if (!dir)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_clear: NULL dir");
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT)
-            return FA3_OK;
-        return fa3_seterr(FA3_ERR_CACHE_IO, "cannot list cache directory %s: opendir: %s", dir,
-                          strerror(errno));
-    }
+    DIR *d = NULL;
+    FA3_TRY(open_cache_dir(dir, &d));
+    if (!d)
+        return FA3_OK; /* no directory: nothing cached */
     fa3_status st = FA3_OK;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
