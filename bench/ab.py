@@ -6,6 +6,8 @@ that clock and thermal drift hit every variant alike, and prints the median TFLO
 usage: bench/ab.py [--fa3-gen build/fa3-gen] [--head-dim 64] [--dtype bf16] [--rounds 3]
                    VARIANT...      e.g. early_q_release=0 "arrive_per_warp=0,early_q_release=0"
                                    @layout=bhsd (fa3-gen bench --layout bhsd), wg3=0+@layout=bhsd
+                                   gen:.gpu/base/fa3-gen (another build, e.g. the last commit's;
+                                   its libfa3jit.so must sit beside it)
 """
 import argparse
 import json
@@ -16,11 +18,20 @@ import sys
 
 
 def bench(gen, variant, head_dim, dtype):
-    """variant: '+'-joined parts; a part '@opt=val' is the fa3-gen bench option --opt val, any
-    other part a FA3JIT_PLAN_DEBUG setting (e.g. 'wg3=0+@layout=bhsd')."""
+    """variant: '+'-joined parts; a part '@opt=val' is the fa3-gen bench option --opt val, a part
+    'gen:PATH' runs the fa3-gen at PATH with the libfa3jit.so beside it, any other part a
+    FA3JIT_PLAN_DEBUG setting (e.g. 'wg3=0+@layout=bhsd')."""
     env = dict(os.environ)
     env.pop("FA3JIT_PLAN_DEBUG", None)
     parts = [x for x in variant.split("+") if x]
+    for x in [x for x in parts if x.startswith("gen:")]:
+        gen = os.path.abspath(x[4:])
+        if not os.access(gen, os.X_OK):
+            sys.exit(f"ab.py: variant part {x!r}: {gen} is not an executable")
+        libdir = os.path.dirname(gen)
+        env["LD_LIBRARY_PATH"] = libdir + os.pathsep + env.get("LD_LIBRARY_PATH", "")
+        env["FA3JIT_LIBRARY"] = os.path.join(libdir, "libfa3jit.so")
+    parts = [x for x in parts if not x.startswith("gen:")]
     for x in parts:
         if x.startswith("@") and "=" not in x:
             sys.exit(f"ab.py: variant part {x!r}: write @option=value")
@@ -51,6 +62,10 @@ def main():
     a = ap.parse_args()
     if "default" in a.variants or len(set(a.variants)) != len(a.variants):
         sys.exit("ab.py: variants must be distinct and not named 'default' (it always runs)")
+    for v in a.variants:
+        for x in v.split("+"):
+            if x.startswith("gen:") and not os.access(x[4:], os.X_OK):
+                sys.exit(f"ab.py: variant {v!r}: {x[4:]} is not an executable")
     names = ["default"] + a.variants
     runs = {n: [] for n in names}
     for _ in range(a.rounds):

@@ -10,4 +10,12 @@ cp build/fa3-gen build/tests/test_gpu build/tests/test_edge .gpu/
 for lib in libcmocka.so.0 libxxhash.so.0; do
   cp "$(readlink -f "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')")" ".gpu/$lib"
 done
+# BASE_BUILD=dir: another build folder (e.g. of the last commit) for A/B runs, as .gpu/base
+# (bench/ab.py variant gen:.gpu/base/fa3-gen).
+if [ -n "${BASE_BUILD:-}" ]; then
+  mkdir -p .gpu/base
+  strip --strip-unneeded -o .gpu/base/libfa3jit.so "$BASE_BUILD/libfa3jit.so"
+  xz -T2 -1 .gpu/base/libfa3jit.so   # two libraries exceed the 64 MiB carry; gpu-run unpacks
+  cp "$BASE_BUILD/fa3-gen" .gpu/base/
+fi
 du -sh .gpu

@@ -9,6 +9,10 @@ out=${OUT:-/tmp/fa3jit-gpu}; mkdir -p "$out"
 export LD_LIBRARY_PATH=$root/.gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export FA3JIT_CACHE_DIR=$(mktemp -d) FA3JIT_LIBRARY=$root/.gpu/libfa3jit.so
 gen=$root/.gpu/fa3-gen
+if [ -f "$root/.gpu/base/libfa3jit.so.xz" ]; then  # gpu-bundle BASE_BUILD
+  python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+    "$root/.gpu/base/libfa3jit.so.xz" "$root/.gpu/base/libfa3jit.so"
+fi
 steps=${*:-tests edge check pytest checkall compare sass sanitize}
 rc=0
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
@@ -50,6 +54,7 @@ for step in $steps; do
     for hd in ${AB_HEAD_DIMS:-64 128 256}; do
       v=AB_VARIANTS_$hd; v=${!v:-${AB_VARIANTS:-o_tma_store=0 q_double=0}}
       for var in $v; do
+        case "+$var" in *+gen:*) echo "$var hd$hd: another build (checked where it was built)"; continue;; esac
         knobs=$(tr '+' '\n' <<<"$var" | grep -v '^@' | paste -sd, -)  # @options: bench only
         [ -n "$knobs" ] || { echo "$var hd$hd: bench options only, kernel = default (checked by check)"; continue; }
         printf '%s hd%s: ' "$knobs" "$hd"

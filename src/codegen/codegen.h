@@ -36,6 +36,9 @@ typedef struct fa3_plan {
     int wg3;               /* 1: three consumer warpgroups (block_m 192) for head_dim 64 */
     int o_tma_store;       /* 1: TMA-store epilogue where its staging buffer fits (o_stage) */
     int o_stage_in_q;      /* 1: without room for staging, stage O in the Q buffer (o_stage 2) */
+    int masked_overlap;    /* 1: masked key blocks after the first get their own overlapped loop
+                              body; 0: they run PV alone, then QK alone (smaller kernel) */
+    int pv_split;          /* 1: the PV GEMM as wgmmas of at most 128 columns (n256 → 2 × n128) */
     int o_stage;           /* O staged in shared memory and stored with TMA when the runtime finds
                               O TMA-aligned (else st.global from registers): 0 never, 1 in its
                               own buffer (smem_o), 2 in the tile's Q buffer (Q released after) */

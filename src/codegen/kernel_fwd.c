@@ -423,18 +423,25 @@ static void emit_qk(gen *g)
     E("wgmma.commit_group.sync.aligned;");
 }
 
-/* O += P·V: bn/16 RS wgmmas of m64n{hdv}k16, P from registers, V MN-major (tB = 1). */
+/* O += P·V: bn/16 RS wgmmas of m64n{hdv}k16, P from registers, V MN-major (tB = 1). With
+   pv_split, each k-step is split into wgmmas of at most 128 columns: O registers 64h.. hold
+   columns 128h.., whose V boxes start 2h boxes (2h·bn·128 bytes) further. */
 static void emit_pv(gen *g)
 {
     const fa3_plan *p = g->p;
+    const int ncols = p->hdv_chunks * 64;
+    const int step = p->pv_split && ncols > 128 ? 128 : ncols;
     char oregs[4096], aregs[128];
-    reglist(oregs, sizeof oregs, "o", 0, p->hdv_chunks * 32);
     E("wgmma.fence.sync.aligned;");
     for (int kk = 0; kk < p->block_n / 16; kk++) {
         reglist(aregs, sizeof aregs, "a", 4 * kk, 4);
-        E("add.s64 %%rd3, %%descv, %d;", (kk * 16 * 128) >> 4);
-        E("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, %s, %%rd3, %%ptrue, 1, 1, 1;",
-          p->hdv_chunks * 64, g->ab, g->ab, oregs, aregs);
+        for (int c0 = 0; c0 < ncols; c0 += step) {
+            int n = ncols - c0 < step ? ncols - c0 : step;
+            reglist(oregs, sizeof oregs, "o", c0 / 2, n / 2);
+            E("add.s64 %%rd3, %%descv, %d;", (kk * 16 * 128 + (c0 / 64) * p->block_n * 128) >> 4);
+            E("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, %s, %%rd3, %%ptrue, 1, 1, 1;",
+              n, g->ab, g->ab, oregs, aregs);
+        }
     }
     E("wgmma.commit_group.sync.aligned;");
 }
@@ -722,10 +729,22 @@ static void emit_consumer(gen *g)
 
     /* Intra-warpgroup overlap (FA3 §3.2): iteration j issues S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1}
        together, runs the softmax of S_j while the PV product is in flight, then rescales O.
-       Block 0 runs QK alone (peeled); a last section runs the final PV alone. No branch may sit
-       between a wgmma and its wait (ptxas would serialize the pipeline, C7514), so the loop body
-       is emitted twice, masked and unmasked, chosen at the top of each iteration. */
+       Key blocks run from the last (key tail, diagonal) down, so the masked blocks come first.
+       No control flow may sit between a wgmma and its wait: a branch around a wgmma serializes
+       every wgmma (C7514), and any branch or label inside the stage makes ptxas move the wait up
+       to it (no C75xx message; the softmax then no longer overlaps the PV product). Sections:
+         $Lcons_qk    S_j = Q·K_jᵀ alone, masked softmax, O *= alpha (zeros for block 0)
+         $Lcons_loop  unmasked block: S_j and P_{j-1}·V_{j-1} overlapped
+         $Lcons_pv    P_{j-1}·V_{j-1} alone: before a masked block's $Lcons_qk, and at the end
+       Masked blocks after the first (key tails are first and single, so only causal or local
+       windows have them) thus run their two GEMMs one after the other; masked_overlap emits a
+       masked copy of the overlapped body for them instead (a kernel 30-40% longer to compile). */
+    const int windows = p->cfg.mask != FA3_MASK_NONE;
+    const int masked_body = windows && p->masked_overlap;
+    E("mov.u32 %%it, 0;");
     E("sub.s32 %%n, %%nmax, 1;");
+    if (windows && !masked_body)
+        fa3_emitf(g->b, "$Lcons_qk:\n");
     emit_k_wait_desc(g);
     if (pp)
         E("bar.sync %%r55, 256;");
@@ -734,27 +753,31 @@ static void emit_consumer(gen *g)
         E("bar.arrive %%r56, 256;");
     E("wgmma.wait_group.sync.aligned 0;");
     emit_k_release(g);
-    E("mov.u32 %%it, 0;");
     emit_q_release_if_last(g);
     emit_softmax(g, 1);
+    if (windows && !masked_body)
+        emit_rescale_o(g);
     emit_pack_p(g);
     E("mov.u32 %%pstage, %%stage;");
     E("mov.u32 %%pphase, %%phase;");
     emit_stage_advance(g);
-    E("mov.u32 %%it, 1;");
+    E("add.u32 %%it, %%it, 1;");
 
     fa3_emitf(g->b, "$Lcons_loop:\n");
     E("setp.ge.s32 %%p6, %%it, %%niters;");
-    E("@%%p6 bra $Lcons_last;");
+    E("@%%p6 bra $Lcons_pv;");
     E("sub.s32 %%n, %%nmax, %%it;");
     E("sub.s32 %%n, %%n, 1;");
-    /* needs mask: block crosses the key tail or a window edge */
-    E("mul.lo.s32 %%r50, %%n, %d;", p->block_n);
-    E("add.s32 %%r51, %%r50, %d;", p->block_n - 1); /* last key of the block */
-    E("setp.gt.s32 %%p8, %%r51, %%r47;");
-    E("setp.lt.or.s32 %%p8, %%r50, %%r48, %%p8;");
-    E("@%%p8 bra $Lcons_masked;");
-    for (int masked = 0; masked < 2; masked++) {
+    if (windows) {
+        /* needs the mask: the block ends past the last key every row sees (%r47) or starts
+           before the first (%r48) */
+        E("mul.lo.s32 %%r50, %%n, %d;", p->block_n);
+        E("add.s32 %%r51, %%r50, %d;", p->block_n - 1); /* last key of the block */
+        E("setp.gt.s32 %%p8, %%r51, %%r47;");
+        E("setp.lt.or.s32 %%p8, %%r50, %%r48, %%p8;");
+        E("@%%p8 bra %s;", masked_body ? "$Lcons_masked" : "$Lcons_pv");
+    }
+    for (int masked = 0; masked <= masked_body; masked++) {
         if (masked)
             fa3_emitf(g->b, "$Lcons_masked:\n");
         emit_k_wait_desc(g);
@@ -779,9 +802,9 @@ static void emit_consumer(gen *g)
         E("add.u32 %%it, %%it, 1;");
         E("bra.uni $Lcons_loop;");
     }
-    fa3_emitf(g->b, "$Lcons_last:\n");
 
-    /* last section: O += P_last · V_last */
+    /* O += P_{j-1} · V_{j-1} alone: the tile's last, or before masked block j */
+    fa3_emitf(g->b, "$Lcons_pv:\n");
     emit_v_wait_desc(g);
     if (pp)
         E("bar.sync %%r55, 256;");
@@ -792,12 +815,17 @@ static void emit_consumer(gen *g)
         /* consumer 1 skips its very last arrive: consumer 0 has no GEMM left to order */
         int lab = new_label(g);
         E("setp.eq.u32 %%p13, %%r40, 1;");
+        E("setp.ge.and.s32 %%p13, %%it, %%niters, %%p13;");
         E("@%%p13 bra $Lpp%d;", lab);
         E("bar.arrive %%r56, 256;");
         fa3_emitf(g->b, "$Lpp%d:\n", lab);
     }
     E("wgmma.wait_group.sync.aligned 0;");
     emit_v_release(g);
+    if (windows && !masked_body) {
+        E("setp.lt.s32 %%p6, %%it, %%niters;");
+        E("@%%p6 bra $Lcons_qk;");
+    }
     if (!p->early_q_release && p->o_stage != 2) {
         E("add.u32 %%r53, %%bars, %d;", qempty_off(p, 0));
         if (p->q_bufs == 2)
