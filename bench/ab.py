@@ -4,6 +4,7 @@ plan and for each FA3JIT_PLAN_DEBUG variant (see src/codegen/plan.c), alternatin
 that clock and thermal drift hit every variant alike, and prints the median TFLOP/s per shape.
 
 usage: bench/ab.py [--fa3-gen build/fa3-gen] [--head-dim 64] [--dtype bf16] [--rounds 3]
+                   [--mask both|causal|non-causal]
                    VARIANT...      e.g. early_q_release=0 "arrive_per_warp=0,early_q_release=0"
                                    @layout=bhsd (fa3-gen bench --layout bhsd), wg3=0+@layout=bhsd
                                    gen:.gpu/base/fa3-gen (another build, e.g. the last commit's;
@@ -17,7 +18,7 @@ import subprocess
 import sys
 
 
-def bench(gen, variant, head_dim, dtype):
+def bench(gen, variant, head_dim, dtype, mask="both"):
     """variant: '+'-joined parts; a part '@opt=val' is the fa3-gen bench option --opt val, a part
     'gen:PATH' runs the fa3-gen at PATH with the libfa3jit.so beside it, any other part a
     FA3JIT_PLAN_DEBUG setting (e.g. 'wg3=0+@layout=bhsd')."""
@@ -44,7 +45,7 @@ def bench(gen, variant, head_dim, dtype):
             args += ["--" + x[1:].split("=", 1)[0]] + x.split("=", 1)[1:]
     if knobs:
         env["FA3JIT_PLAN_DEBUG"] = ",".join(knobs)
-    out = subprocess.run([gen, "bench", "--json", "--both", "--head-dim", str(head_dim),
+    out = subprocess.run([gen, "bench", "--json", "--" + mask, "--head-dim", str(head_dim),
                           "--dtype", dtype] + args, check=True, capture_output=True, text=True,
                          env=env).stdout.strip()
     recs = json.loads(out) if out.startswith("[") else [json.loads(l) for l in out.splitlines()
@@ -58,6 +59,7 @@ def main():
     ap.add_argument("--head-dim", type=int, default=64)
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--mask", choices=["both", "causal", "non-causal"], default="both")
     ap.add_argument("variants", nargs="+")
     a = ap.parse_args()
     if "default" in a.variants or len(set(a.variants)) != len(a.variants):
@@ -70,7 +72,8 @@ def main():
     runs = {n: [] for n in names}
     for _ in range(a.rounds):
         for n in names:
-            runs[n].append(bench(a.fa3_gen, "" if n == "default" else n, a.head_dim, a.dtype))
+            runs[n].append(bench(a.fa3_gen, "" if n == "default" else n, a.head_dim, a.dtype,
+                                 a.mask))
     # only the shapes every variant measured (an @seqlen or @causal variant measures fewer)
     shapes = sorted(set.intersection(*(set(r) for n in names for r in runs[n])))
     print(f"{a.dtype} hd{a.head_dim}, median of {a.rounds} rounds, TFLOP/s")

@@ -47,6 +47,7 @@ for step in $steps; do
     for hd in ${AB_HEAD_DIMS:-64 128 256}; do
       v=AB_VARIANTS_$hd; v=${!v:-${AB_VARIANTS:-o_tma_store=0 q_double=0}}
       timeout 300 python3 "$root/bench/ab.py" --fa3-gen $gen --head-dim $hd --rounds ${AB_ROUNDS:-2} \
+        --mask ${AB_MASK:-both} \
         $v 2>&1 | tee -a "$out/ab.txt"
     done
     kill $smi ;;
@@ -61,6 +62,19 @@ for step in $steps; do
         FA3JIT_PLAN_DEBUG=$knobs timeout 120 $gen check --head-dim $hd 2>&1 | tail -1
         [ "${PIPESTATUS[0]}" = 0 ] || rc=1
       done
+    done ;;
+  ncu) # warp-stall samples per SASS instruction of one launch; NCU_SHAPES: ';'-separated
+        # fa3-gen bench options, one profile each
+    IFS=';' read -ra shapes <<<"${NCU_SHAPES:---head-dim 128 --causal --seqlen 1024}"
+    for shape in "${shapes[@]}"; do
+      tag=$(tr -c 'a-z0-9' '_' <<<"$shape" | tr -s _)
+      timeout 200 ncu --clock-control none --target-processes all -k regex:fa3 --launch-skip 2 \
+        --launch-count 1 --section SourceCounters --section WarpStateStats --section SpeedOfLight \
+        -o /tmp/ncu_$tag -f $gen bench $shape --reps 3 --warmup 2 > /tmp/ncu_run.txt 2>&1 \
+        || { tail -5 /tmp/ncu_run.txt; rc=1; continue; }
+      ncu --import /tmp/ncu_$tag.ncu-rep --page source --csv --print-source sass > "$out/ncu_src_$tag.csv" 2>&1
+      ncu --import /tmp/ncu_$tag.ncu-rep --page details > "$out/ncu_details_$tag.txt" 2>&1
+      echo "ncu $shape: $(wc -l < "$out/ncu_src_$tag.csv") SASS rows"; grep -E "Duration|Warp Cycles Per Issued|Compute \(SM\) Throughput" "$out/ncu_details_$tag.txt" | head -5
     done ;;
   sanitize)
     # compute-sanitizer over every supported config (check --all: 480 configs incl. GQA, one

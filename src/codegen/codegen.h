@@ -38,6 +38,8 @@ typedef struct fa3_plan {
     int o_stage_in_q;      /* 1: without room for staging, stage O in the Q buffer (o_stage 2) */
     int masked_overlap;    /* 1: masked key blocks after the first get their own overlapped loop
                               body; 0: they run PV alone, then QK alone (smaller kernel) */
+    int section_search;    /* masked: 1 = the host picks the L2 section size whose static rounds
+                              balance best (runtime/schedule.c), 0 = the largest that fits L2 */
     int pv_split;          /* 1: the PV GEMM as wgmmas of at most 128 columns (n256 → 2 × n128) */
     int o_stage;           /* O staged in shared memory and stored with TMA when the runtime finds
                               O TMA-aligned (else st.global from registers): 0 never, 1 in its

@@ -67,6 +67,7 @@ static void apply_debug_overrides(fa3_plan *p)
         {"dbg_no_o_store", offsetof(fa3_plan, dbg_no_o_store), 0, 1},
         {"pv_split", offsetof(fa3_plan, pv_split), 0, 1},
         {"masked_overlap", offsetof(fa3_plan, masked_overlap), 0, 1},
+        {"section_search", offsetof(fa3_plan, section_search), 0, 1},
     };
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
         const char *at = strstr(env, knobs[i].name);
@@ -104,6 +105,7 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
        254/368/398, 16k 492/658/735 vs 492/613/681 TFLOP/s, non-causal equal (it has no such
        blocks). 0 compiles 30-40% faster (hd128 causal 0.30 vs 0.45 s). */
     p->masked_overlap = 1;
+    p->section_search = 1;
     apply_debug_overrides(p);
     /* Two consumer warpgroups (block_m 128), or three (block_m 192, FA3's choice) for head_dim
        64. Same-run A/B on the H200 (bench/ab.py, bf16, 2026-11-29, bench/RESULTS.md), wg3=1 vs 0:

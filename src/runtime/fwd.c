@@ -451,24 +451,37 @@ static fa3_status device_props(const fa3_driver *d, CUdevice dev, int *cc, int *
    belong to `grid` different heads and are gone from L2 when the next round comes back to those
    heads; at seqlen ≤ 2048 causal attention then waits on HBM. So the tiles are cut into sections
    of section_hb pairs whose K/V fit in 32 MiB of the 50 MiB L2 (FlashAttention-3's budget), but
-   never fewer than grid/4 pairs: a round of a section spans at most ~4 m_block levels, so the
-   static round-robin stays balanced (a simulation of this order: max/mean work per CTA ≤ 1.05
-   on the paper sweep; with 16 pairs per section it reached 1.7, and the H200 ran hd256 causal
-   seqlen 4096 at 398 instead of 599 TFLOP/s). Non-masked configs ignore it (m_block fastest). */
-static uint32_t section_hb(const fa3_config *c, const fa3_plan *p, const fa3_fwd_args *a,
-                           uint32_t hb_total, unsigned grid)
+   never fewer than grid/4 pairs (with 16 pairs per section the static rounds were 1.7x
+   unbalanced, and the H200 ran hd256 causal seqlen 4096 at 398 instead of 599 TFLOP/s). Within
+   [grid/4, that size] the size is the smallest whose static rounds share the work about as
+   evenly as the best (schedule.c); up to all pairs when even grid/4 pairs overflow the whole L2 (then L2 cannot
+   hold a section anyway). Same-run A/B (H200, bf16, session 3 call 7, section_search=0 = the
+   largest size that fits): causal hd128 512/1024 356/490 vs 326/411, hd256 512 324 vs 276,
+   hd64 1024/8192 296/505 vs 287/482 TFLOP/s, the other causal shapes equal. Letting sections
+   grow past the budget whenever the floor exceeded it (call 6) lost hd256 1024 (372 vs 477). Non-masked configs ignore it (m_block fastest). */
+static uint32_t section_hb(fa3_kernel *k, const fa3_fwd_args *a, int wl, int wr, uint32_t hb_total,
+                           unsigned grid)
 {
+    const fa3_config *c = &k->cfg;
+    const fa3_plan *p = &k->plan;
     if (!p->l2_sections || hb_total == 0 || c->mask == FA3_MASK_NONE)
         return hb_total ? hb_total : 1;
-    const uint64_t budget = 32ull << 20;
+    const uint64_t budget = 32ull << 20, l2 = 50ull << 20;
     const uint64_t kv_head = (uint64_t)a->seqlen_k * (uint64_t)(c->head_dim + c->head_dim_v) *
                              (uint64_t)p->elem_bytes;
-    uint64_t s = kv_head ? budget / kv_head : hb_total;
-    s *= (uint64_t)(a->num_heads / a->num_heads_k); /* query heads sharing a KV head */
+    const uint64_t gqa = (uint64_t)(a->num_heads / a->num_heads_k); /* query heads per KV head */
+    uint64_t s = kv_head ? budget / kv_head * gqa : hb_total;
     const uint64_t floor_ = ((uint64_t)grid + 3) / 4;
     if (s < floor_)
         s = floor_;
-    return s < hb_total ? (uint32_t)s : hb_total;
+    uint64_t hi = s;
+    if (kv_head && floor_ / gqa * kv_head > l2)
+        hi = hb_total; /* no section fits L2: balance alone decides */
+    if (!p->section_search)
+        return s < hb_total ? (uint32_t)s : hb_total;
+    uint32_t lo = floor_ < hb_total ? (uint32_t)floor_ : hb_total;
+    return fa3_choose_section_hb(k, a, wl, wr, hb_total, grid, lo,
+                                 hi < hb_total ? (uint32_t)hi : hb_total);
 }
 
 fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream)
@@ -552,7 +565,7 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream)
     unsigned grid = tiles;
     if (num_sms > 0 && grid > (unsigned)num_sms)
         grid = (unsigned)num_sms;
-    prm.section_hb = section_hb(c, p, args, tiles / (uint32_t)prm.num_m_blocks, grid);
+    prm.section_hb = section_hb(kernel, args, wl, wr, tiles / (uint32_t)prm.num_m_blocks, grid);
     void *params[] = {&prm};
     return FA3_CU(d, cuLaunchKernel(fn, grid, 1, 1, (unsigned)p->threads, 1, 1,
                                     (unsigned)p->smem_bytes, (CUstream)stream, params, NULL));

@@ -20,6 +20,13 @@ typedef struct fa3_kernel_module {
     CUfunction function;
 } fa3_kernel_module;
 
+/* One remembered section-size choice (schedule.c), per launch shape. */
+typedef struct fa3_section_memo {
+    int32_t seqlen_q, seqlen_k, wl, wr;
+    uint32_t hb, grid, lo, hi, s; /* s = 0: empty entry */
+} fa3_section_memo;
+#define FA3_SECTION_MEMO 8
+
 struct fa3_kernel {
     fa3_context *owner;
     /* Immutable once the kernel is published in the context's table (state == READY). */
@@ -43,6 +50,8 @@ struct fa3_kernel {
     unsigned long long serial;      /* process-unique id (per-thread "latest source" tracking) */
     fa3_kernel_module *modules;
     size_t num_modules, cap_modules;
+    fa3_section_memo section_memo[FA3_SECTION_MEMO]; /* recent launch shapes (schedule.c) */
+    unsigned section_memo_next;
 
     /* Guarded by the owner's mu. */
     int ready;               /* 0 while being built by some thread */
@@ -95,5 +104,23 @@ FA3_INTERNAL fa3_status fa3_cache_key_for(const fa3_config *canonical, const cha
 /* 1 if the kernel's compile log has a diagnostic line (see fa3_compile_result.has_warning); for
    DRIVER_JIT kernels known only after the first module load. Thread-safe. */
 FA3_INTERNAL int fa3_kernel_has_warning(const fa3_kernel *kernel);
+
+/*
+ * Section size for a masked launch (fa3_kernel_params.section_hb), in [lo, hi] (hi clipped to
+ * hb, the (head, batch) pairs): the size whose static tile order (as the kernel deals it to grid
+ * CTAs, plan p's block_m/block_n, windows wl/wr as the kernel gets them) gives the least
+ * busiest-CTA work (key blocks + 1.5 per tile), the smallest of those within 0.3%. Simulates at
+ * most 48 sizes (fewer for huge tile counts). Pure; never fails (hi when out of memory).
+ * Implemented in schedule.c.
+ */
+FA3_INTERNAL uint32_t fa3_section_search(const fa3_plan *p, int seqlen_q, int seqlen_k, int wl,
+                                         int wr, uint32_t hb, unsigned grid, uint32_t lo,
+                                         uint32_t hi);
+
+/* fa3_section_search for kernel's plan, remembering the last 8 launch shapes per kernel.
+   Thread-safe (kernel->mu). */
+FA3_INTERNAL uint32_t fa3_choose_section_hb(fa3_kernel *kernel, const fa3_fwd_args *args, int wl,
+                                            int wr, uint32_t hb, unsigned grid, uint32_t lo,
+                                            uint32_t hi);
 
 #endif
