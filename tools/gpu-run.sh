@@ -2,7 +2,8 @@
 # Runs on the H200 (device tool, carry [".gpu"]): SASS check of the shipped kernels, the GPU test
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
-# edge check pytest checkall compare sass sanitize ab. FA3JIT_BENCH_DTYPES picks compare's dtypes.
+# edge check pytest checkall compare sass sanitize ab checkvar ncu. FA3JIT_BENCH_DTYPES picks
+# compare's dtypes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/fa3jit-gpu}; mkdir -p "$out"
