@@ -9,12 +9,17 @@ inputs. Memory layout (--layout): "mixed" (default, the tables in bench/RESULTS.
 (batch, heads, seqlen, head_dim) contiguous as in ../shared/baselines/h200-sdpa.json; "bshd" or
 "bhsd": both libraries on that layout (cuDNN through a transposed view for bshd).
 FLOPs: 4*batch*heads*seqlen^2*head_dim, halved for causal (the same count fa3-gen uses).
+--repeat N: each library measured N times, alternating, and the median kept: fa3-gen bench in N
+processes (one kernel's speed moved up to 15% between processes on some shapes), cuDNN on N
+fresh sets of tensors.
 
 usage: bench/compare.py [--fa3-gen build/fa3-gen] [--dtypes bf16,fp16] [--head-dims 64,128,256]
-                        [--seqlens 512,...,16384] [--layout mixed|bshd|bhsd] [--json OUT.json]
+                        [--seqlens 512,...,16384] [--layout mixed|bshd|bhsd] [--repeat 1]
+                        [--json OUT.json]
 """
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 
@@ -46,6 +51,7 @@ def main():
     ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
     ap.add_argument("--json", default=None, help="write all rows to this file")
     ap.add_argument("--layout", default="mixed", choices=["mixed", "bshd", "bhsd"])
+    ap.add_argument("--repeat", type=int, default=1)
     a = ap.parse_args()
     seqlens = [int(s) for s in a.seqlens.split(",")]
     rows = []
@@ -54,23 +60,36 @@ def main():
             cmd = [a.fa3_gen, "bench", "--json", "--dtype", dtype, "--head-dim", str(hd), "--both"]
             if a.layout == "bhsd":
                 cmd += ["--layout", "bhsd"]
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-            fa3 = {}
-            text = out.strip()
-            recs = json.loads(text) if text.startswith("[") else [json.loads(l) for l in text.splitlines() if l.startswith("{")]
-            for r in recs:
-                fa3[(int(r["seqlen"]), bool(r["causal"]))] = float(r["tflops"])
+            runs = []  # one {(seqlen, causal): tflops} per fa3-gen process
+            cudnn = {}  # (seqlen, causal) -> [tflops per repeat]
+            for _ in range(max(1, a.repeat)):
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+                text = out.strip()
+                recs = json.loads(text) if text.startswith("[") else [
+                    json.loads(l) for l in text.splitlines() if l.startswith("{")]
+                runs.append({(int(r["seqlen"]), bool(r["causal"])): float(r["tflops"])
+                             for r in recs})
+                for key in runs[-1]:
+                    if key[0] in seqlens:
+                        cudnn.setdefault(key, []).append(cudnn_tflops(
+                            dtype, hd, key[0], key[1], "bshd" if a.layout == "bshd" else "bhsd"))
+            fa3 = {key: statistics.median(r[key] for r in runs if key in r) for key in cudnn}
             for causal in (False, True):
                 for s in seqlens:
                     if (s, causal) not in fa3:
                         continue
-                    c = cudnn_tflops(dtype, hd, s, causal, "bshd" if a.layout == "bshd" else "bhsd")
+                    c = statistics.median(cudnn[(s, causal)])
+                    runs_fa3 = [r[(s, causal)] for r in runs if (s, causal) in r]
                     rows.append(dict(dtype=dtype, head_dim=hd, seqlen=s, causal=causal,
-                                     fa3jit=fa3[(s, causal)], cudnn=c, ratio=fa3[(s, causal)] / c))
+                                     fa3jit=fa3[(s, causal)], cudnn=c, ratio=fa3[(s, causal)] / c,
+                                     fa3jit_runs=runs_fa3, cudnn_runs=cudnn[(s, causal)]))
                     r = rows[-1]
+                    spread = (f"  (fa3jit {min(runs_fa3):.0f}-{max(runs_fa3):.0f}, cuDNN "
+                              f"{min(r['cudnn_runs']):.0f}-{max(r['cudnn_runs']):.0f})"
+                              if len(runs_fa3) > 1 else "")
                     print(f"{dtype} hd{hd:<3} {'causal' if causal else 'full  '} {s:6d}  "
-                          f"fa3jit {r['fa3jit']:6.1f}  cuDNN {r['cudnn']:6.1f}  x{r['ratio']:.2f}",
-                          flush=True)
+                          f"fa3jit {r['fa3jit']:6.1f}  cuDNN {r['cudnn']:6.1f}  x{r['ratio']:.2f}"
+                          + spread, flush=True)
     print()
     print("| dtype | head_dim | causal | seqlen | fa3jit TFLOP/s | cuDNN TFLOP/s | ratio |")
     print("|---|---|---|---|---|---|---|")

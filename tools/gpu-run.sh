@@ -35,7 +35,8 @@ for step in $steps; do
   checkall) timeout 400 $gen check --all 2>&1 | tee "$out/check_all.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   check) timeout 400 $gen check 2>&1 | tee "$out/check.txt" | tail -30; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   pytest) (cd "$root" && timeout 400 python3 -m pytest python/tests -q -rs 2>&1) | tee "$out/pytest.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
-  compare) timeout 500 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --layout "${FA3JIT_BENCH_LAYOUT:-mixed}" --json /tmp/compare.json 2>&1 | tee "$out/compare.txt" | tail -45 ;;
+  compare) # COMPARE_REPEAT=N: median of N measurements of each library (bench/compare.py --repeat)
+    timeout 560 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --layout "${FA3JIT_BENCH_LAYOUT:-mixed}" --repeat "${COMPARE_REPEAT:-1}" --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -45 ;;
   compare_layouts) # both libraries on the same layout, bshd then bhsd (bf16)
     for l in bshd bhsd; do
       echo "--- layout $l"
