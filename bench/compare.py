@@ -12,10 +12,16 @@ FLOPs: 4*batch*heads*seqlen^2*head_dim, halved for causal (the same count fa3-ge
 --repeat N: each library measured N times, alternating, and the median kept: fa3-gen bench in N
 processes (one kernel's speed moved up to 15% between processes on some shapes), cuDNN on N
 fresh sets of tensors.
+--fa3-timer: "bench" (default) times fa3jit with `fa3-gen bench` (one process runs all shapes of
+a head_dim back to back); "python" times fa3jit.flash_attn_func with the same do_bench as cuDNN,
+in this process, right before cuDNN on each shape. The H200's SM clock moved between 1485 and
+1980 MHz within one run (nvidia-smi, 0.5 s samples) and the first of three rounds ran fastest
+for both libraries (52 and 62 of 72 shapes), so the per-shape alternation compares the two
+at the same clock.
 
 usage: bench/compare.py [--fa3-gen build/fa3-gen] [--dtypes bf16,fp16] [--head-dims 64,128,256]
                         [--seqlens 512,...,16384] [--layout mixed|bshd|bhsd] [--repeat 1]
-                        [--json OUT.json]
+                        [--fa3-timer bench|python] [--json OUT.json]
 """
 import argparse
 import json
@@ -43,6 +49,22 @@ def cudnn_tflops(dtype, hd, seqlen, causal, layout):
     return flops / (ms * 1e-3) / 1e12
 
 
+def fa3_python_tflops(dtype, hd, seqlen, causal):
+    """fa3jit.flash_attn_func on (batch, seqlen, heads, head_dim) tensors, timed like cuDNN."""
+    import torch
+    from triton.testing import do_bench
+    import fa3jit
+    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    b, h = 16384 // seqlen, 2048 // hd
+    q, k, v = (torch.randn(b, seqlen, h, hd, device="cuda", dtype=tdt) for _ in range(3))
+    fa3jit.flash_attn_func(q, k, v, causal=causal)  # the kernel's JIT, outside the timing
+    torch.cuda.synchronize()
+    ms = do_bench(lambda: fa3jit.flash_attn_func(q, k, v, causal=causal), warmup=25, rep=100,
+                  return_mode="median")
+    flops = 4.0 * b * h * seqlen * seqlen * hd * (0.5 if causal else 1.0)
+    return flops / (ms * 1e-3) / 1e12
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fa3-gen", default="build/fa3-gen")
@@ -52,7 +74,14 @@ def main():
     ap.add_argument("--json", default=None, help="write all rows to this file")
     ap.add_argument("--layout", default="mixed", choices=["mixed", "bshd", "bhsd"])
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--fa3-timer", choices=["bench", "python"], default="bench")
     a = ap.parse_args()
+    if a.fa3_timer == "python":
+        if a.layout == "bhsd":
+            sys.exit("compare.py: --fa3-timer python takes fa3jit's (batch, seqlen, heads, "
+                     "head_dim) tensors: use --layout mixed or bshd")
+        sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] /
+                               "python"))
     seqlens = [int(s) for s in a.seqlens.split(",")]
     rows = []
     for dtype in a.dtypes.split(","):
@@ -60,9 +89,17 @@ def main():
             cmd = [a.fa3_gen, "bench", "--json", "--dtype", dtype, "--head-dim", str(hd), "--both"]
             if a.layout == "bhsd":
                 cmd += ["--layout", "bhsd"]
-            runs = []  # one {(seqlen, causal): tflops} per fa3-gen process
+            runs = []  # one {(seqlen, causal): tflops} per fa3-gen process (or python round)
             cudnn = {}  # (seqlen, causal) -> [tflops per repeat]
             for _ in range(max(1, a.repeat)):
+                if a.fa3_timer == "python":
+                    runs.append({})
+                    for causal in (False, True):
+                        for s in seqlens:
+                            runs[-1][(s, causal)] = fa3_python_tflops(dtype, hd, s, causal)
+                            cudnn.setdefault((s, causal), []).append(cudnn_tflops(
+                                dtype, hd, s, causal, "bshd" if a.layout == "bshd" else "bhsd"))
+                    continue
                 out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
                 text = out.strip()
                 recs = json.loads(text) if text.startswith("[") else [

@@ -35,8 +35,9 @@ for step in $steps; do
   checkall) timeout 400 $gen check --all 2>&1 | tee "$out/check_all.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   check) timeout 400 $gen check 2>&1 | tee "$out/check.txt" | tail -30; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   pytest) (cd "$root" && timeout 400 python3 -m pytest python/tests -q -rs 2>&1) | tee "$out/pytest.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
-  compare) # COMPARE_REPEAT=N: median of N measurements of each library (bench/compare.py --repeat)
-    timeout 560 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --layout "${FA3JIT_BENCH_LAYOUT:-mixed}" --repeat "${COMPARE_REPEAT:-1}" --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -45 ;;
+  compare) # COMPARE_REPEAT=N: median of N measurements of each library (bench/compare.py --repeat);
+    # COMPARE_FA3_TIMER=python: fa3jit timed through its Python layer, alternating with cuDNN per shape
+    timeout 560 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --layout "${FA3JIT_BENCH_LAYOUT:-mixed}" --repeat "${COMPARE_REPEAT:-1}" --fa3-timer "${COMPARE_FA3_TIMER:-bench}" --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -45 ;;
   compare_layouts) # both libraries on the same layout, bshd then bhsd (bf16)
     for l in bshd bhsd; do
       echo "--- layout $l"
@@ -72,11 +73,13 @@ for step in $steps; do
       tag=$(tr -c 'a-z0-9' '_' <<<"$shape" | tr -s _)
       timeout 200 ncu --clock-control none --target-processes all -k regex:fa3 --launch-skip 2 \
         --launch-count 1 --section SourceCounters --section WarpStateStats --section SpeedOfLight \
+        --section MemoryWorkloadAnalysis \
         -o /tmp/ncu_$tag -f $gen bench $shape --reps 3 --warmup 2 > /tmp/ncu_run.txt 2>&1 \
         || { tail -5 /tmp/ncu_run.txt; rc=1; continue; }
       ncu --import /tmp/ncu_$tag.ncu-rep --page source --csv --print-source sass > "$out/ncu_src_$tag.csv" 2>&1
       ncu --import /tmp/ncu_$tag.ncu-rep --page details > "$out/ncu_details_$tag.txt" 2>&1
-      echo "ncu $shape: $(wc -l < "$out/ncu_src_$tag.csv") SASS rows"; grep -E "Duration|Warp Cycles Per Issued|Compute \(SM\) Throughput" "$out/ncu_details_$tag.txt" | head -5
+      echo "ncu $shape: $(wc -l < "$out/ncu_src_$tag.csv") SASS rows"
+      grep -E "Duration|Elapsed Cycles|SM Active Cycles|Compute .SM. Throughput|DRAM Throughput|L2 Hit Rate|Memory Throughput" "$out/ncu_details_$tag.txt" | head -12
     done ;;
   sanitize)
     # compute-sanitizer over every supported config (check --all: 480 configs incl. GQA, one
