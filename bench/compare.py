@@ -16,7 +16,8 @@ fresh sets of tensors.
 a head_dim back to back, no L2 flush) and cuDNN with do_bench (L2 flushed before each call);
 "python" times both the same way, in this process, fa3jit right before cuDNN on each shape: one
 call of each (fa3jit.flash_attn_func, SDPA) captured in a CUDA graph and replayed under do_bench,
-so that host-side costs (Python, ctypes, tensor maps) stay out of both times. The H200's SM clock moved between 1485 and
+so that host-side costs (Python, ctypes, tensor maps) stay out of both times; --l2 warm times
+10 calls back to back per replay instead of do_bench's one call after an L2 flush. The H200's SM clock moved between 1485 and
 1980 MHz within one run (nvidia-smi, 0.5 s samples) and the first of three rounds ran fastest
 for both libraries (52 and 62 of 72 shapes), so the per-shape alternation compares the two
 at the same clock.
@@ -51,9 +52,14 @@ def cudnn_tflops(dtype, hd, seqlen, causal, layout, graph=False):
     return flops / (ms * 1e-3) / 1e12
 
 
+L2_MODE = "flush"  # --l2
+
+
 def graph_ms(fn):
-    """do_bench (L2 flushed before each rep, events around it) of fn replayed from a CUDA graph,
-    so that neither library's host-side cost lands in the time."""
+    """fn replayed from a CUDA graph, so that neither library's host-side cost lands in the time.
+    L2_MODE "flush": do_bench (L2 flushed before each rep, events around it, median); "warm": a
+    graph of 10 back-to-back calls replayed 10 times after 3 warm replays, median per call (as
+    `fa3-gen bench` times: each call finds the previous one's data in L2)."""
     import torch
     from triton.testing import do_bench
     fn()  # first call outside the capture (fa3jit: the kernel's JIT)
@@ -64,10 +70,24 @@ def graph_ms(fn):
         fn()
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
+    calls = 1 if L2_MODE == "flush" else 10
     with torch.cuda.graph(g):
-        fn()
+        for _ in range(calls):
+            fn()
     torch.cuda.synchronize()
-    return do_bench(g.replay, warmup=25, rep=100, return_mode="median")
+    if L2_MODE == "flush":
+        return do_bench(g.replay, warmup=25, rep=100, return_mode="median")
+    for _ in range(3):
+        g.replay()
+    times = []
+    for _ in range(10):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        g.replay()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) / calls)
+    return sorted(times)[len(times) // 2]
 
 
 def fa3_python_tflops(dtype, hd, seqlen, causal):
@@ -92,7 +112,11 @@ def main():
     ap.add_argument("--layout", default="mixed", choices=["mixed", "bshd", "bhsd"])
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--fa3-timer", choices=["bench", "python"], default="bench")
+    ap.add_argument("--l2", choices=["flush", "warm"], default="flush",
+                    help="--fa3-timer python: L2 flushed before each call, or calls back to back")
     a = ap.parse_args()
+    global L2_MODE
+    L2_MODE = a.l2
     if a.fa3_timer == "python":
         if a.layout == "bhsd":
             sys.exit("compare.py: --fa3-timer python takes fa3jit's (batch, seqlen, heads, "

@@ -37,7 +37,7 @@ for step in $steps; do
   pytest) (cd "$root" && timeout 400 python3 -m pytest python/tests -q -rs 2>&1) | tee "$out/pytest.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   compare) # COMPARE_REPEAT=N: median of N measurements of each library (bench/compare.py --repeat);
     # COMPARE_FA3_TIMER=python: fa3jit timed through its Python layer, alternating with cuDNN per shape
-    timeout 560 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --layout "${FA3JIT_BENCH_LAYOUT:-mixed}" --repeat "${COMPARE_REPEAT:-1}" --fa3-timer "${COMPARE_FA3_TIMER:-bench}" --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -45 ;;
+    timeout 560 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --layout "${FA3JIT_BENCH_LAYOUT:-mixed}" --repeat "${COMPARE_REPEAT:-1}" --fa3-timer "${COMPARE_FA3_TIMER:-bench}" --l2 "${COMPARE_L2:-flush}" --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -45 ;;
   compare_layouts) # both libraries on the same layout, bshd then bhsd (bf16)
     for l in bshd bhsd; do
       echo "--- layout $l"
