@@ -12,9 +12,9 @@ FLOPs: 4*batch*heads*seqlen^2*head_dim, halved for causal (the same count fa3-ge
 --repeat N: each library measured N times, alternating, and the median kept: fa3-gen bench in N
 processes (one kernel's speed moved up to 15% between processes on some shapes), cuDNN on N
 fresh sets of tensors.
---fa3-timer: "bench" (default) times fa3jit with `fa3-gen bench` (one process runs all shapes of
+--fa3-timer: "bench" times fa3jit with `fa3-gen bench` (one process runs all shapes of
 a head_dim back to back, no L2 flush) and cuDNN with do_bench (L2 flushed before each call);
-"python" times both the same way, in this process, fa3jit right before cuDNN on each shape: one
+"python" (default) times both the same way, in this process, fa3jit right before cuDNN on each shape: one
 call of each (fa3jit.flash_attn_func, SDPA) captured in a CUDA graph and replayed under do_bench,
 so that host-side costs (Python, ctypes, tensor maps) stay out of both times; --l2 warm times
 10 calls back to back per replay instead of do_bench's one call after an L2 flush. The H200's SM clock moved between 1485 and
@@ -111,7 +111,7 @@ def main():
     ap.add_argument("--json", default=None, help="write all rows to this file")
     ap.add_argument("--layout", default="mixed", choices=["mixed", "bshd", "bhsd"])
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--fa3-timer", choices=["bench", "python"], default="bench")
+    ap.add_argument("--fa3-timer", choices=["bench", "python"], default="python")
     ap.add_argument("--l2", choices=["flush", "warm"], default="flush",
                     help="--fa3-timer python: L2 flushed before each call, or calls back to back")
     a = ap.parse_args()

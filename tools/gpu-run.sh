@@ -35,13 +35,16 @@ for step in $steps; do
   checkall) timeout 400 $gen check --all 2>&1 | tee "$out/check_all.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   check) timeout 400 $gen check 2>&1 | tee "$out/check.txt" | tail -30; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   pytest) (cd "$root" && timeout 400 python3 -m pytest python/tests -q -rs 2>&1) | tee "$out/pytest.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
-  compare) # COMPARE_REPEAT=N: median of N measurements of each library (bench/compare.py --repeat);
-    # COMPARE_FA3_TIMER=python: fa3jit timed through its Python layer, alternating with cuDNN per shape
-    timeout 560 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --layout "${FA3JIT_BENCH_LAYOUT:-mixed}" --repeat "${COMPARE_REPEAT:-1}" --fa3-timer "${COMPARE_FA3_TIMER:-bench}" --l2 "${COMPARE_L2:-flush}" --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -45 ;;
-  compare_layouts) # both libraries on the same layout, bshd then bhsd (bf16)
+  compare) # both libraries replayed from CUDA graphs under do_bench in one process, per shape in turn,
+    # median of COMPARE_REPEAT (3) rounds; COMPARE_FA3_TIMER=bench: fa3jit by `fa3-gen bench`
+    # instead (short bursts: reads high, see docs/notes.md); COMPARE_L2=warm: back-to-back calls
+    timeout 560 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --layout "${FA3JIT_BENCH_LAYOUT:-mixed}" --repeat "${COMPARE_REPEAT:-3}" --fa3-timer "${COMPARE_FA3_TIMER:-python}" --l2 "${COMPARE_L2:-flush}" --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -45 ;;
+  compare_layouts) # both libraries on the same layout, bshd then bhsd (bf16; fa3jit by fa3-gen bench,
+    # whose --layout bhsd the Python layer lacks)
     for l in bshd bhsd; do
       echo "--- layout $l"
-      timeout 300 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes bf16 --layout $l 2>&1 \
+      timeout 300 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes bf16 --layout $l \
+        --fa3-timer bench 2>&1 \
         | tee "$out/compare_$l.txt" | grep '^|'
     done ;;
   ab) # same-run A/B of FA3JIT_PLAN_DEBUG variants (bench/ab.py); clocks and power logged beside
