@@ -111,12 +111,17 @@ def main():
     ap.add_argument("--json", default=None, help="write all rows to this file")
     ap.add_argument("--layout", default="mixed", choices=["mixed", "bshd", "bhsd"])
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--fa3-timer", choices=["bench", "python"], default="python")
+    ap.add_argument("--fa3-timer", choices=["bench", "python"], default="python",
+                    help="python: the library fa3jit's Python layer loads ($FA3JIT_LIBRARY, which "
+                    "tools/gpu-run.sh points at the carried build; --fa3-gen is not used)")
     ap.add_argument("--l2", choices=["flush", "warm"], default="flush",
                     help="--fa3-timer python: L2 flushed before each call, or calls back to back")
     a = ap.parse_args()
     global L2_MODE
     L2_MODE = a.l2
+    if a.l2 == "warm" and a.fa3_timer != "python":
+        sys.exit("compare.py: --l2 warm needs --fa3-timer python (fa3-gen bench runs warm, "
+                 "cuDNN's do_bench flushes L2)")
     if a.fa3_timer == "python":
         if a.layout == "bhsd":
             sys.exit("compare.py: --fa3-timer python takes fa3jit's (batch, seqlen, heads, "

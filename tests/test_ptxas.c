@@ -50,9 +50,11 @@ typedef struct ptxas_case {
     char name[64];
     fa3_config cfg;
     int must_accept; /* in the default set */
+    const char *knobs; /* FA3JIT_PLAN_DEBUG while planning (benchmark variants), or NULL */
 } ptxas_case;
 
-enum { NCASES = 6 * 2 * 3 * 2 }; /* (head_dim, head_dim_v) x dtype x mask x softcap */
+/* (head_dim, head_dim_v) x dtype x mask x softcap, then the benchmark-knob variants */
+enum { NDEFAULT = 6 * 2 * 3 * 2, NKNOB = 4, NCASES = NDEFAULT + NKNOB };
 static ptxas_case g_cases[NCASES];
 
 /* Resources read from a ptxas -v log (-1 = not found). */
@@ -273,7 +275,10 @@ static void test_one_config(void **state)
         skip(); /* a config the library refuses up front */
     }
     fa3_plan plan;
+    if (pc->knobs)
+        setenv("FA3JIT_PLAN_DEBUG", pc->knobs, 1);
     st = fa3_plan_make(&c, &plan);
+    unsetenv("FA3JIT_PLAN_DEBUG");
     if (st != FA3_OK)
         fail_msg("%s: fa3_plan_make: %s", pc->name, fa3_last_error_message());
 
@@ -303,7 +308,7 @@ static void test_one_config(void **state)
     (pn += (size_t)snprintf(problems + pn, pn < sizeof problems ? sizeof problems - pn : 0, \
                             __VA_ARGS__))
     char ptxc_summary[256] = "";
-    if (g_ptxc_ctx) {
+    if (g_ptxc_ctx && !pc->knobs) { /* the context plans without the knobs (and caches by config) */
         fa3_kernel *k = NULL;
         st = fa3_jit_get_kernel(g_ptxc_ctx, &c, &k);
         if (st != FA3_OK) {
@@ -453,5 +458,22 @@ int main(void)
                     tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
                     n++;
                 }
+    /* knob variants that change the code (plan.c): masked blocks sharing the first block's
+       code, PV wgmmas of at most 128 columns (n128 + n64 for head_dim_v 192) */
+    static const struct { int hd, hdv, mask; } kv[NKNOB] = {
+        {64, 64, 1}, {128, 128, 1}, {192, 192, 2}, {256, 256, 1}};
+    for (int i = 0; i < NKNOB; i++) {
+        ptxas_case *pc = &g_cases[n];
+        fa3_config_init(&pc->cfg);
+        pc->cfg.head_dim = kv[i].hd;
+        pc->cfg.head_dim_v = kv[i].hdv;
+        pc->cfg.mask = (fa3_mask)kv[i].mask;
+        pc->must_accept = 1;
+        pc->knobs = "masked_overlap=0,pv_split=1";
+        snprintf(pc->name, sizeof pc->name, "hd%d_bf16_%s_masked_overlap0_pv_split1", kv[i].hd,
+                 masks[kv[i].mask]);
+        tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
+        n++;
+    }
     return cmocka_run_group_tests_name("ptxas", tests, group_setup, group_teardown);
 }

@@ -108,8 +108,13 @@ static void test_section_search_edges(void **state)
     assert_int_equal(fa3_section_search(&p, 1024, 1024, -1, 0, 30, 132, 33, 64), 30);
     assert_int_equal(fa3_section_search(&p, 0, 1024, -1, 0, 256, 132, 33, 64), 64);
     assert_int_equal(fa3_section_search(&p, 1024, 1024, -1, 0, 256, 0, 33, 64), 64);
-    uint32_t s = fa3_section_search(&p, 1, 1, -1, 0, 1u << 20, 132, 33, 1u << 20);
-    assert_in_range(s, 33, 1u << 20);
+    /* more tiles than the step budget simulates for two sizes: the largest, at once */
+    assert_int_equal(fa3_section_search(&p, 1, 1, -1, 0, 1u << 20, 132, 33, 1u << 20), 1u << 20);
+    assert_int_equal(fa3_section_search(&p, 2000000000, 2000000000, -1, 0, 4, 132, 1, 4), 4);
+    /* lo 0 is taken as 1 (a size of 0 would divide by zero); no pairs still give a size >= 1 */
+    uint32_t s = fa3_section_search(&p, 1, 1, -1, 0, 5, 132, 0, 5);
+    assert_in_range(s, 1, 5);
+    assert_int_equal(fa3_section_search(&p, 1024, 1024, -1, 0, 0, 132, 0, 0), 1);
 }
 
 int main(void)

@@ -475,7 +475,7 @@ static uint32_t section_hb(fa3_kernel *k, const fa3_fwd_args *a, int wl, int wr,
     if (s < floor_)
         s = floor_;
     uint64_t hi = s;
-    if (kv_head && floor_ / gqa * kv_head > l2)
+    if (kv_head && (floor_ + gqa - 1) / gqa * kv_head > l2) /* KV heads of grid/4 pairs */
         hi = hb_total; /* no section fits L2: balance alone decides */
     if (!p->section_search)
         return s < hb_total ? (uint32_t)s : hb_total;

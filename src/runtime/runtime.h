@@ -25,7 +25,7 @@ typedef struct fa3_section_memo {
     int32_t seqlen_q, seqlen_k, wl, wr;
     uint32_t hb, grid, lo, hi, s; /* s = 0: empty entry */
 } fa3_section_memo;
-#define FA3_SECTION_MEMO 8
+#define FA3_SECTION_MEMO 16
 
 struct fa3_kernel {
     fa3_context *owner;
@@ -110,14 +110,16 @@ FA3_INTERNAL int fa3_kernel_has_warning(const fa3_kernel *kernel);
  * hb, the (head, batch) pairs): the size whose static tile order (as the kernel deals it to grid
  * CTAs, plan p's block_m/block_n, windows wl/wr as the kernel gets them) gives the least
  * busiest-CTA work (key blocks + 1.5 per tile), the smallest of those within 0.3%. Simulates at
- * most 48 sizes (fewer for huge tile counts). Pure; never fails (hi when out of memory).
+ * most 48 sizes and 256k tiles in all (about a millisecond; hi when two sizes do not fit, or out of
+ * memory). lo and hi are taken as at least 1; grid is the CTA count (at most the SM count). Pure;
+ * never fails; returns at least 1.
  * Implemented in schedule.c.
  */
 FA3_INTERNAL uint32_t fa3_section_search(const fa3_plan *p, int seqlen_q, int seqlen_k, int wl,
                                          int wr, uint32_t hb, unsigned grid, uint32_t lo,
                                          uint32_t hi);
 
-/* fa3_section_search for kernel's plan, remembering the last 8 launch shapes per kernel.
+/* fa3_section_search for kernel's plan, remembering the last 16 launch shapes per kernel.
    Thread-safe (kernel->mu). */
 FA3_INTERNAL uint32_t fa3_choose_section_hb(fa3_kernel *kernel, const fa3_fwd_args *args, int wl,
                                             int wr, uint32_t hb, unsigned grid, uint32_t lo,

@@ -59,16 +59,27 @@ static double makespan(const int *blocks, uint32_t M, uint32_t hb, uint32_t s, u
    an estimate; the choice of section size moves little between 0 and 3. */
 #define TILE_COST 1.5
 #define MAX_CANDIDATES 48
-#define MAX_SIM_STEPS (8u << 20) /* candidates × tiles simulated per new shape */
+#define MAX_SIM_STEPS (256u << 10) /* candidates × tiles simulated per new shape (~1 ms) */
 
 uint32_t fa3_section_search(const fa3_plan *p, int seqlen_q, int seqlen_k, int wl, int wr,
                             uint32_t hb, unsigned grid, uint32_t lo, uint32_t hi)
 {
+    if (hb == 0)
+        return 1;
     if (hi > hb)
         hi = hb;
+    if (hi == 0)
+        hi = 1;
+    if (lo == 0)
+        lo = 1;
     if (lo > hi)
         lo = hi;
     if (lo == hi || grid == 0 || seqlen_q <= 0)
+        return hi;
+    /* too many tiles to simulate two sizes within the step budget: the largest size */
+    const uint64_t cap = MAX_SIM_STEPS / ((uint64_t)(((int64_t)seqlen_q + p->block_m - 1) /
+                                                     p->block_m) * hb);
+    if (cap < 2)
         return hi;
     const uint32_t M = (uint32_t)(((int64_t)seqlen_q + p->block_m - 1) / p->block_m);
     int *blocks = malloc(sizeof *blocks * M);
@@ -77,13 +88,11 @@ uint32_t fa3_section_search(const fa3_plan *p, int seqlen_q, int seqlen_k, int w
     if (blocks && load) {
         for (uint32_t m = 0; m < M; m++)
             blocks[m] = tile_blocks((int)m, p->block_m, p->block_n, seqlen_q, seqlen_k, wl, wr);
-        const uint64_t ntiles = (uint64_t)M * hb;
-        const uint64_t cap = MAX_SIM_STEPS / ntiles;
         uint32_t n = hi - lo + 1;
         if (n > MAX_CANDIDATES)
             n = MAX_CANDIDATES;
         if (n > cap)
-            n = cap < 2 ? 2 : (uint32_t)cap;
+            n = (uint32_t)cap;
         double ms[MAX_CANDIDATES], best = 0;
         uint32_t ss[MAX_CANDIDATES];
         for (uint32_t i = 0; i < n; i++) {
