@@ -33,13 +33,24 @@ import subprocess
 import sys
 
 
+def sweep_shape(dtype, hd, seqlen):
+    """(torch dtype, batch, heads) of the paper sweep's shape: batch*seqlen = 16384 (batch 1 from
+    16k), heads*head_dim = 2048."""
+    import torch
+    return ({"bf16": torch.bfloat16, "fp16": torch.float16}[dtype], max(1, 16384 // seqlen),
+            2048 // hd)
+
+
+def tflops(b, h, seqlen, hd, causal, ms):
+    return 4.0 * b * h * seqlen * seqlen * hd * (0.5 if causal else 1.0) / (ms * 1e-3) / 1e12
+
+
 def cudnn_tflops(dtype, hd, seqlen, causal, layout, graph=False):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
 
-    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
-    b, h = 16384 // seqlen, 2048 // hd
+    tdt, b, h = sweep_shape(dtype, hd, seqlen)
     if layout == "bshd":
         q, k, v = (torch.randn(b, seqlen, h, hd, device="cuda", dtype=tdt).transpose(1, 2)
                    for _ in range(3))
@@ -48,8 +59,7 @@ def cudnn_tflops(dtype, hd, seqlen, causal, layout, graph=False):
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
         fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
         ms = graph_ms(fn) if graph else do_bench(fn, warmup=25, rep=100, return_mode="median")
-    flops = 4.0 * b * h * seqlen * seqlen * hd * (0.5 if causal else 1.0)
-    return flops / (ms * 1e-3) / 1e12
+    return tflops(b, h, seqlen, hd, causal, ms)
 
 
 L2_MODE = "flush"  # --l2
@@ -94,12 +104,10 @@ def fa3_python_tflops(dtype, hd, seqlen, causal):
     """fa3jit.flash_attn_func on (batch, seqlen, heads, head_dim) tensors, from a CUDA graph."""
     import torch
     import fa3jit
-    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
-    b, h = 16384 // seqlen, 2048 // hd
+    tdt, b, h = sweep_shape(dtype, hd, seqlen)
     q, k, v = (torch.randn(b, seqlen, h, hd, device="cuda", dtype=tdt) for _ in range(3))
     ms = graph_ms(lambda: fa3jit.flash_attn_func(q, k, v, causal=causal))
-    flops = 4.0 * b * h * seqlen * seqlen * hd * (0.5 if causal else 1.0)
-    return flops / (ms * 1e-3) / 1e12
+    return tflops(b, h, seqlen, hd, causal, ms)
 
 
 def main():

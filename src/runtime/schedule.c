@@ -76,12 +76,11 @@ uint32_t fa3_section_search(const fa3_plan *p, int seqlen_q, int seqlen_k, int w
         lo = hi;
     if (lo == hi || grid == 0 || seqlen_q <= 0)
         return hi;
+    const uint32_t M = (uint32_t)(((int64_t)seqlen_q + p->block_m - 1) / p->block_m);
     /* too many tiles to simulate two sizes within the step budget: the largest size */
-    const uint64_t cap = MAX_SIM_STEPS / ((uint64_t)(((int64_t)seqlen_q + p->block_m - 1) /
-                                                     p->block_m) * hb);
+    const uint64_t cap = MAX_SIM_STEPS / ((uint64_t)M * hb);
     if (cap < 2)
         return hi;
-    const uint32_t M = (uint32_t)(((int64_t)seqlen_q + p->block_m - 1) / p->block_m);
     int *blocks = malloc(sizeof *blocks * M);
     double *load = malloc(sizeof *load * grid);
     uint32_t best_s = hi;
