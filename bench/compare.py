@@ -100,14 +100,46 @@ def graph_ms(fn):
     return sorted(times)[len(times) // 2]
 
 
-def fa3_python_tflops(dtype, hd, seqlen, causal):
-    """fa3jit.flash_attn_func on (batch, seqlen, heads, head_dim) tensors, from a CUDA graph."""
+def fa3_python_tflops(dtype, hd, seqlen, causal, variant=""):
+    """fa3jit.flash_attn_func on (batch, seqlen, heads, head_dim) tensors, from a CUDA graph.
+    variant: a FA3JIT_PLAN_DEBUG setting (src/codegen/plan.c) in force while the kernel is built
+    (its first call, outside the capture); "" = the default plan."""
+    import os
     import torch
     import fa3jit
+    from fa3jit import _core
     tdt, b, h = sweep_shape(dtype, hd, seqlen)
     q, k, v = (torch.randn(b, seqlen, h, hd, device="cuda", dtype=tdt) for _ in range(3))
-    ms = graph_ms(lambda: fa3jit.flash_attn_func(q, k, v, causal=causal))
+    # A context per variant (contexts remember kernels by config, not by plan), made current as
+    # the process-wide one while this variant's call is built and captured; never freed.
+    default = _core.default_context()
+    if variant and variant not in VARIANT_CONTEXTS:
+        VARIANT_CONTEXTS[variant] = _core.Context()
+    saved = os.environ.pop("FA3JIT_PLAN_DEBUG", None)
+    if variant:
+        os.environ["FA3JIT_PLAN_DEBUG"] = variant
+        _core._default = VARIANT_CONTEXTS[variant]
+    try:
+        ms = graph_ms(lambda: fa3jit.flash_attn_func(q, k, v, causal=causal))
+    finally:
+        _core._default = default
+        os.environ.pop("FA3JIT_PLAN_DEBUG", None)
+        if saved is not None:
+            os.environ["FA3JIT_PLAN_DEBUG"] = saved
     return tflops(b, h, seqlen, hd, causal, ms)
+
+
+VARIANT_CONTEXTS = {}  # FA3JIT_PLAN_DEBUG setting -> fa3jit Context
+
+
+def gemm_tflops(dtype, n=8192):
+    """cuBLAS n×n×n matrix product on random normal inputs, timed as the attention calls are (a
+    CUDA graph under do_bench, L2 flushed): the tensor-core rate this card sustains right now."""
+    import torch
+    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    a, b = (torch.randn(n, n, device="cuda", dtype=tdt) for _ in range(2))
+    ms = graph_ms(lambda: torch.matmul(a, b))
+    return 2.0 * n ** 3 / (ms * 1e-3) / 1e12
 
 
 def main():
@@ -124,7 +156,16 @@ def main():
                     "tools/gpu-run.sh points at the carried build; --fa3-gen is not used)")
     ap.add_argument("--l2", choices=["flush", "warm"], default="flush",
                     help="--fa3-timer python: L2 flushed before each call, or calls back to back")
+    ap.add_argument("--variants", default="",
+                    help="--fa3-timer python: ';'-separated FA3JIT_PLAN_DEBUG settings, each timed "
+                    "as an extra fa3jit column right after the default (same-run A/B)")
+    ap.add_argument("--gemm", action="store_true",
+                    help="--fa3-timer python: also time a cuBLAS 8192^3 product per head_dim and "
+                    "round, the same way (the card's tensor-core ceiling in this run)")
     a = ap.parse_args()
+    variants = [v for v in a.variants.split(";") if v]
+    if (variants or a.gemm) and a.fa3_timer != "python":
+        sys.exit("compare.py: --variants and --gemm need --fa3-timer python")
     global L2_MODE
     L2_MODE = a.l2
     if a.l2 == "warm" and a.fa3_timer != "python":
@@ -145,12 +186,25 @@ def main():
                 cmd += ["--layout", "bhsd"]
             runs = []  # one {(seqlen, causal): tflops} per fa3-gen process (or python round)
             cudnn = {}  # (seqlen, causal) -> [tflops per repeat]
-            for _ in range(max(1, a.repeat)):
+            var = {}  # (variant, seqlen, causal) -> [tflops per repeat]
+            gemm = []
+            for rnd in range(max(1, a.repeat)):
                 if a.fa3_timer == "python":
                     runs.append({})
+                    if a.gemm:
+                        gemm.append(gemm_tflops(dtype))
+                    # the fa3jit columns in an order rotated each round (the first timing of a
+                    # shape read 2-4% low in one run)
+                    order = [""] + variants
+                    order = order[rnd % len(order):] + order[:rnd % len(order)]
                     for causal in (False, True):
                         for s in seqlens:
-                            runs[-1][(s, causal)] = fa3_python_tflops(dtype, hd, s, causal)
+                            for v in order:
+                                t = fa3_python_tflops(dtype, hd, s, causal, v)
+                                if v:
+                                    var.setdefault((v, s, causal), []).append(t)
+                                else:
+                                    runs[-1][(s, causal)] = t
                             cudnn.setdefault((s, causal), []).append(cudnn_tflops(
                                 dtype, hd, s, causal, "bshd" if a.layout == "bshd" else "bhsd",
                                 graph=True))
@@ -166,6 +220,9 @@ def main():
                         cudnn.setdefault(key, []).append(cudnn_tflops(
                             dtype, hd, key[0], key[1], "bshd" if a.layout == "bshd" else "bhsd"))
             fa3 = {key: statistics.median(r[key] for r in runs if key in r) for key in cudnn}
+            if gemm:
+                print(f"{dtype} hd{hd:<3} cuBLAS 8192^3 GEMM {statistics.median(gemm):6.1f} "
+                      f"TFLOP/s ({min(gemm):.0f}-{max(gemm):.0f})", flush=True)
             for causal in (False, True):
                 for s in seqlens:
                     if (s, causal) not in fa3:
@@ -176,12 +233,18 @@ def main():
                                      fa3jit=fa3[(s, causal)], cudnn=c, ratio=fa3[(s, causal)] / c,
                                      fa3jit_runs=runs_fa3, cudnn_runs=cudnn[(s, causal)]))
                     r = rows[-1]
+                    if gemm:
+                        r["gemm_runs"] = gemm
+                    r["variants"] = {v: var[(v, s, causal)] for v in variants}
+                    vtext = "".join(f"  [{v}] {statistics.median(var[(v, s, causal)]):6.1f} "
+                                    f"x{statistics.median(var[(v, s, causal)]) / c:.2f}"
+                                    for v in variants)
                     spread = (f"  (fa3jit {min(runs_fa3):.0f}-{max(runs_fa3):.0f}, cuDNN "
                               f"{min(r['cudnn_runs']):.0f}-{max(r['cudnn_runs']):.0f})"
                               if len(runs_fa3) > 1 else "")
                     print(f"{dtype} hd{hd:<3} {'causal' if causal else 'full  '} {s:6d}  "
                           f"fa3jit {r['fa3jit']:6.1f}  cuDNN {r['cudnn']:6.1f}  x{r['ratio']:.2f}"
-                          + spread, flush=True)
+                          + spread + vtext, flush=True)
     print()
     print("| dtype | head_dim | causal | seqlen | fa3jit TFLOP/s | cuDNN TFLOP/s | ratio |")
     print("|---|---|---|---|---|---|---|")

@@ -37,8 +37,15 @@ for step in $steps; do
   pytest) (cd "$root" && timeout 400 python3 -m pytest python/tests -q -rs 2>&1) | tee "$out/pytest.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
   compare) # both libraries replayed from CUDA graphs under do_bench in one process, per shape in turn,
     # median of COMPARE_REPEAT (3) rounds; COMPARE_FA3_TIMER=bench: fa3jit by `fa3-gen bench`
-    # instead (short bursts: reads high, see docs/notes.md); COMPARE_L2=warm: back-to-back calls
-    timeout 560 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --layout "${FA3JIT_BENCH_LAYOUT:-mixed}" --repeat "${COMPARE_REPEAT:-3}" --fa3-timer "${COMPARE_FA3_TIMER:-python}" --l2 "${COMPARE_L2:-flush}" --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -45 ;;
+    # instead (short bursts: reads high, see docs/notes.md); COMPARE_L2=warm: back-to-back calls;
+    # COMPARE_VARIANTS="knob=v;knob=v,knob2=v": extra fa3jit columns (same-run A/B, fair timing);
+    # COMPARE_GEMM=1: a cuBLAS 8192^3 product timed the same way; COMPARE_HEAD_DIMS, COMPARE_SEQLENS
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 \
+      > "$out/smi_compare.csv" 2>&1 & smi=$!
+    timeout 560 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --layout "${FA3JIT_BENCH_LAYOUT:-mixed}" --repeat "${COMPARE_REPEAT:-3}" --fa3-timer "${COMPARE_FA3_TIMER:-python}" --l2 "${COMPARE_L2:-flush}" \
+      --head-dims "${COMPARE_HEAD_DIMS:-64,128,256}" --seqlens "${COMPARE_SEQLENS:-512,1024,2048,4096,8192,16384}" \
+      --variants "${COMPARE_VARIANTS:-}" ${COMPARE_GEMM:+--gemm} --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -45
+    kill $smi ;;
   compare_layouts) # both libraries on the same layout, bshd then bhsd (bf16; fa3jit by fa3-gen bench,
     # whose --layout bhsd the Python layer lacks)
     for l in bshd bhsd; do
