@@ -470,19 +470,29 @@ static void emit_softmax(gen *g, int masked)
         }
     }
     /* Masked variant (key tail, or a block crossing the causal/local window edges).
-       %r30/%r31: first visible key of rows 0/1, %r32/%r33: last visible key (inclusive). */
+       %r30/%r31: first visible key of rows 0/1, %r32/%r33: last visible key (inclusive). Relative
+       to the thread's base column (%r34) the bounds become %r36/%r37 (last) and %r38/%r39
+       (first), so each element costs one compare per bound against its column, an immediate.
+       Only local windows have a first visible key above 0 (the runtime passes window_size_left
+       -1 for mask none and causal). */
     if (masked) {
-    E("mul.lo.s32 %%r34, %%n, %d;", p->block_n);
-    E("shl.b32 %%r35, %%lane, 1;");
-    E("and.b32 %%r35, %%r35, 6;");
-    E("add.s32 %%r34, %%r34, %%r35;"); /* this thread's base key column */
-    for (int i = 0; i < ns; i++) {
-        int r = acc_row(i);
-        E("add.s32 %%r36, %%r34, %d;", acc_col(i));
-        E("setp.lt.s32 %%p9, %%r36, %%r%d;", 30 + r);
-        E("setp.gt.or.s32 %%p9, %%r36, %%r%d, %%p9;", 32 + r);
-        E("selp.f32 %%s%d, " NEG_INF ", %%s%d, %%p9;", i, i);
-    }
+        const int lower = p->cfg.mask == FA3_MASK_LOCAL;
+        E("mul.lo.s32 %%r34, %%n, %d;", p->block_n);
+        E("shl.b32 %%r35, %%lane, 1;");
+        E("and.b32 %%r35, %%r35, 6;");
+        E("add.s32 %%r34, %%r34, %%r35;"); /* this thread's base key column */
+        for (int r = 0; r < 2; r++) {
+            E("sub.s32 %%r%d, %%r%d, %%r34;", 36 + r, 32 + r);
+            if (lower)
+                E("sub.s32 %%r%d, %%r%d, %%r34;", 38 + r, 30 + r);
+        }
+        for (int i = 0; i < ns; i++) {
+            int r = acc_row(i);
+            E("setp.lt.s32 %%p9, %%r%d, %d;", 36 + r, acc_col(i)); /* past the last key */
+            if (lower)
+                E("setp.gt.or.s32 %%p9, %%r%d, %d, %%p9;", 38 + r, acc_col(i)); /* before the first */
+            E("selp.f32 %%s%d, " NEG_INF ", %%s%d, %%p9;", i, i);
+        }
     }
 
     /* Row maxima over the thread's values, then across the 4 threads sharing each row. */
