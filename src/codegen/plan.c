@@ -40,7 +40,10 @@ void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
      causal hd128 1024/2048/8192 352/524/644 vs 325/423/583, hd256 1024/2048 397/528 vs
      308/467 TFLOP/s; off for non-masked (nc_sections, tried: −5 to −13%);
    - pp_continuous (ping-pong order kept across tiles): non-causal 512/1024 +3–5%;
-   - q_double, k_before_q: see fa3_plan_make; wg3: three consumer warpgroups for hd64.
+   - q_double, k_before_q: see fa3_plan_make; wg3: three consumer warpgroups for hd64;
+   - dbg_no_softmax (timing only, wrong results): P = S, no mask/max/exp/sum/rescale; the GEMMs
+     and the pipeline alone. Fair timing, bf16, 16k non-causal (call 3 of 2026-11-29 session 4):
+     hd64/128/256 778/769/757 TFLOP/s vs 527/648/725 with the softmax.
    Values are one digit: 0/1, or 2..8 for stages (the K/V ring depth). The PTX changes, so cache
    keys do too. Unknown names and values out of range are ignored. */
 static void apply_debug_overrides(fa3_plan *p)
@@ -68,6 +71,7 @@ static void apply_debug_overrides(fa3_plan *p)
         {"pv_split", offsetof(fa3_plan, pv_split), 0, 1},
         {"masked_overlap", offsetof(fa3_plan, masked_overlap), 0, 1},
         {"section_search", offsetof(fa3_plan, section_search), 0, 1},
+        {"dbg_no_softmax", offsetof(fa3_plan, dbg_no_softmax), 0, 1},
     };
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
         const char *at = strstr(env, knobs[i].name);
