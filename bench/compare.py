@@ -22,9 +22,14 @@ so that host-side costs (Python, ctypes, tensor maps) stay out of both times; --
 for both libraries (52 and 62 of 72 shapes), so the per-shape alternation compares the two
 at the same clock.
 
+--variants "knob=v;knob=v,knob2=v" (python timer): extra fa3jit columns, each kernel planned
+with that FA3JIT_PLAN_DEBUG setting, timed beside the default in an order rotated each round.
+--gemm (python timer): a cuBLAS 8192^3 product per head_dim and round, timed the same way.
+
 usage: bench/compare.py [--fa3-gen build/fa3-gen] [--dtypes bf16,fp16] [--head-dims 64,128,256]
                         [--seqlens 512,...,16384] [--layout mixed|bshd|bhsd] [--repeat 1]
-                        [--fa3-timer bench|python] [--json OUT.json]
+                        [--fa3-timer bench|python] [--l2 flush|warm] [--variants V;V]
+                        [--gemm] [--json OUT.json]
 """
 import argparse
 import json
@@ -103,7 +108,7 @@ def graph_ms(fn):
 def fa3_python_tflops(dtype, hd, seqlen, causal, variant=""):
     """fa3jit.flash_attn_func on (batch, seqlen, heads, head_dim) tensors, from a CUDA graph.
     variant: a FA3JIT_PLAN_DEBUG setting (src/codegen/plan.c) in force while the kernel is built
-    (its first call, outside the capture); "" = the default plan."""
+    (its first call, outside the capture); "" = the process's own setting (normally none)."""
     import os
     import torch
     import fa3jit
@@ -112,21 +117,36 @@ def fa3_python_tflops(dtype, hd, seqlen, causal, variant=""):
     q, k, v = (torch.randn(b, seqlen, h, hd, device="cuda", dtype=tdt) for _ in range(3))
     # A context per variant (contexts remember kernels by config, not by plan), made current as
     # the process-wide one while this variant's call is built and captured; never freed.
+    fn = lambda: fa3jit.flash_attn_func(q, k, v, causal=causal)
+    if not variant:
+        return tflops(b, h, seqlen, hd, causal, graph_ms(fn))
     default = _core.default_context()
-    if variant and variant not in VARIANT_CONTEXTS:
+    if variant not in VARIANT_CONTEXTS:
         VARIANT_CONTEXTS[variant] = _core.Context()
-    saved = os.environ.pop("FA3JIT_PLAN_DEBUG", None)
-    if variant:
-        os.environ["FA3JIT_PLAN_DEBUG"] = variant
-        _core._default = VARIANT_CONTEXTS[variant]
+    saved = os.environ.get("FA3JIT_PLAN_DEBUG")
+    os.environ["FA3JIT_PLAN_DEBUG"] = variant
+    _core._default = VARIANT_CONTEXTS[variant]
     try:
-        ms = graph_ms(lambda: fa3jit.flash_attn_func(q, k, v, causal=causal))
+        ms = graph_ms(fn)
     finally:
         _core._default = default
         os.environ.pop("FA3JIT_PLAN_DEBUG", None)
         if saved is not None:
             os.environ["FA3JIT_PLAN_DEBUG"] = saved
     return tflops(b, h, seqlen, hd, causal, ms)
+
+
+def check_variant(variant):
+    """Exits on a knob name plan.c does not know (it would silently time the default kernel)."""
+    import pathlib
+    import re
+    plan = pathlib.Path(__file__).resolve().parents[1] / "src" / "codegen" / "plan.c"
+    known = set(re.findall(r'\{"(\w+)", offsetof\(fa3_plan', plan.read_text()))
+    for part in variant.split(","):
+        name, _, value = part.partition("=")
+        if name not in known or not value.isdigit():
+            sys.exit(f"compare.py: variant {variant!r}: {part!r} is not knob=digit with a knob "
+                     f"of src/codegen/plan.c ({', '.join(sorted(known))})")
 
 
 VARIANT_CONTEXTS = {}  # FA3JIT_PLAN_DEBUG setting -> fa3jit Context
@@ -158,7 +178,9 @@ def main():
                     help="--fa3-timer python: L2 flushed before each call, or calls back to back")
     ap.add_argument("--variants", default="",
                     help="--fa3-timer python: ';'-separated FA3JIT_PLAN_DEBUG settings, each timed "
-                    "as an extra fa3jit column right after the default (same-run A/B)")
+                    "as an extra fa3jit column beside the default, the columns' order rotated "
+                    "each round (same-run A/B); balanced when --repeat is a multiple of the "
+                    "number of fa3jit columns")
     ap.add_argument("--gemm", action="store_true",
                     help="--fa3-timer python: also time a cuBLAS 8192^3 product per head_dim and "
                     "round, the same way (the card's tensor-core ceiling in this run)")
@@ -166,6 +188,11 @@ def main():
     variants = [v for v in a.variants.split(";") if v]
     if (variants or a.gemm) and a.fa3_timer != "python":
         sys.exit("compare.py: --variants and --gemm need --fa3-timer python")
+    for v in variants:
+        check_variant(v)
+    if variants and a.repeat % (1 + len(variants)):
+        print(f"compare.py: warning: {a.repeat} rounds for {1 + len(variants)} fa3jit columns: "
+              "not every column is timed first equally often", file=sys.stderr)
     global L2_MODE
     L2_MODE = a.l2
     if a.l2 == "warm" and a.fa3_timer != "python":

@@ -54,7 +54,7 @@ typedef struct ptxas_case {
 } ptxas_case;
 
 /* (head_dim, head_dim_v) x dtype x mask x softcap, then the benchmark-knob variants */
-enum { NDEFAULT = 6 * 2 * 3 * 2, NKNOB = 4, NCASES = NDEFAULT + NKNOB };
+enum { NDEFAULT = 6 * 2 * 3 * 2, NKNOB = 4, NKNOBSETS = 2, NCASES = NDEFAULT + NKNOBSETS * NKNOB };
 static ptxas_case g_cases[NCASES];
 
 /* Resources read from a ptxas -v log (-1 = not found). */
@@ -459,21 +459,26 @@ int main(void)
                     n++;
                 }
     /* knob variants that change the code (plan.c): masked blocks sharing the first block's
-       code, PV wgmmas of at most 128 columns (n128 + n64 for head_dim_v 192) */
+       code, PV wgmmas of at most 128 columns (n128 + n64 for head_dim_v 192); the timing-only
+       kernel without the softmax */
     static const struct { int hd, hdv, mask; } kv[NKNOB] = {
         {64, 64, 1}, {128, 128, 1}, {192, 192, 2}, {256, 256, 1}};
-    for (int i = 0; i < NKNOB; i++) {
-        ptxas_case *pc = &g_cases[n];
-        fa3_config_init(&pc->cfg);
-        pc->cfg.head_dim = kv[i].hd;
-        pc->cfg.head_dim_v = kv[i].hdv;
-        pc->cfg.mask = (fa3_mask)kv[i].mask;
-        pc->must_accept = 1;
-        pc->knobs = "masked_overlap=0,pv_split=1";
-        snprintf(pc->name, sizeof pc->name, "hd%d_bf16_%s_masked_overlap0_pv_split1", kv[i].hd,
-                 masks[kv[i].mask]);
-        tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
-        n++;
-    }
+    static const struct { const char *knobs, *tag; } ks[NKNOBSETS] = {
+        {"masked_overlap=0,pv_split=1", "masked_overlap0_pv_split1"},
+        {"dbg_no_softmax=1", "dbg_no_softmax1"}};
+    for (int k = 0; k < NKNOBSETS; k++)
+        for (int i = 0; i < NKNOB; i++) {
+            ptxas_case *pc = &g_cases[n];
+            fa3_config_init(&pc->cfg);
+            pc->cfg.head_dim = kv[i].hd;
+            pc->cfg.head_dim_v = kv[i].hdv;
+            pc->cfg.mask = (fa3_mask)kv[i].mask;
+            pc->must_accept = 1;
+            pc->knobs = ks[k].knobs;
+            snprintf(pc->name, sizeof pc->name, "hd%d_bf16_%s_%s", kv[i].hd, masks[kv[i].mask],
+                     ks[k].tag);
+            tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
+            n++;
+        }
     return cmocka_run_group_tests_name("ptxas", tests, group_setup, group_teardown);
 }

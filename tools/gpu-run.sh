@@ -44,7 +44,9 @@ for step in $steps; do
       > "$out/smi_compare.csv" 2>&1 & smi=$!
     timeout 560 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --layout "${FA3JIT_BENCH_LAYOUT:-mixed}" --repeat "${COMPARE_REPEAT:-3}" --fa3-timer "${COMPARE_FA3_TIMER:-python}" --l2 "${COMPARE_L2:-flush}" \
       --head-dims "${COMPARE_HEAD_DIMS:-64,128,256}" --seqlens "${COMPARE_SEQLENS:-512,1024,2048,4096,8192,16384}" \
-      --variants "${COMPARE_VARIANTS:-}" ${COMPARE_GEMM:+--gemm} --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -45
+      --variants "${COMPARE_VARIANTS:-}" $([ "${COMPARE_GEMM:-0}" = 1 ] && echo --gemm) \
+      --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -45
+    [ "${PIPESTATUS[0]}" = 0 ] || rc=1
     kill $smi ;;
   compare_layouts) # both libraries on the same layout, bshd then bhsd (bf16; fa3jit by fa3-gen bench,
     # whose --layout bhsd the Python layer lacks)

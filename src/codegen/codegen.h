@@ -40,7 +40,8 @@ typedef struct fa3_plan {
                               body; 0: they run PV alone, then QK alone (smaller kernel) */
     int section_search;    /* masked: 1 = the host picks the L2 section size whose static rounds
                               balance best (runtime/schedule.c), 0 = the largest that fits L2 */
-    int dbg_no_softmax;    /* timing only (wrong results): P = S, no mask/max/exp/sum/rescale */
+    int dbg_no_softmax;    /* timing only (wrong results): P = S, no softcap/mask/max/exp/sum/
+                              rescale */
     int pv_split;          /* 1: the PV GEMM as wgmmas of at most 128 columns (n256 → 2 × n128) */
     int o_stage;           /* O staged in shared memory and stored with TMA when the runtime finds
                               O TMA-aligned (else st.global from registers): 0 never, 1 in its

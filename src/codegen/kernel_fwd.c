@@ -464,7 +464,8 @@ static void emit_softmax(gen *g, int masked)
     const fa3_plan *p = g->p;
     const int ns = p->block_n / 2;
     if (p->dbg_no_softmax) {
-        /* timing only: P = S as it comes (no mask, max, exp or sum), alpha = 1 */
+        /* timing only: P = S as it comes (no softcap, mask, max, exp or sum), alpha = 1; l stays
+           0, so O is written as 0 (or NaN) and LSE as -inf */
         E("mov.f32 %%f10, 0f3F800000;");
         E("mov.f32 %%f11, 0f3F800000;");
         return;
