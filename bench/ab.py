@@ -11,22 +11,25 @@ usage: bench/ab.py [--fa3-gen build/fa3-gen] [--head-dim 64] [--dtype bf16] [--r
                                    its libfa3jit.so must sit beside it)
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
+from compare import fa3_gen_bench
 
-def bench(gen, variant, head_dim, dtype, mask="both"):
+
+def parse_variant(variant, gen):
     """variant: '+'-joined parts; a part '@opt=val' is the fa3-gen bench option --opt val, a part
     'gen:PATH' runs the fa3-gen at PATH with the libfa3jit.so beside it, any other part a
-    FA3JIT_PLAN_DEBUG setting (e.g. 'wg3=0+@layout=bhsd')."""
+    FA3JIT_PLAN_DEBUG setting (e.g. 'wg3=0+@layout=bhsd'). Returns (fa3-gen, environment, extra
+    bench arguments); exits on a malformed variant."""
     env = dict(os.environ)
     env.pop("FA3JIT_PLAN_DEBUG", None)
     parts = [x for x in variant.split("+") if x]
     for x in [x for x in parts if x.startswith("gen:")]:
-        gen = os.path.abspath(x[4:])  # main() checked that it runs
+        if not os.access(x[4:], os.X_OK):
+            sys.exit(f"ab.py: variant {variant!r}: {x[4:]} is not an executable")
+        gen = os.path.abspath(x[4:])
         libdir = os.path.dirname(gen)
         env["LD_LIBRARY_PATH"] = libdir + os.pathsep + env.get("LD_LIBRARY_PATH", "")
         env["FA3JIT_LIBRARY"] = os.path.join(libdir, "libfa3jit.so")
@@ -43,12 +46,7 @@ def bench(gen, variant, head_dim, dtype, mask="both"):
             args += ["--" + x[1:].split("=", 1)[0]] + x.split("=", 1)[1:]
     if knobs:
         env["FA3JIT_PLAN_DEBUG"] = ",".join(knobs)
-    out = subprocess.run([gen, "bench", "--json", "--" + mask, "--head-dim", str(head_dim),
-                          "--dtype", dtype] + args, check=True, capture_output=True, text=True,
-                         env=env).stdout.strip()
-    recs = json.loads(out) if out.startswith("[") else [json.loads(l) for l in out.splitlines()
-                                                          if l.startswith("{")]
-    return {(int(r["seqlen"]), bool(r["causal"])): float(r["tflops"]) for r in recs}
+    return gen, env, args
 
 
 def main():
@@ -62,16 +60,14 @@ def main():
     a = ap.parse_args()
     if "default" in a.variants or len(set(a.variants)) != len(a.variants):
         sys.exit("ab.py: variants must be distinct and not named 'default' (it always runs)")
-    for v in a.variants:
-        for x in v.split("+"):
-            if x.startswith("gen:") and not os.access(x[4:], os.X_OK):
-                sys.exit(f"ab.py: variant {v!r}: {x[4:]} is not an executable")
     names = ["default"] + a.variants
+    parsed = {n: parse_variant("" if n == "default" else n, a.fa3_gen) for n in names}
     runs = {n: [] for n in names}
     for _ in range(a.rounds):
         for n in names:
-            runs[n].append(bench(a.fa3_gen, "" if n == "default" else n, a.head_dim, a.dtype,
-                                 a.mask))
+            gen, env, args = parsed[n]
+            runs[n].append(fa3_gen_bench(gen, ["--" + a.mask, "--head-dim", str(a.head_dim),
+                                               "--dtype", a.dtype] + args, env))
     # only the shapes every variant measured (an @seqlen or @causal variant measures fewer)
     shapes = sorted(set.intersection(*(set(r) for n in names for r in runs[n])))
     print(f"{a.dtype} hd{a.head_dim}, median of {a.rounds} rounds, TFLOP/s")

@@ -38,12 +38,21 @@ import subprocess
 import sys
 
 
+TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+def fa3_gen_bench(gen, args, env=None):
+    """Runs `fa3-gen bench --json` with the extra arguments; {(seqlen, causal): TFLOP/s}."""
+    out = subprocess.run([gen, "bench", "--json"] + args, check=True, capture_output=True,
+                         text=True, env=env).stdout
+    return {(int(r["seqlen"]), bool(r["causal"])): float(r["tflops"]) for r in json.loads(out)}
+
+
 def sweep_shape(dtype, hd, seqlen):
     """(torch dtype, batch, heads) of the paper sweep's shape: batch*seqlen = 16384 (batch 1 from
     16k), heads*head_dim = 2048."""
     import torch
-    return ({"bf16": torch.bfloat16, "fp16": torch.float16}[dtype], max(1, 16384 // seqlen),
-            2048 // hd)
+    return getattr(torch, TORCH_DTYPES[dtype]), max(1, 16384 // seqlen), 2048 // hd
 
 
 def tflops(b, h, seqlen, hd, causal, ms):
@@ -156,7 +165,7 @@ def gemm_tflops(dtype, n=8192):
     """cuBLAS n×n×n matrix product on random normal inputs, timed as the attention calls are (a
     CUDA graph under do_bench, L2 flushed): the tensor-core rate this card sustains right now."""
     import torch
-    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    tdt = getattr(torch, TORCH_DTYPES[dtype])
     a, b = (torch.randn(n, n, device="cuda", dtype=tdt) for _ in range(2))
     ms = graph_ms(lambda: torch.matmul(a, b))
     return 2.0 * n ** 3 / (ms * 1e-3) / 1e12
@@ -208,9 +217,10 @@ def main():
     rows = []
     for dtype in a.dtypes.split(","):
         for hd in (int(x) for x in a.head_dims.split(",")):
-            cmd = [a.fa3_gen, "bench", "--json", "--dtype", dtype, "--head-dim", str(hd), "--both"]
+            args = ["--dtype", dtype, "--head-dim", str(hd), "--both"]
             if a.layout == "bhsd":
-                cmd += ["--layout", "bhsd"]
+                args += ["--layout", "bhsd"]
+            sdpa_layout = "bshd" if a.layout == "bshd" else "bhsd"
             runs = []  # one {(seqlen, causal): tflops} per fa3-gen process (or python round)
             cudnn = {}  # (seqlen, causal) -> [tflops per repeat]
             var = {}  # (variant, seqlen, causal) -> [tflops per repeat]
@@ -233,19 +243,13 @@ def main():
                                 else:
                                     runs[-1][(s, causal)] = t
                             cudnn.setdefault((s, causal), []).append(cudnn_tflops(
-                                dtype, hd, s, causal, "bshd" if a.layout == "bshd" else "bhsd",
-                                graph=True))
+                                dtype, hd, s, causal, sdpa_layout, graph=True))
                     continue
-                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-                text = out.strip()
-                recs = json.loads(text) if text.startswith("[") else [
-                    json.loads(l) for l in text.splitlines() if l.startswith("{")]
-                runs.append({(int(r["seqlen"]), bool(r["causal"])): float(r["tflops"])
-                             for r in recs})
+                runs.append(fa3_gen_bench(a.fa3_gen, args))
                 for key in runs[-1]:
                     if key[0] in seqlens:
                         cudnn.setdefault(key, []).append(cudnn_tflops(
-                            dtype, hd, key[0], key[1], "bshd" if a.layout == "bshd" else "bhsd"))
+                            dtype, hd, key[0], key[1], sdpa_layout))
             fa3 = {key: statistics.median(r[key] for r in runs if key in r) for key in cudnn}
             if gemm:
                 print(f"{dtype} hd{hd:<3} cuBLAS 8192^3 GEMM {statistics.median(gemm):6.1f} "

@@ -35,6 +35,9 @@ FA3_INTERNAL void fa3_clearerr(void);
  */
 FA3_INTERNAL int fa3_test_fail(const char *site);
 
+/* CLOCK_MONOTONIC in milliseconds. */
+FA3_INTERNAL double fa3_now_ms(void);
+
 #define FA3_TRY(expr)                        \
     do {                                     \
         fa3_status fa3_try_st_ = (expr);     \

@@ -106,14 +106,14 @@ void gpu_sync(void)
 
 void gpu_fill_nan16(CUdeviceptr p, size_t n, fa3_dtype dtype)
 {
-    uint32_t h = dtype == FA3_DTYPE_FP16 ? 0x7E00u : 0x7FC0u;
+    uint32_t h = nan16_bits(dtype);
     /* allocations are 4-byte multiples (gpu_alloc rounds up), so an odd count is covered */
     cu_ok(g_drv->cuMemsetD32(p, h | h << 16, (n + 1) / 2), "cuMemsetD32");
 }
 
 void gpu_fill_nan32(CUdeviceptr p, size_t n)
 {
-    cu_ok(g_drv->cuMemsetD32(p, 0x7FC00000u, n), "cuMemsetD32");
+    cu_ok(g_drv->cuMemsetD32(p, GPU_NAN32_BITS, n), "cuMemsetD32");
 }
 
 /* ---------------------------------------------------------------- host side */
@@ -259,7 +259,7 @@ void fill_uniform(test_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double sca
 
 uint16_t nan16_bits(fa3_dtype dt)
 {
-    return dt == FA3_DTYPE_FP16 ? 0x7E00u : 0x7FC0u; /* as gpu_fill_nan16 */
+    return dt == FA3_DTYPE_FP16 ? 0x7E00u : 0x7FC0u;
 }
 
 fa3_context *gpu_test_context(void)

@@ -25,6 +25,8 @@ void gpu_download(void *dst, CUdeviceptr src, size_t bytes);
 void gpu_sync(void);
 /* Fills with quiet NaNs: n elements of 2 bytes (dtype bf16/fp16) or 4 bytes (fp32). */
 void gpu_fill_nan16(CUdeviceptr p, size_t n, fa3_dtype dtype);
+/* The quiet-NaN bit pattern gpu_fill_nan32 writes. */
+#define GPU_NAN32_BITS 0x7FC00000u
 void gpu_fill_nan32(CUdeviceptr p, size_t n);
 
 /* ---- host side (no GPU needed) */

@@ -40,23 +40,11 @@
 #include "runtime/compile.h"
 #include "runtime/runtime.h"
 #include "check.h"
+#include "test_util.h"
 
 static char g_root[256]; /* the test's temp folder */
 
 /* ---------------------------------------------------------------- helpers */
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void rm_rf(const char *path)
-{
-    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 static int g_count;
 static int count_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -80,19 +68,6 @@ static int count_files(const char *path)
 static void subdir(char *out, size_t size, const char *name)
 {
     snprintf(out, size, "%s/%s", g_root, name);
-}
-
-static fa3_context *make_ctx(const char *dir, fa3_backend backend, int disable)
-{
-    fa3_context_options o;
-    fa3_context_options_init(&o);
-    o.cache_dir = dir;
-    o.backend = backend;
-    o.disable_disk_cache = disable;
-    fa3_context *ctx = NULL;
-    CHECK(fa3_context_create(&ctx, &o));
-    assert_non_null(ctx);
-    return ctx;
 }
 
 static fa3_config cfg_default(void)
@@ -158,22 +133,6 @@ static void flip_byte(const char *path, long off)
     assert_int_equal(fseek(f, off, SEEK_SET), 0);
     fputc(c ^ 0x5A, f);
     assert_int_equal(fclose(f), 0);
-}
-
-static unsigned char *slurp(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long n = ftell(f);
-    assert_true(n >= 0);
-    rewind(f);
-    unsigned char *p = malloc((size_t)n + 1);
-    assert_non_null(p);
-    assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *size = (size_t)n;
-    return p;
 }
 
 static void spit(const char *path, const void *data, size_t size)

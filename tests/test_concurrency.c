@@ -28,20 +28,14 @@
 #include <unistd.h>
 
 #include "fa3jit.h"
+#include "check.h"
+#include "test_util.h"
 
 #define N 16
 
 static const char *g_worker;
 static char g_root[256];
 static int g_seq;
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
 
 static void fresh_dir(char *out, size_t size, const char *tag)
 {
@@ -67,21 +61,6 @@ static void only_entry(const char *dir, const char *key)
     }
     closedir(d);
     assert_int_equal(n, 1);
-}
-
-static unsigned char *read_file(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)n + 1);
-    assert_non_null(p);
-    assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *size = (size_t)n;
-    return p;
 }
 
 /* Starts N workers on one folder at the same moment; checks what they report. */
@@ -152,7 +131,7 @@ static void run_processes(const char *fail_sites, int *compiled_out)
         else
             fail_msg("worker %d: source %s", i, src);
         size_t got = 0;
-        unsigned char *bytes = read_file(out[i], &got);
+        unsigned char *bytes = slurp(out[i], &got);
         assert_int_equal(got, size);
         assert_memory_equal(bytes, "\x7f" "ELF", 4);
         if (!first) {
@@ -305,7 +284,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    nftw(g_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    rm_rf(g_root);
     return 0;
 }
 

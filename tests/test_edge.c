@@ -219,7 +219,25 @@ typedef struct prob {
     size_t o_outside_first;
 } prob;
 
-static void prob_init(prob *p, const spec *s)
+/* Seeds each case's generator from the run's seed and the case's identity. */
+static void case_rng(test_rng *r, uint64_t salt)
+{
+    rng_init(r, g_seed ^ (salt * 0x9E3779B97F4A7C15ull));
+}
+
+/* Normal inputs (uniform for tensors above 4M elements, where Box–Muller takes seconds). */
+static void fill_random(test_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double scale)
+{
+    if (n > ((size_t)1 << 22))
+        fill_uniform(r, dst, n, dt, scale);
+    else
+        fill_normal(r, dst, n, dt, scale);
+}
+
+/* A problem of shape s with random normal Q, K, V from the case's generator (case_rng(salt)),
+   default layouts (contiguous, NaN guards around every tensor) that the case may change before
+   prob_upload. */
+static void prob_init(prob *p, const spec *s, uint64_t salt)
 {
     memset(p, 0, sizeof *p);
     p->s = *s;
@@ -253,22 +271,11 @@ static void prob_init(prob *p, const spec *s)
     p->lo = (layout){LAY_BSHD, 0, 256, 4096};
     p->lse_pre = 64;
     p->lse_post = 1024;
-}
-
-/* Normal inputs (uniform for tensors above 4M elements, where Box–Muller takes seconds). */
-static void fill_random(test_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double scale)
-{
-    if (n > ((size_t)1 << 22))
-        fill_uniform(r, dst, n, dt, scale);
-    else
-        fill_normal(r, dst, n, dt, scale);
-}
-
-static void prob_random(prob *p, test_rng *r)
-{
-    fill_random(r, p->q, p->nq, p->s.dt, 1.0);
-    fill_random(r, p->k, p->nk, p->s.dt, 1.0);
-    fill_random(r, p->v, p->nv, p->s.dt, 1.0);
+    test_rng r;
+    case_rng(&r, salt);
+    fill_random(&r, p->q, p->nq, s->dt, 1.0);
+    fill_random(&r, p->k, p->nk, s->dt, 1.0);
+    fill_random(&r, p->v, p->nv, s->dt, 1.0);
 }
 
 static void prob_free_device(prob *p)
@@ -369,7 +376,7 @@ static fa3_status prob_run(prob *p)
             continue;
         uint32_t u;
         memcpy(&u, &limg[i], 4);
-        p->lse_outside_written += u != 0x7FC00000u;
+        p->lse_outside_written += u != GPU_NAN32_BITS;
     }
     free(limg);
     return st;
@@ -725,12 +732,6 @@ static spec make_spec(int hd, fa3_dtype dt, fa3_mask mask, int batch, int sq, in
     return s;
 }
 
-/* Seeds each case's generator from the run's seed and the case's identity. */
-static void case_rng(test_rng *r, uint64_t salt)
-{
-    rng_init(r, g_seed ^ (salt * 0x9E3779B97F4A7C15ull));
-}
-
 /* ------------------------------------------------------------------------------------------- */
 /* E1 */
 
@@ -751,7 +752,7 @@ static void test_e1_tile_boundaries(void **state)
                 const int sq = e1_lens[qi], sk = e1_lens[ki];
                 spec s = make_spec(128, FA3_DTYPE_BF16, mask, 1, sq, sk, 2, 2);
                 prob p;
-                prob_init(&p, &s);
+                prob_init(&p, &s, 0xE1000000u + (uint64_t)m * 1000000 + (uint64_t)sq * 1000 + sk);
                 /* Guards: two full 128-row tiles of NaN after Q/K/V (a tensor map or loop that
                    rounds seqlen up to a tile would read them), some before; after O and LSE. */
                 layout g = {LAY_BSHD, 0, 4096, (size_t)2 * 128 * 2 * 128};
@@ -759,9 +760,6 @@ static void test_e1_tile_boundaries(void **state)
                 p.lo = (layout){LAY_BSHD, 0, 4096, 4096};
                 p.lse_pre = 1024;
                 p.lse_post = 1024;
-                test_rng r;
-                case_rng(&r, 0xE1000000u + (uint64_t)m * 1000000 + (uint64_t)sq * 1000 + sk);
-                prob_random(&p, &r);
                 prob_upload(&p);
                 fa3_status st = prob_run(&p);
                 char what[128];
@@ -806,10 +804,7 @@ static void test_e2_single_key(void **state)
         spec s = make_spec(64, FA3_DTYPE_FP16, m ? FA3_MASK_CAUSAL : FA3_MASK_NONE, 3, 1, 1, 4,
                            2);
         prob p;
-        prob_init(&p, &s);
-        test_rng r;
-        case_rng(&r, 0xE2 + (uint64_t)m);
-        prob_random(&p, &r);
+        prob_init(&p, &s, 0xE2 + (uint64_t)m);
         prob_upload(&p);
         RUN_OK(&p);
         double scale = 1.0 / sqrt(64.0), worst_lse = 0;
@@ -853,10 +848,7 @@ static void e3_case(int hd, fa3_dtype dt, fa3_mask mask, int sq, int sk, uint64_
 {
     spec s = make_spec(hd, dt, mask, 2, sq, sk, 2, 2);
     prob p;
-    prob_init(&p, &s);
-    test_rng r;
-    case_rng(&r, salt);
-    prob_random(&p, &r);
+    prob_init(&p, &s, salt);
     for (int b = 0; b < s.batch; b++) /* every key row equal to row 0 of its (b, head) */
         for (int j = 1; j < sk; j++)
             for (int h = 0; h < s.hk; h++)
@@ -938,10 +930,7 @@ static void causal_empty_case(const char *id, int batch, int sq, int sk, int h, 
 {
     spec s = make_spec(128, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, batch, sq, sk, h, hk);
     prob p;
-    prob_init(&p, &s);
-    test_rng r;
-    case_rng(&r, 0xE4000000u + (uint64_t)sq * 4096 + sk);
-    prob_random(&p, &r);
+    prob_init(&p, &s, 0xE4000000u + (uint64_t)sq * 4096 + sk);
     prob_upload(&p);
     RUN_OK(&p);
     prob_reference(&p);
@@ -996,10 +985,7 @@ static void test_e6_local_full_window(void **state)
     const int sq = 256, sk = 128;
     spec s = make_spec(64, FA3_DTYPE_FP16, FA3_MASK_NONE, 2, sq, sk, 3, 3);
     prob p;
-    prob_init(&p, &s);
-    test_rng r;
-    case_rng(&r, 0xE6);
-    prob_random(&p, &r);
+    prob_init(&p, &s, 0xE6);
     prob_upload(&p);
     RUN_OK(&p);
     prob_reference(&p);
@@ -1041,10 +1027,7 @@ static void test_e7_local_equals_causal(void **state)
         const int sq = shapes[i][0], sk = shapes[i][1];
         spec s = make_spec(128, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, 2, sq, sk, 4, 2);
         prob p;
-        prob_init(&p, &s);
-        test_rng r;
-        case_rng(&r, 0xE7000000u + (uint64_t)sq * 4096 + sk);
-        prob_random(&p, &r);
+        prob_init(&p, &s, 0xE7000000u + (uint64_t)sq * 4096 + sk);
         prob_upload(&p);
         RUN_OK(&p);
         prob_reference(&p);
@@ -1081,10 +1064,7 @@ static void test_e8_softcap_saturation(void **state)
     s.softcap = 1;
     s.softcap_value = cap;
     prob p;
-    prob_init(&p, &s);
-    test_rng r;
-    case_rng(&r, 0xE8);
-    prob_random(&p, &r);
+    prob_init(&p, &s, 0xE8);
     /* Per (batch, head): key j0 = c·(query row i0) gives row i0 a scaled score near +5000, key j1
        = −c·(row i0) one near −5000; the other rows see ±hundreds from those two keys. */
     const double scale = 1.0 / sqrt(128.0);
@@ -1223,10 +1203,7 @@ static void test_e10_strided_views(void **state)
     const double t0 = now_s();
     spec s = make_spec(256, FA3_DTYPE_BF16, FA3_MASK_NONE, 1, sq, sq, h, h);
     prob p;
-    prob_init(&p, &s);
-    test_rng r;
-    case_rng(&r, 0xE10);
-    prob_random(&p, &r);
+    prob_init(&p, &s, 0xE10);
     /* (batch, heads, seqlen, head_dim) storage passed with (batch, seqlen, heads, head_dim)
        strides; the host permutes (tensor_upload places each element by its strides). */
     layout bhsd = {LAY_BHSD, 0, 256, 2048};
@@ -1278,10 +1255,7 @@ static void e11_case(fa3_mask mask, uint64_t salt)
     const int sk = 32 * 9 + 1; /* 289 */
     spec s = make_spec(128, FA3_DTYPE_BF16, mask, 2, 200, sk, 4, 4);
     prob p;
-    prob_init(&p, &s);
-    test_rng r;
-    case_rng(&r, salt);
-    prob_random(&p, &r);
+    prob_init(&p, &s, salt);
     for (int b = 0; b < s.batch; b++) /* the same K/V for every head */
         for (int j = 0; j < sk; j++)
             for (int h = 1; h < s.hk; h++) {
@@ -1332,10 +1306,7 @@ static void e12_case(fa3_mask mask, int sq, int sk, int wl, int wr, uint64_t sal
     s.wl = wl;
     s.wr = wr;
     prob p;
-    prob_init(&p, &s);
-    test_rng r;
-    case_rng(&r, salt);
-    prob_random(&p, &r);
+    prob_init(&p, &s, salt);
     prob_upload(&p);
     RUN_OK(&p);
     saved first = save_outputs(&p);
@@ -1397,10 +1368,7 @@ static void test_e13_large_grids(void **state)
     for (int c = 0; c < 2; c++) {
         spec s = make_spec(64, FA3_DTYPE_BF16, FA3_MASK_NONE, bh[c][0], 1, 1, bh[c][1], bh[c][2]);
         prob p;
-        prob_init(&p, &s);
-        test_rng r;
-        case_rng(&r, 0xE130 + (uint64_t)c);
-        prob_random(&p, &r);
+        prob_init(&p, &s, 0xE130 + (uint64_t)c);
         prob_upload(&p);
         char what[128];
         snprintf(what, sizeof what, "E13 hd64 bf16 s1 batch %d heads %d/%d (%d rows)", bh[c][0],
@@ -1416,10 +1384,7 @@ static void test_e13_large_grids(void **state)
     const int L = g_small ? 8192 : 131072;
     spec s = make_spec(64, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, 1, L, L, 1, 1);
     prob p;
-    prob_init(&p, &s);
-    test_rng r;
-    case_rng(&r, 0xE13F);
-    prob_random(&p, &r);
+    prob_init(&p, &s, 0xE13F);
     prob_upload(&p);
     char what[128];
     snprintf(what, sizeof what, "E13 hd64 bf16 causal s%d (4 row blocks vs reference)", L);
@@ -1447,10 +1412,7 @@ static void test_e14_nan_row(void **state)
     REQUIRE_GPU();
     spec s = make_spec(128, FA3_DTYPE_BF16, FA3_MASK_NONE, 2, 200, 300, 2, 2);
     prob p;
-    prob_init(&p, &s);
-    test_rng r;
-    case_rng(&r, 0xE14);
-    prob_random(&p, &r);
+    prob_init(&p, &s, 0xE14);
     prob_upload(&p);
     RUN_OK(&p);
     saved clean = save_outputs(&p);
@@ -1512,10 +1474,8 @@ static void test_gqa_ratios(void **state)
                 spec s = make_spec(128, FA3_DTYPE_BF16, m ? FA3_MASK_CAUSAL : FA3_MASK_NONE, 2,
                                    seqs[si][0], seqs[si][1], 8, hks[g]);
                 prob p;
-                prob_init(&p, &s);
-                test_rng r;
-                case_rng(&r, 0x6A000000u + (uint64_t)m * 100 + (uint64_t)si * 10 + (uint64_t)g);
-                prob_random(&p, &r);
+                prob_init(&p, &s,
+                          0x6A000000u + (uint64_t)m * 100 + (uint64_t)si * 10 + (uint64_t)g);
                 prob_upload(&p);
                 RUN_OK(&p);
                 prob_reference(&p);
@@ -1544,11 +1504,8 @@ static void test_o_unaligned(void **state)
             spec s = make_spec(dims[i], FA3_DTYPE_BF16, m ? FA3_MASK_CAUSAL : FA3_MASK_NONE, 2,
                                300, 500, 4, 2);
             prob p;
-            prob_init(&p, &s);
+            prob_init(&p, &s, 0x0A1000u + (uint64_t)dims[i] * 10 + (uint64_t)m);
             p.lo = (layout){LAY_BSHD, 2, 258, 4096};
-            test_rng r;
-            case_rng(&r, 0x0A1000u + (uint64_t)dims[i] * 10 + (uint64_t)m);
-            prob_random(&p, &r);
             prob_upload(&p);
             RUN_OK(&p);
             prob_reference(&p);
@@ -1574,10 +1531,7 @@ static void test_l2_sections(void **state)
     for (int m = 0; m < 2; m++) {
         spec s = make_spec(128, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, 2, 1000, 4096, 40, 20);
         prob p;
-        prob_init(&p, &s);
-        test_rng r;
-        case_rng(&r, 0x12500 + (uint64_t)m);
-        prob_random(&p, &r);
+        prob_init(&p, &s, 0x12500 + (uint64_t)m);
         prob_upload(&p);
         if (m == 0)
             RUN_OK(&p);
@@ -1625,15 +1579,12 @@ static void test_head_dims(void **state)
         spec s = make_spec(hd, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, 2, 300, 500, 4, 2);
         s.hdv = dims[i][1];
         prob p;
-        prob_init(&p, &s);
+        prob_init(&p, &s, 0xD000u + (uint64_t)hd * 1000 + (uint64_t)hdv);
         /* NaN gaps of 32 elements after every head's row in Q/K/V/O: a kernel that rounds the
            head dim up (96 → 128) and reads or writes the neighbour's columns fails */
         layout gap = {LAY_BSHD, 32, 256, 4096};
         p.lq = p.lk = p.lv = p.lo = gap;
         p.lse_post = 1024;
-        test_rng r;
-        case_rng(&r, 0xD000u + (uint64_t)hd * 1000 + (uint64_t)hdv);
-        prob_random(&p, &r);
         prob_upload(&p);
         char what[128];
         snprintf(what, sizeof what, "hd%d hdv%d bf16 causal sq=300 sk=500 h4/2 (NaN gaps)", hd,

@@ -35,6 +35,7 @@
 #include "runtime/driver.h"
 #include "runtime/runtime.h"
 #include "check.h"
+#include "test_util.h"
 
 static char g_root[256];
 static int g_seq;
@@ -57,14 +58,6 @@ static void arm(const char *sites)
         setenv("FA3JIT_TEST_FAIL", sites, 1);
     else
         unsetenv("FA3JIT_TEST_FAIL");
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
 }
 
 /* A new, not yet existing folder under the test root. */
@@ -91,17 +84,6 @@ static int count_files(const char *dir, const char *suffix)
     }
     closedir(d);
     return n;
-}
-
-static fa3_context *make_ctx(const char *dir, fa3_backend b)
-{
-    fa3_context_options o;
-    fa3_context_options_init(&o);
-    o.cache_dir = dir;
-    o.backend = b;
-    fa3_context *ctx = NULL;
-    CHECK(fa3_context_create(&ctx, &o));
-    return ctx;
 }
 
 static fa3_config cfg_hd(int hd)
@@ -161,7 +143,7 @@ static void test_mkdir_fails(void **state)
     assert_int_equal(e, EACCES);
 
     /* through a context: compiled, used from memory, one warning for the whole context */
-    fa3_context *ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK);
+    fa3_context *ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
     assert_string_equal(fa3_context_warning(ctx), "");
     fa3_config a = cfg_hd(64), b = cfg_hd(128);
     assert_int_equal(get_source(ctx, &a, NULL), FA3_SOURCE_COMPILED);
@@ -185,7 +167,7 @@ static void test_readonly_dir(void **state)
     char dir[512];
     fresh_dir(dir, sizeof dir, "readonly");
     fa3_config a = cfg_hd(64), b = cfg_hd(128);
-    fa3_context *ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK);
+    fa3_context *ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
     assert_int_equal(get_source(ctx, &a, NULL), FA3_SOURCE_COMPILED); /* entry for a on disk */
     fa3_context_free(ctx);
     assert_int_equal(count_files(dir, ".fa3k"), 1);
@@ -199,7 +181,7 @@ static void test_readonly_dir(void **state)
             "Read-only file system", NULL);
     assert_int_equal(e, EROFS);
 
-    ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK);
+    ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
     assert_int_equal(get_source(ctx, &a, NULL), FA3_SOURCE_DISK);     /* still read */
     assert_string_equal(fa3_context_warning(ctx), "");
     assert_int_equal(get_source(ctx, &b, NULL), FA3_SOURCE_COMPILED); /* kept in memory */
@@ -215,7 +197,7 @@ static void test_readonly_dir(void **state)
         char ro[512];
         fresh_dir(ro, sizeof ro, "chmod");
         assert_int_equal(mkdir(ro, 0500), 0);
-        ctx = make_ctx(ro, FA3_BACKEND_NVJITLINK);
+        ctx = make_ctx(ro, FA3_BACKEND_NVJITLINK, 0);
         assert_int_equal(get_source(ctx, &a, NULL), FA3_SOURCE_COMPILED);
         msg_has(fa3_context_warning(ctx), "not writable", ro, NULL);
         fa3_context_free(ctx);
@@ -233,7 +215,7 @@ static void test_uncreatable_dir(void **state)
     assert_non_null(f);
     fclose(f);
     snprintf(dir, sizeof dir, "%s/cache", file);
-    fa3_context *ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK);
+    fa3_context *ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
     fa3_config a = cfg_hd(64);
     assert_int_equal(get_source(ctx, &a, NULL), FA3_SOURCE_COMPILED);
     assert_int_equal(get_source(ctx, &a, NULL), FA3_SOURCE_MEMORY);
@@ -264,7 +246,7 @@ static void test_store_failures(void **state)
                 cases[i].reason, NULL);
         assert_int_equal(count_files(dir, ""), 0); /* the temporary file is gone */
 
-        fa3_context *ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK);
+        fa3_context *ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
         fa3_config a = cfg_hd(64);
         assert_int_equal(get_source(ctx, &a, NULL), FA3_SOURCE_COMPILED);
         assert_string_equal(fa3_last_error_message(), "");
@@ -282,20 +264,20 @@ static void test_read_fails(void **state)
     char dir[512];
     fresh_dir(dir, sizeof dir, "read");
     fa3_config a = cfg_hd(64);
-    fa3_context *ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK);
+    fa3_context *ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
     get_source(ctx, &a, NULL);
     fa3_context_free(ctx);
     static const char *sites[] = {"read", "oom-cache-load"};
     for (int i = 0; i < 2; i++) {
         arm(sites[i]);
-        ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK);
+        ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
         /* a miss, not an error: rebuilt (the store works) */
         assert_int_equal(get_source(ctx, &a, NULL), FA3_SOURCE_COMPILED);
         assert_string_equal(fa3_context_warning(ctx), "");
         fa3_context_free(ctx);
         arm(NULL);
     }
-    ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK);
+    ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
     assert_int_equal(get_source(ctx, &a, NULL), FA3_SOURCE_DISK);
     fa3_context_free(ctx);
 }
@@ -315,7 +297,7 @@ static void test_lock_failures(void **state)
                      FA3_CACHE_LOCK_UNAVAILABLE);
     msg_has(why, "flock", ".lock", "No locks available", NULL);
     assert_int_equal(lk.fd, -1);
-    fa3_context *ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK);
+    fa3_context *ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
     assert_int_equal(get_source(ctx, &a, NULL), FA3_SOURCE_COMPILED);
     msg_has(fa3_context_warning(ctx), "flock", "No locks available", "without the cache lock",
             NULL);
@@ -345,7 +327,7 @@ static void test_lock_failures(void **state)
                      FA3_CACHE_LOCK_UNAVAILABLE); /* another descriptor: excluded */
     msg_has(why, "still held", NULL);
     setenv("FA3JIT_CACHE_LOCK_TIMEOUT", "0.2", 1);
-    ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK);
+    ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
     unsetenv("FA3JIT_CACHE_LOCK_TIMEOUT");
     assert_int_equal(get_source(ctx, &b, NULL), FA3_SOURCE_COMPILED);
     msg_has(fa3_context_warning(ctx), "still held", "without the cache lock", NULL);
@@ -403,7 +385,7 @@ static void test_get_kernel_compile_error(void **state)
     for (int i = 0; i < (FA3_HAVE_PTX_COMPILER ? 2 : 1); i++) {
         char dir[512];
         fresh_dir(dir, sizeof dir, "spoiled");
-        fa3_context *ctx = make_ctx(dir, backends[i]);
+        fa3_context *ctx = make_ctx(dir, backends[i], 0);
         fa3_config a = cfg_hd(64);
         fa3_kernel *k = (fa3_kernel *)1;
         arm("ptx");
@@ -434,7 +416,7 @@ static void test_compiler_create_fails(void **state)
             NULL);
     fa3_compile_result_free(&r);
     /* through a context */
-    fa3_context *ctx = make_ctx(NULL, FA3_BACKEND_NVJITLINK);
+    fa3_context *ctx = make_ctx(NULL, FA3_BACKEND_NVJITLINK, 0);
     fa3_config a = cfg_hd(64);
     fa3_kernel *k;
     assert_int_equal(fa3_jit_get_kernel(ctx, &a, &k), FA3_ERR_LINK);
@@ -468,7 +450,7 @@ static void test_out_of_memory(void **state)
     for (int i = 0; i < (FA3_HAVE_PTX_COMPILER ? 2 : 1); i++) {
         char dir[512];
         fresh_dir(dir, sizeof dir, "oom");
-        ctx = make_ctx(dir, backends[i]);
+        ctx = make_ctx(dir, backends[i], 0);
         fa3_config a = cfg_hd(64);
         static const struct {
             const char *site, *text;
@@ -497,7 +479,7 @@ static void test_no_driver(void **state)
 {
     (void)state;
     /* A kernel to launch (compiled in this process: the child only launches). */
-    fa3_context *ctx = make_ctx(NULL, FA3_BACKEND_NVJITLINK);
+    fa3_context *ctx = make_ctx(NULL, FA3_BACKEND_NVJITLINK, 0);
     fa3_config a = cfg_hd(64);
     fa3_kernel *k;
     CHECK(fa3_jit_get_kernel(ctx, &a, &k));
@@ -560,7 +542,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    nftw(g_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    rm_rf(g_root);
     return 0;
 }
 

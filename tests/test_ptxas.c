@@ -284,9 +284,10 @@ static void test_one_config(void **state)
 
     char *ptx = NULL;
     size_t len = 0;
-    st = fa3_emit_ptx(&c, &ptx, &len);
+    st = fa3_codegen_ptx(&plan, &ptx, &len); /* this plan: with the case's knobs */
     if (st != FA3_OK)
-        fail_msg("%s: fa3_emit_ptx: %s: %s", pc->name, fa3_strerror(st), fa3_last_error_message());
+        fail_msg("%s: fa3_codegen_ptx: %s: %s", pc->name, fa3_strerror(st),
+                 fa3_last_error_message());
     char ptx_path[512], cubin_path[512], log_path[512];
     snprintf(ptx_path, sizeof ptx_path, "%s/%s.ptx", g_tmpdir, pc->name);
     snprintf(cubin_path, sizeof cubin_path, "%s/%s.cubin", g_tmpdir, pc->name);

@@ -28,6 +28,7 @@
 
 #include "fa3jit.h"
 #include "runtime/cache.h"
+#include "runtime/compile.h"
 #include "runtime/driver.h"
 
 enum { EXIT_FAIL = 1, EXIT_NO_GPU = 2, EXIT_USAGE = 64 };
@@ -458,29 +459,11 @@ static const char *source_str(fa3_kernel_source s)
     return "?";
 }
 
-/* A compiler log line that CI treats as a failure: a warning, or a ptxas advisory such as
-   "(C7504) Potential Performance Loss: 'setmaxnreg' ignored" (the same rule as the library's
-   compile.c and tests/test_ptxas.c). */
-static int line_is_warning(const char *p, size_t n)
-{
-    for (size_t i = 0; i < n; ++i) {
-        if (i + 7 <= n && strncasecmp(p + i, "warning", 7) == 0)
-            return 1;
-        if (i + 16 <= n && strncmp(p + i, "Performance Loss", 16) == 0)
-            return 1;
-        if (i + 7 <= n && p[i] == '(' && p[i + 1] == 'C' && isdigit((unsigned char)p[i + 2]) &&
-            isdigit((unsigned char)p[i + 3]) && isdigit((unsigned char)p[i + 4]) &&
-            isdigit((unsigned char)p[i + 5]) && p[i + 6] == ')')
-            return 1;
-    }
-    return 0;
-}
-
 static int log_has_warning(const char *log)
 {
     for (const char *p = log; p && *p;) {
         size_t n = strcspn(p, "\n");
-        if (line_is_warning(p, n))
+        if (fa3_log_line_is_diagnostic(p, n))
             return 1;
         p += n + (p[n] == '\n');
     }
@@ -526,7 +509,7 @@ static void print_info(const fa3_context *ctx, const fa3_kernel_info *in)
         const char *p = in->compile_log;
         while (*p) {
             size_t n = strcspn(p, "\n");
-            if (line_is_warning(p, n))
+            if (fa3_log_line_is_diagnostic(p, n))
                 printf("  %.*s\n", (int)n, p);
             p += n + (p[n] == '\n');
         }
@@ -1134,25 +1117,25 @@ static int cmd_check(int argc, char **argv)
                         .softcap = (float)softcap_value, .window_left = wl, .window_right = wr};
         oom |= add_cfg(&cfgs, &ncfg, &capcfg, cc);
     } else if (all) {
-        /* Every supported head-dim pair (probed through fa3_config_canonicalize) x dtype x mask
-           and window x softcap x GQA ratio (1, 2, 8, MQA). */
-        static const int hdc[][2] = {{64, 0}, {96, 0}, {128, 0}, {192, 0}, {256, 0}, {192, 128}};
+        /* Every supported head-dim pair (those of fa3_supported_configs) x dtype x mask and
+           window x softcap x GQA ratio (1, 2, 8, MQA). */
         static const fa3_dtype dts[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16};
         static const struct { fa3_mask mask; int wl, wr; } masks[] = {
             {FA3_MASK_NONE, -1, -1},  {FA3_MASK_CAUSAL, -1, -1}, {FA3_MASK_LOCAL, 64, 32},
             {FA3_MASK_LOCAL, -1, 0}, {FA3_MASK_LOCAL, 0, -1}};
         const int hh[4][2] = {{heads, heads}, {6, 3}, {16, 2}, {8, 1}};
-        for (size_t hi = 0; hi < sizeof hdc / sizeof hdc[0]; ++hi) {
-            fa3_config probe, canon;
+        int nsup = fa3_supported_configs(NULL, 0);
+        fa3_config *sup = calloc((size_t)(nsup > 0 ? nsup : 1), sizeof *sup);
+        oom |= !sup;
+        nsup = sup ? fa3_supported_configs(sup, nsup) : 0;
+        for (int si = 0; si < nsup; ++si) {
+            if (sup[si].dtype != FA3_DTYPE_BF16 || sup[si].mask != FA3_MASK_NONE ||
+                sup[si].softcap)
+                continue; /* one entry per head-dim pair */
+            fa3_config probe; /* the pair with the planner's tiles (block_n, stages 0) */
             fa3_config_init(&probe);
-            probe.head_dim = hdc[hi][0];
-            probe.head_dim_v = hdc[hi][1];
-            if (fa3_config_canonicalize(&probe, &canon) != FA3_OK) {
-                printf("check --all: head_dim %d head_dim_v %d not supported by this build "
-                       "(skipped): %s\n", hdc[hi][0], hdc[hi][1] ? hdc[hi][1] : hdc[hi][0],
-                       fa3_last_error_message());
-                continue;
-            }
+            probe.head_dim = sup[si].head_dim;
+            probe.head_dim_v = sup[si].head_dim_v == sup[si].head_dim ? 0 : sup[si].head_dim_v;
             for (int di = 0; di < 2; ++di)
                 for (size_t mi = 0; mi < sizeof masks / sizeof masks[0]; ++mi)
                     for (int sc = 0; sc < 2; ++sc)
@@ -1168,6 +1151,7 @@ static int cmd_check(int argc, char **argv)
                             oom |= add_cfg(&cfgs, &ncfg, &capcfg, cc);
                         }
         }
+        free(sup);
     } else {
         /* The default set: head_dim 64/128/256 x bf16/fp16 x none/causal (--all is above). */
         static const int hds[] = {64, 128, 256};
@@ -1884,30 +1868,19 @@ static void *warm_worker(void *arg)
 
 static int cache_warm(const cache_args *a)
 {
-    fa3_config *cfgs = NULL;
-    int n;
-    if (a->all) {
-        n = fa3_supported_configs(NULL, 0);
-        cfgs = calloc((size_t)(n > 0 ? n : 1), sizeof *cfgs);
-        if (!cfgs) {
-            fprintf(stderr, "%s: out of memory\n", prog);
-            return EXIT_FAIL;
-        }
-        n = fa3_supported_configs(cfgs, n);
-    } else {
-        n = 1;
-        cfgs = calloc(1, sizeof *cfgs);
-        if (!cfgs) {
-            fprintf(stderr, "%s: out of memory\n", prog);
-            return EXIT_FAIL;
-        }
-        fa3_status st = fa3_config_canonicalize(&a->o.cfg, &cfgs[0]);
-        if (st != FA3_OK) {
-            free(cfgs);
-            lib_error(st, "invalid configuration");
-            return exit_code_for(st);
-        }
+    fa3_config one;
+    if (!a->all)
+        canonical_or_exit(&a->o.cfg, &one);
+    int n = a->all ? fa3_supported_configs(NULL, 0) : 1;
+    fa3_config *cfgs = calloc((size_t)(n > 0 ? n : 1), sizeof *cfgs);
+    if (!cfgs) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return EXIT_FAIL;
     }
+    if (a->all)
+        n = fa3_supported_configs(cfgs, n);
+    else
+        cfgs[0] = one;
     if (a->dry_run) {
         for (int i = 0; i < n; ++i) {
             char desc[128];

@@ -10,12 +10,25 @@ out=${OUT:-/tmp/fa3jit-gpu}; mkdir -p "$out"
 export LD_LIBRARY_PATH=$root/.gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export FA3JIT_CACHE_DIR=$(mktemp -d) FA3JIT_LIBRARY=$root/.gpu/libfa3jit.so
 gen=$root/.gpu/fa3-gen
-if [ -f "$root/.gpu/base/libfa3jit.so.xz" ]; then  # gpu-bundle BASE_BUILD
-  python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
-    "$root/.gpu/base/libfa3jit.so.xz" "$root/.gpu/base/libfa3jit.so"
-fi
 steps=${*:-tests edge check pytest checkall compare sass sanitize}
 rc=0
+# logged NAME SECONDS TAIL CMD...: runs CMD with a time limit, its output to $out/NAME.txt and the
+# last TAIL lines to the console; a failure (or timeout) fails the run
+logged() {
+  local name=$1 secs=$2 tail=$3; shift 3
+  timeout "$secs" "$@" 2>&1 | tee "$out/$name.txt" | tail -"$tail"
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+}
+# smi_start NAME: SM clock, power and temperature every 0.5 s into $out/smi_NAME.csv ($smi: pid)
+smi_start() {
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 \
+    > "$out/smi_$1.csv" 2>&1 & smi=$!
+}
+# ab_variants HD: the A/B variants for head_dim HD (AB_VARIANTS_<HD>, else AB_VARIANTS)
+ab_variants() {
+  local v=AB_VARIANTS_$1
+  echo "${!v:-${AB_VARIANTS:-o_tma_store=0 q_double=0}}"
+}
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
 $gen --version
 for step in $steps; do
@@ -30,23 +43,25 @@ for step in $steps; do
       echo "hd$hd $dt $m: USETMAXREG $n_set HGMMA $n_mma LDL/STL $n_ldl"
       [ "$n_set" -ge 2 ] && [ "$n_mma" -ge 1 ] && [ "$n_ldl" -eq 0 ] || rc=1
     done; done; done ;;
-  tests) timeout 300 "$root/.gpu/test_gpu" 2>&1 | tee "$out/test_gpu.txt" | tail -25; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
-  edge) timeout 300 "$root/.gpu/test_edge" 2>&1 | tee "$out/test_edge.txt" | tail -40; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
-  checkall) timeout 400 $gen check --all 2>&1 | tee "$out/check_all.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
-  check) timeout 400 $gen check 2>&1 | tee "$out/check.txt" | tail -30; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
-  pytest) (cd "$root" && timeout 400 python3 -m pytest python/tests -q -rs 2>&1) | tee "$out/pytest.txt" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
+  tests) logged test_gpu 300 25 "$root/.gpu/test_gpu" ;;
+  edge) logged test_edge 300 40 "$root/.gpu/test_edge" ;;
+  checkall) logged check_all 400 15 $gen check --all ;;
+  check) logged check 400 30 $gen check ;;
+  pytest) logged pytest 400 15 bash -c 'cd "$1" && python3 -m pytest python/tests -q -rs' _ "$root" ;;
   compare) # both libraries replayed from CUDA graphs under do_bench in one process, per shape in turn,
     # median of COMPARE_REPEAT (3) rounds; COMPARE_FA3_TIMER=bench: fa3jit by `fa3-gen bench`
     # instead (short bursts: reads high, see docs/notes.md); COMPARE_L2=warm: back-to-back calls;
     # COMPARE_VARIANTS="knob=v;knob=v,knob2=v": extra fa3jit columns (same-run A/B, fair timing);
     # COMPARE_GEMM=1: a cuBLAS 8192^3 product timed the same way; COMPARE_HEAD_DIMS, COMPARE_SEQLENS
-    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 \
-      > "$out/smi_compare.csv" 2>&1 & smi=$!
-    timeout 560 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes "${FA3JIT_BENCH_DTYPES:-bf16,fp16}" --layout "${FA3JIT_BENCH_LAYOUT:-mixed}" --repeat "${COMPARE_REPEAT:-3}" --fa3-timer "${COMPARE_FA3_TIMER:-python}" --l2 "${COMPARE_L2:-flush}" \
-      --head-dims "${COMPARE_HEAD_DIMS:-64,128,256}" --seqlens "${COMPARE_SEQLENS:-512,1024,2048,4096,8192,16384}" \
-      --variants "${COMPARE_VARIANTS:-}" $([ "${COMPARE_GEMM:-0}" = 1 ] && echo --gemm) \
-      --json "$out/compare.json" 2>&1 | tee "$out/compare.txt" | tail -45
-    [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+    # (unset variables leave compare.py's own defaults; only the repeat count differs: 3 here)
+    smi_start compare
+    logged compare 560 45 python3 "$root/bench/compare.py" --fa3-gen $gen --repeat "${COMPARE_REPEAT:-3}" \
+      ${FA3JIT_BENCH_DTYPES:+--dtypes "$FA3JIT_BENCH_DTYPES"} \
+      ${FA3JIT_BENCH_LAYOUT:+--layout "$FA3JIT_BENCH_LAYOUT"} \
+      ${COMPARE_FA3_TIMER:+--fa3-timer "$COMPARE_FA3_TIMER"} ${COMPARE_L2:+--l2 "$COMPARE_L2"} \
+      ${COMPARE_HEAD_DIMS:+--head-dims "$COMPARE_HEAD_DIMS"} ${COMPARE_SEQLENS:+--seqlens "$COMPARE_SEQLENS"} \
+      ${COMPARE_VARIANTS:+--variants "$COMPARE_VARIANTS"} $([ "${COMPARE_GEMM:-0}" = 1 ] && echo --gemm) \
+      --json "$out/compare.json"
     kill $smi ;;
   compare_layouts) # both libraries on the same layout, bshd then bhsd (bf16; fa3jit by fa3-gen bench,
     # whose --layout bhsd the Python layer lacks)
@@ -57,10 +72,13 @@ for step in $steps; do
         | tee "$out/compare_$l.txt" | grep '^|'
     done ;;
   ab) # same-run A/B of FA3JIT_PLAN_DEBUG variants (bench/ab.py); clocks and power logged beside
-    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 \
-      > "$out/smi_ab.csv" 2>&1 & smi=$!
+    if [ -f "$root/.gpu/base/libfa3jit.so.xz" ]; then  # gpu-bundle BASE_BUILD (variant gen:.gpu/base/fa3-gen)
+      python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+        "$root/.gpu/base/libfa3jit.so.xz" "$root/.gpu/base/libfa3jit.so"
+    fi
+    smi_start ab
     for hd in ${AB_HEAD_DIMS:-64 128 256}; do
-      v=AB_VARIANTS_$hd; v=${!v:-${AB_VARIANTS:-o_tma_store=0 q_double=0}}
+      v=$(ab_variants $hd)
       timeout 300 python3 "$root/bench/ab.py" --fa3-gen $gen --head-dim $hd --rounds ${AB_ROUNDS:-2} \
         --mask ${AB_MASK:-both} \
         $v 2>&1 | tee -a "$out/ab.txt"
@@ -68,8 +86,7 @@ for step in $steps; do
     kill $smi ;;
   checkvar) # fa3-gen check (156 cases) for each A/B variant: a variant's speed only counts if right
     for hd in ${AB_HEAD_DIMS:-64 128 256}; do
-      v=AB_VARIANTS_$hd; v=${!v:-${AB_VARIANTS:-o_tma_store=0 q_double=0}}
-      for var in $v; do
+      for var in $(ab_variants $hd); do
         case "+$var" in *+gen:*) echo "$var hd$hd: another build (checked where it was built)"; continue;; esac
         knobs=$(tr '+' '\n' <<<"$var" | grep -v '^@' | paste -sd, -)  # @options: bench only
         [ -n "$knobs" ] || { echo "$var hd$hd: bench options only, kernel = default (checked by check)"; continue; }
@@ -97,12 +114,11 @@ for step in $steps; do
     # compute-sanitizer over every supported config (check --all: 480 configs incl. GQA, one
     # small tile-boundary shape) with each tool (each took seconds on the H200).
     for tool in memcheck racecheck synccheck; do
-      set -- --all
-      echo "--- $tool $*"
+      echo "--- $tool --all"
       timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
-        $gen check "$@" --seqlen-q 129 --seqlen-k 257 --batch 1 > /tmp/sanitize-$tool.txt 2>&1
+        $gen check --all --seqlen-q 129 --seqlen-k 257 --batch 1 > /tmp/sanitize-$tool.txt 2>&1
       r=$?
-      { echo "--- $tool $* (exit $r)"; grep -v -E " PASS$" /tmp/sanitize-$tool.txt | tail -40; } >> "$out/sanitize.txt"
+      { echo "--- $tool --all (exit $r)"; grep -v -E " PASS$" /tmp/sanitize-$tool.txt | tail -40; } >> "$out/sanitize.txt"
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed" /tmp/sanitize-$tool.txt | tail -3
       echo "$tool exit $r"; [ $r = 0 ] || rc=1
     done ;;

@@ -115,3 +115,10 @@ void fa3_free(void *p)
 {
     free(p);
 }
+
+int fa3_config_equal(const fa3_config *a, const fa3_config *b)
+{
+    return a->head_dim == b->head_dim && a->head_dim_v == b->head_dim_v && a->dtype == b->dtype &&
+           a->mask == b->mask && a->softcap == b->softcap && a->arch == b->arch &&
+           a->block_n == b->block_n && a->stages == b->stages;
+}

@@ -108,6 +108,22 @@ static int qempty_off(const fa3_plan *p, int b)
     return 8 + 32 * p->stages + 16 * b;
 }
 
+/* dst = address of q_full[buffer] (buf: register holding the buffer, 0 or 1; two Q buffers) */
+static void emit_qfull_addr(gen *g, const char *buf, const char *pred, const char *dst)
+{
+    E("setp.ne.u32 %s, %s, 0;", pred, buf);
+    E("selp.b32 %s, %d, 0, %s;", dst, qfull_off(g->p, 1), pred);
+    E("add.u32 %s, %s, %%bars;", dst, dst);
+}
+
+/* dst = address of q_empty of this tile's Q buffer (%r58 holds it with two buffers) */
+static void emit_qempty_addr(gen *g, const char *dst)
+{
+    E("add.u32 %s, %%bars, %d;", dst, qempty_off(g->p, 0));
+    if (g->p->q_bufs == 2)
+        E("mad.lo.u32 %s, %%r58, 16, %s;", dst, dst); /* q_empty[buffer] */
+}
+
 static void emit_release_arrive(gen *g, const char *bar)
 {
     if (g->p->arrive_per_warp) {
@@ -287,9 +303,7 @@ static void emit_prod_q(gen *g)
         E("add.u32 %%r37, %%sbase, %d;", p->smem_q);
     } else {
         E("and.b32 %%r29, %%qc, 1;");
-        E("setp.ne.u32 %%p5, %%r29, 0;");
-        E("selp.b32 %%r27, %d, 0, %%p5;", qfull_off(p, 1));
-        E("add.u32 %%r27, %%r27, %%bars;");
+        emit_qfull_addr(g, "%r29", "%p5", "%r27");
         E("mad.lo.u32 %%r37, %%r29, %d, %%sbase;", p->smem_q_buf);
         E("add.u32 %%r37, %%r37, %d;", p->smem_q);
     }
@@ -496,8 +510,8 @@ static void emit_softmax(gen *g, int masked)
         for (int i = 0; i < ns; i++) {
             int r = acc_row(i);
             E("setp.lt.s32 %%p9, %%r%d, %d;", 36 + r, acc_col(i)); /* past the last key */
-            if (lower)
-                E("setp.gt.or.s32 %%p9, %%r%d, %d, %%p9;", 38 + r, acc_col(i)); /* before the first */
+            if (lower) /* before the first key */
+                E("setp.gt.or.s32 %%p9, %%r%d, %d, %%p9;", 38 + r, acc_col(i));
             E("selp.f32 %%s%d, " NEG_INF ", %%s%d, %%p9;", i, i);
         }
     }
@@ -620,9 +634,7 @@ static void emit_q_release_if_last(gen *g)
     E("add.u32 %%r53, %%it, 1;");
     E("setp.eq.s32 %%p13, %%r53, %%niters;");
     E("setp.eq.and.u32 %%p13, %%lane, 0, %%p13;");
-    E("add.u32 %%r53, %%bars, %d;", qempty_off(g->p, 0));
-    if (g->p->q_bufs == 2)
-        E("mad.lo.u32 %%r53, %%r58, 16, %%r53;"); /* q_empty[buffer] */
+    emit_qempty_addr(g, "%r53");
     E("@%%p13 mbarrier.arrive.shared::cta.b64 _, [%%r53];");
 }
 
@@ -723,9 +735,7 @@ static void emit_consumer(gen *g)
         E("and.b32 %%r58, %%qc, 1;");   /* Q buffer of this tile */
         E("shr.u32 %%r49, %%qc, 1;");
         E("and.b32 %%r49, %%r49, 1;");  /* parity of the buffer's use */
-        E("setp.ne.u32 %%p12, %%r58, 0;");
-        E("selp.b32 %%r50, %d, 0, %%p12;", qfull_off(p, 1));
-        E("add.u32 %%r50, %%r50, %%bars;");
+        emit_qfull_addr(g, "%r58", "%p12", "%r50");
         mbar_wait(g, "%r50", "%r49");
         E("mad.lo.u32 %%r49, %%r58, %d, %%sbase;", p->smem_q_buf);
         E("mad.lo.u32 %%r49, %%r40, 8192, %%r49;");
@@ -846,9 +856,7 @@ static void emit_consumer(gen *g)
         E("@%%p6 bra $Lcons_qk;");
     }
     if (!p->early_q_release && p->o_stage != 2) {
-        E("add.u32 %%r53, %%bars, %d;", qempty_off(p, 0));
-        if (p->q_bufs == 2)
-            E("mad.lo.u32 %%r53, %%r58, 16, %%r53;");
+        emit_qempty_addr(g, "%r53");
         E("setp.eq.u32 %%p13, %%lane, 0;");
         E("@%%p13 mbarrier.arrive.shared::cta.b64 _, [%%r53];"); /* q_empty after the last PV */
     }
@@ -937,7 +945,7 @@ static void emit_epilogue(gen *g)
             /* Q (the staging) is free once the store has read it: release it for the warpgroup's
                four warps */
             E("@%%p13 cp.async.bulk.wait_group.read 0;");
-            E("add.u32 %%r62, %%bars, %d;", qempty_off(p, 0));
+            emit_qempty_addr(g, "%r62");
             E("@%%p13 mbarrier.arrive.shared::cta.b64 _, [%%r62], 4;");
         }
         E("bra.uni $Lepi_lse;");
@@ -988,7 +996,7 @@ static void emit_epilogue(gen *g)
         /* stored from registers: release Q (lane 0 of each warp) if this tile loaded one */
         E("setp.eq.u32 %%p13, %%lane, 0;");
         E("setp.gt.and.s32 %%p13, %%niters, 0, %%p13;");
-        E("add.u32 %%r62, %%bars, %d;", qempty_off(p, 0));
+        emit_qempty_addr(g, "%r62");
         E("@%%p13 mbarrier.arrive.shared::cta.b64 _, [%%r62];");
     }
     if (p->o_stage)

@@ -41,8 +41,8 @@ void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
      308/467 TFLOP/s; off for non-masked (nc_sections, tried: −5 to −13%);
    - pp_continuous (ping-pong order kept across tiles): non-causal 512/1024 +3–5%;
    - q_double, k_before_q: see fa3_plan_make; wg3: three consumer warpgroups for hd64;
-   - dbg_no_softmax (timing only, wrong results): P = S, no softcap/mask/max/exp/sum/rescale; the GEMMs
-     and the pipeline alone. Fair timing, bf16, 16k non-causal (call 3 of 2026-11-29 session 4):
+   - dbg_no_softmax (timing only, wrong results): P = S, no softcap/mask/max/exp/sum/rescale;
+     the GEMMs and the pipeline alone. Fair timing, bf16, 16k non-causal (call 3 of 2026-11-29 session 4):
      hd64/128/256 778/769/757 TFLOP/s vs 527/648/725 with the softmax.
    Values are one digit: 0/1, or 2..8 for stages (the K/V ring depth). The PTX changes, so cache
    keys do too. Unknown names and values out of range are ignored. */

@@ -60,6 +60,29 @@ static uint64_t get_u64(const uint8_t *p)
 
 /* ------------------------------------------------------------------ key */
 
+/* The canonical config as 8 little-endian u32 fields (32 bytes): the cache key hashes them, and
+   entry headers store them, in this order. */
+static void put_config(uint8_t *p, const fa3_config *c)
+{
+    const int32_t f[8] = {c->head_dim, c->head_dim_v, (int32_t)c->dtype, (int32_t)c->mask,
+                          c->softcap, (int32_t)c->arch, c->block_n, c->stages};
+    for (int i = 0; i < 8; i++)
+        put_u32(p + 4 * i, (uint32_t)f[i]);
+}
+
+static void get_config(const uint8_t *p, fa3_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->head_dim = (int32_t)get_u32(p);
+    c->head_dim_v = (int32_t)get_u32(p + 4);
+    c->dtype = (fa3_dtype)(int32_t)get_u32(p + 8);
+    c->mask = (fa3_mask)(int32_t)get_u32(p + 12);
+    c->softcap = (int32_t)get_u32(p + 16);
+    c->arch = (fa3_arch)(int32_t)get_u32(p + 20);
+    c->block_n = (int32_t)get_u32(p + 24);
+    c->stages = (int32_t)get_u32(p + 28);
+}
+
 static void hash_u32(XXH3_state_t *s, uint32_t v)
 {
     uint8_t b[4];
@@ -101,14 +124,9 @@ fa3_status fa3_cache_key_for(const fa3_config *canonical, const char *ptx, size_
     /* The canonical config, one fixed-width field at a time (count first: adding a field changes
        every key). */
     hash_u32(s, 8);
-    hash_u32(s, (uint32_t)c.head_dim);
-    hash_u32(s, (uint32_t)c.head_dim_v);
-    hash_u32(s, (uint32_t)c.dtype);
-    hash_u32(s, (uint32_t)c.mask);
-    hash_u32(s, (uint32_t)c.softcap);
-    hash_u32(s, (uint32_t)c.arch);
-    hash_u32(s, (uint32_t)c.block_n);
-    hash_u32(s, (uint32_t)c.stages);
+    uint8_t cb[32];
+    put_config(cb, &c);
+    XXH3_128bits_update(s, cb, sizeof cb);
     hash_str(s, ptx, len);
     hash_str(s, FA3_GENERATOR_VERSION, strlen(FA3_GENERATOR_VERSION));
     const char *bn = fa3_backend_name(b);
@@ -221,10 +239,17 @@ static int mkdir_p(const char *path)
     return S_ISDIR(sb.st_mode) ? 0 : (errno = ENOTDIR, -1);
 }
 
+/* buf = "<dir>/<name><suffix>"; 0, or -1 when it does not fit (no error message set). */
+static int join_path(char *buf, size_t size, const char *dir, const char *name,
+                     const char *suffix)
+{
+    int n = snprintf(buf, size, "%s/%s%s", dir, name, suffix);
+    return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
 fa3_status fa3_cache_entry_path(const char *dir, const char *key, char *buf, size_t size)
 {
-    int n = snprintf(buf, size, "%s/%s%s", dir, key, FA3_CACHE_SUFFIX);
-    if (n < 0 || (size_t)n >= size)
+    if (join_path(buf, size, dir, key, FA3_CACHE_SUFFIX) != 0)
         return fa3_seterr(FA3_ERR_CACHE_IO, "cache path too long: %s/%s%s", dir, key,
                           FA3_CACHE_SUFFIX);
     return FA3_OK;
@@ -286,17 +311,8 @@ int fa3_cache_parse_header(const void *data, size_t size, const char *key, fa3_c
     uint32_t backend = get_u32(h + FA3_CACHE_OFF_BACKEND);
     if (backend != FA3_BACKEND_PTX_COMPILER && backend != FA3_BACKEND_NVJITLINK)
         BAD("unknown backend");
-    const uint8_t *c = h + FA3_CACHE_OFF_CONFIG;
     fa3_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.head_dim = (int32_t)get_u32(c);
-    cfg.head_dim_v = (int32_t)get_u32(c + 4);
-    cfg.dtype = (fa3_dtype)(int32_t)get_u32(c + 8);
-    cfg.mask = (fa3_mask)(int32_t)get_u32(c + 12);
-    cfg.softcap = (int32_t)get_u32(c + 16);
-    cfg.arch = (fa3_arch)(int32_t)get_u32(c + 20);
-    cfg.block_n = (int32_t)get_u32(c + 24);
-    cfg.stages = (int32_t)get_u32(c + 28);
+    get_config(h + FA3_CACHE_OFF_CONFIG, &cfg);
     /* Plausibility only (the loader compares with the config it wants): enums in range, sizes
        positive and small. fa3_config_canonicalize would set the thread's message. */
     if (cfg.head_dim <= 0 || cfg.head_dim > 4096 || cfg.head_dim_v <= 0 ||
@@ -324,6 +340,13 @@ int fa3_cache_parse_header(const void *data, size_t size, const char *key, fa3_c
     return 1;
 }
 
+/* 1 if the payload (cubin then log, as sized by the parsed header h) matches h's checksum. */
+static int payload_ok(const uint8_t *h, const uint8_t *payload, const fa3_cache_view *v)
+{
+    return XXH3_64bits(payload, v->cubin_size + v->log_size) ==
+           get_u64(h + FA3_CACHE_OFF_PAYLOAD_SUM);
+}
+
 int fa3_cache_parse(const void *data, size_t size, const char *key, fa3_cache_view *v,
                     const char **why)
 {
@@ -331,8 +354,7 @@ int fa3_cache_parse(const void *data, size_t size, const char *key, fa3_cache_vi
         return 0;
     const uint8_t *h = data;
     const uint8_t *payload = h + HDR;
-    if (XXH3_64bits(payload, v->cubin_size + v->log_size) !=
-        get_u64(h + FA3_CACHE_OFF_PAYLOAD_SUM)) {
+    if (!payload_ok(h, payload, v)) {
         memset(v, 0, sizeof *v);
         BAD("payload checksum mismatch");
     }
@@ -363,13 +385,6 @@ static int read_all(int fd, void *buf, size_t n)
     return 0;
 }
 
-static int config_equal(const fa3_config *a, const fa3_config *b)
-{
-    return a->head_dim == b->head_dim && a->head_dim_v == b->head_dim_v && a->dtype == b->dtype &&
-           a->mask == b->mask && a->softcap == b->softcap && a->arch == b->arch &&
-           a->block_n == b->block_n && a->stages == b->stages;
-}
-
 int fa3_cache_load(const char *dir, const char *key, const fa3_config *expect, void **cubin,
                    size_t *cubin_size, char **log, fa3_cache_meta *meta)
 {
@@ -379,8 +394,7 @@ int fa3_cache_load(const char *dir, const char *key, const fa3_config *expect, v
     if (!dir || !valid_key(key))
         return 0;
     char path[4096];
-    int n = snprintf(path, sizeof path, "%s/%s%s", dir, key, FA3_CACHE_SUFFIX);
-    if (n < 0 || (size_t)n >= sizeof path)
+    if (join_path(path, sizeof path, dir, key, FA3_CACHE_SUFFIX) != 0)
         return 0;
     /* O_NONBLOCK: a FIFO planted at the entry's path must not block the open (fstat then
        rejects anything that is not a regular file); it does not affect reads of regular files. */
@@ -397,27 +411,23 @@ int fa3_cache_load(const char *dir, const char *key, const fa3_config *expect, v
     size_t size = (size_t)sb.st_size;
     uint8_t h[HDR];
     fa3_cache_view v;
-    /* The header first: sizes are checked before anything large is allocated. */
+    /* The header first: sizes are checked before anything large is allocated; then the payload
+       (cubin and log, size - HDR bytes by the header's checks) against its checksum. */
     if (read_all(fd, h, HDR) != 0 || !fa3_cache_parse_header(h, size, key, &v, NULL))
         goto out;
-    if (expect && (!config_equal(&v.meta.config, expect)))
+    if (expect && !fa3_config_equal(&v.meta.config, expect))
         goto out;
-    buf = fa3_test_fail("oom-cache-load") ? NULL : malloc(size);
+    buf = fa3_test_fail("oom-cache-load") ? NULL : malloc(size - HDR);
     text = fa3_test_fail("oom-cache-load") ? NULL : malloc(v.log_size + 1);
     if (!buf || !text)
         goto out;
-    memcpy(buf, h, HDR);
-    if (read_all(fd, buf + HDR, size - HDR) != 0)
+    if (read_all(fd, buf, size - HDR) != 0 || !payload_ok(h, buf, &v))
         goto out;
-    if (!fa3_cache_parse(buf, size, key, &v, NULL))
-        goto out;
-    memcpy(text, v.log, v.log_size);
+    size_t csize = v.cubin_size;
+    memcpy(text, buf + csize, v.log_size);
     text[v.log_size] = '\0';
     *meta = v.meta;
-    /* Keep only the cubin: move it to the front and shrink (keeping the block if realloc
-       declines). */
-    size_t csize = v.cubin_size;
-    memmove(buf, buf + HDR, csize);
+    /* Keep only the cubin (it comes first): shrink, keeping the block if realloc declines. */
     uint8_t *shrunk = realloc(buf, csize);
     *cubin = shrunk ? shrunk : buf;
     buf = NULL;
@@ -503,15 +513,7 @@ fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, 
     put_u32(r + 12, (uint32_t)meta->stack_bytes);
     put_u32(h + FA3_CACHE_OFF_FLAGS, meta->has_warning ? 1u : 0u);
     put_u32(h + FA3_CACHE_OFF_BACKEND, (uint32_t)meta->backend);
-    uint8_t *c = h + FA3_CACHE_OFF_CONFIG;
-    put_u32(c, (uint32_t)meta->config.head_dim);
-    put_u32(c + 4, (uint32_t)meta->config.head_dim_v);
-    put_u32(c + 8, (uint32_t)meta->config.dtype);
-    put_u32(c + 12, (uint32_t)meta->config.mask);
-    put_u32(c + 16, (uint32_t)meta->config.softcap);
-    put_u32(c + 20, (uint32_t)meta->config.arch);
-    put_u32(c + 24, (uint32_t)meta->config.block_n);
-    put_u32(c + 28, (uint32_t)meta->config.stages);
+    put_config(h + FA3_CACHE_OFF_CONFIG, &meta->config);
     put_u64(h + FA3_CACHE_OFF_CREATED,
             (uint64_t)(meta->created ? meta->created : (int64_t)time(NULL)));
     put_u64(h + FA3_CACHE_OFF_HEADER_SUM, XXH3_64bits(h, FA3_CACHE_OFF_HEADER_SUM));
@@ -557,11 +559,9 @@ fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, 
 
 /* ------------------------------------------------------------------ lock */
 
-static double mono_ms(void)
+int fa3_cache_errno_readonly(int e)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+    return e == EROFS || e == EACCES || e == EPERM;
 }
 
 static void sleep_ms(int ms)
@@ -580,8 +580,7 @@ fa3_cache_lock_result fa3_cache_lock_take(const char *dir, const char *key, int 
         why_size = 0;
     if (why_size)
         why[0] = '\0';
-    int n = snprintf(lk->path, sizeof lk->path, "%s/%s%s", dir, key, FA3_CACHE_LOCK_SUFFIX);
-    if (n < 0 || (size_t)n >= sizeof lk->path) {
+    if (join_path(lk->path, sizeof lk->path, dir, key, FA3_CACHE_LOCK_SUFFIX) != 0) {
         snprintf(why, why_size, "cache lock path too long: %s", dir);
         return FA3_CACHE_LOCK_UNAVAILABLE;
     }
@@ -590,7 +589,7 @@ fa3_cache_lock_result fa3_cache_lock_take(const char *dir, const char *key, int 
                  strerror(errno));
         return FA3_CACHE_LOCK_NODIR;
     }
-    double deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    double deadline = fa3_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     for (;;) {
         int fd = inject("open", EROFS)
                      ? -1
@@ -599,8 +598,8 @@ fa3_cache_lock_result fa3_cache_lock_take(const char *dir, const char *key, int 
             int e = errno;
             snprintf(why, why_size, "cannot create the cache lock file %s: open: %s", lk->path,
                      strerror(e));
-            return e == EROFS || e == EACCES || e == EPERM ? FA3_CACHE_LOCK_READONLY
-                                                           : FA3_CACHE_LOCK_UNAVAILABLE;
+            return fa3_cache_errno_readonly(e) ? FA3_CACHE_LOCK_READONLY
+                                               : FA3_CACHE_LOCK_UNAVAILABLE;
         }
         int wait = 1;
         for (;;) {
@@ -618,7 +617,7 @@ fa3_cache_lock_result fa3_cache_lock_take(const char *dir, const char *key, int 
                 close(fd);
                 return FA3_CACHE_LOCK_UNAVAILABLE;
             }
-            if (mono_ms() >= deadline) {
+            if (fa3_now_ms() >= deadline) {
                 snprintf(why, why_size, "cannot lock %s: still held by another process after "
                          "%d ms", lk->path, timeout_ms);
                 close(fd);
@@ -724,9 +723,8 @@ fa3_status fa3_cache_list(const char *dir, fa3_cache_file **files, size_t *count
         f->name[sizeof f->name - 1] = '\0';
         f->kind = kind;
         char path[4096];
-        int n = snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
         struct stat sb;
-        if (n < 0 || (size_t)n >= sizeof path || lstat(path, &sb) != 0)
+        if (join_path(path, sizeof path, dir, de->d_name, "") != 0 || lstat(path, &sb) != 0)
             continue; /* vanished (a concurrent store or clear) */
         f->file_size = (uint64_t)sb.st_size;
         f->mtime = (int64_t)sb.st_mtime;
@@ -781,8 +779,7 @@ fa3_status fa3_cache_clear(const char *dir, size_t *removed, uint64_t *bytes)
         if (fa3_cache_file_kind_of(de->d_name) == FA3_CACHE_FILE_OTHER)
             continue;
         char path[4096];
-        int n = snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        if (n < 0 || (size_t)n >= sizeof path)
+        if (join_path(path, sizeof path, dir, de->d_name, "") != 0)
             continue;
         struct stat sb;
         if (lstat(path, &sb) != 0)

@@ -136,10 +136,14 @@ FA3_INTERNAL fa3_status fa3_cache_store(const char *dir, const char *key, const 
 FA3_INTERNAL fa3_status fa3_cache_entry_path(const char *dir, const char *key, char *buf,
                                              size_t size);
 
+/* 1 if errno e from creating a file in the cache folder means the folder is read-only to us
+   (the lock and the store classify a folder alike). */
+FA3_INTERNAL int fa3_cache_errno_readonly(int e);
+
 /* ------------------------------------------------------------------ lock */
 
 typedef enum fa3_cache_lock_result {
-    FA3_CACHE_LOCKED = 0,      /* held: release with fa3_cache_unlock */
+    FA3_CACHE_LOCKED = 0,      /* held: release with fa3_cache_lock_release */
     FA3_CACHE_LOCK_NODIR,      /* dir missing and cannot be created */
     FA3_CACHE_LOCK_READONLY,   /* the lock file cannot be created: dir not writable */
     FA3_CACHE_LOCK_UNAVAILABLE /* flock refused (e.g. NFS without locks) or timed out */

@@ -140,6 +140,13 @@ static int has_diag_code(const char *s, const char *end)
     return 0;
 }
 
+int fa3_log_line_is_diagnostic(const char *p, size_t n)
+{
+    const char *end = p + n;
+    return find_ci(p, end, "warning") || find_cs(p, end, "Performance Loss") ||
+           has_diag_code(p, end);
+}
+
 void fa3_parse_ptxas_log(const char *log, fa3_compile_result *r)
 {
     if (!log || !r)
@@ -159,8 +166,7 @@ void fa3_parse_ptxas_log(const char *log, fa3_compile_result *r)
             entry_scope = k;
         if ((k = names_kernel(p, end, "Function properties for ")) >= 0)
             props_scope = k;
-        if (find_ci(p, end, "warning") || find_cs(p, end, "Performance Loss") ||
-            has_diag_code(p, end))
+        if (fa3_log_line_is_diagnostic(p, (size_t)(end - p)))
             r->has_warning = 1;
         const char *u = find_cs(p, end, "Used ");
         if (u) {

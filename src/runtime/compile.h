@@ -58,6 +58,12 @@ FA3_INTERNAL void fa3_compile_result_free(fa3_compile_result *r);
 /* Parses ptxas verbose output (info log, or the driver JIT's log) into r's num_regs, spill and
    stack fields and has_warning. Values of the entry function FA3_KERNEL_NAME are preferred; fields
    not found are left unchanged. Exposed for tests and for the DRIVER_JIT path. */
+/* 1 if the log line p[0..n) is a compiler diagnostic CI treats as a failure: "warning" (any case),
+   "Performance Loss", or a ptxas advisory code "(Cnnnn)" (e.g. "(C7504) Potential Performance
+   Loss: 'setmaxnreg' ignored"). fa3_parse_ptxas_log sets has_warning by it; fa3-gen --info
+   prints the lines it matches. */
+FA3_TOOLS_API int fa3_log_line_is_diagnostic(const char *p, size_t n);
+
 FA3_INTERNAL void fa3_parse_ptxas_log(const char *log, fa3_compile_result *r);
 
 /* "sm_90a" for FA3_ARCH_SM90A, NULL for an unknown arch. */

@@ -43,19 +43,6 @@ static void note_source(const fa3_kernel *k, fa3_kernel_source s)
     tls_last_source = s;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int config_equal(const fa3_config *a, const fa3_config *b)
-{
-    return a->head_dim == b->head_dim && a->head_dim_v == b->head_dim_v && a->dtype == b->dtype &&
-           a->mask == b->mask && a->softcap == b->softcap && a->arch == b->arch &&
-           a->block_n == b->block_n && a->stages == b->stages;
-}
 
 /* Keeps the context's first disk-cache warning (later ones are dropped: reported once). The text
    is written before warned is set and never changed after, so readers need no lock. */
@@ -314,7 +301,7 @@ static fa3_status compile_kernel(fa3_kernel *k, double t0)
         fa3_compile_result_free(&r);
         return st;
     }
-    k->compile_ms = now_ms() - t0;
+    k->compile_ms = fa3_now_ms() - t0;
     k->cubin = r.cubin;
     k->cubin_size = r.cubin_size;
     r.cubin = NULL;
@@ -352,7 +339,7 @@ static fa3_status spoil_ptx(fa3_kernel *k)
    the context lock. */
 static fa3_status build_kernel(fa3_context *ctx, fa3_kernel *k)
 {
-    double t0 = now_ms();
+    double t0 = fa3_now_ms();
     FA3_TRY(fa3_plan_make(&k->cfg, &k->plan));
     FA3_TRY(fa3_codegen_ptx(&k->plan, &k->ptx, &k->ptx_len));
     if (!k->ptx || k->ptx[k->ptx_len] != '\0')
@@ -385,7 +372,6 @@ static fa3_status build_kernel(fa3_context *ctx, fa3_kernel *k)
             case FA3_CACHE_LOCK_NODIR:
                 degrade_disk(ctx, FA3_DISK_OFF);
                 set_warning(ctx, "%s: kernels are kept in memory only", why);
-                use_disk = 0;
                 break;
             case FA3_CACHE_LOCK_READONLY:
                 degrade_disk(ctx, FA3_DISK_READONLY);
@@ -416,7 +402,7 @@ static fa3_status build_kernel(fa3_context *ctx, fa3_kernel *k)
                             &meta, &e) != FA3_OK) {
             /* Not an error: the kernel works from memory. Keep the reason as the warning and
                leave no stale message behind for a call that succeeds. */
-            if (e == EROFS || e == EACCES || e == EPERM)
+            if (fa3_cache_errno_readonly(e))
                 degrade_disk(ctx, FA3_DISK_READONLY);
             set_warning(ctx, "%s (the kernel is kept in memory)", fa3_last_error_message());
             fa3_clearerr();
@@ -439,7 +425,7 @@ fa3_status fa3_jit_get_kernel(fa3_context *ctx, const fa3_config *cfg, fa3_kerne
     fa3_kernel *k;
     for (;;) {
         for (k = ctx->kernels; k; k = k->next)
-            if (config_equal(&k->cfg, &c))
+            if (fa3_config_equal(&k->cfg, &c))
                 break;
         if (!k || k->ready)
             break;

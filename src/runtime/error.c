@@ -6,6 +6,7 @@
  * Messages are formatted into a fresh buffer before they replace or extend the current one, so a
  * caller may pass fa3_last_error_message() itself as an argument (e.g. to prefix context).
  */
+#include <time.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -258,4 +259,11 @@ unsigned fa3_version_number(void)
 const char *fa3_version_string(void)
 {
     return FA3JIT_VERSION_STRING;
+}
+
+double fa3_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }

@@ -454,11 +454,12 @@ static fa3_status device_props(const fa3_driver *d, CUdevice dev, int *cc, int *
    never fewer than grid/4 pairs (with 16 pairs per section the static rounds were 1.7x
    unbalanced, and the H200 ran hd256 causal seqlen 4096 at 398 instead of 599 TFLOP/s). Within
    [grid/4, that size] the size is the smallest whose static rounds share the work about as
-   evenly as the best (schedule.c); up to all pairs when even grid/4 pairs overflow the whole L2 (then L2 cannot
-   hold a section anyway). Same-run A/B (H200, bf16, session 3 call 7, section_search=0 = the
+   evenly as the best (schedule.c); up to all pairs when even grid/4 pairs overflow the whole L2
+   (then L2 cannot hold a section anyway). Same-run A/B (H200, bf16, session 3 call 7, section_search=0 = the
    largest size that fits): causal hd128 512/1024 356/490 vs 326/411, hd256 512 324 vs 276,
    hd64 1024/8192 296/505 vs 287/482 TFLOP/s, the other causal shapes equal. Letting sections
-   grow past the budget whenever the floor exceeded it (call 6) lost hd256 1024 (372 vs 477). Non-masked configs ignore it (m_block fastest). */
+   grow past the budget whenever the floor exceeded it (call 6) lost hd256 1024 (372 vs 477).
+   Non-masked configs ignore it (m_block fastest). */
 static uint32_t section_hb(fa3_kernel *k, const fa3_fwd_args *a, int wl, int wr, uint32_t hb_total,
                            unsigned grid)
 {
