@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu
 strip --strip-unneeded -o .gpu/libfa3jit.so build/libfa3jit.so
-cp build/fa3-gen build/tests/test_gpu build/tests/test_edge .gpu/
+cp build/fa3-gen build/tests/test_gpu build/tests/test_edge build/tests/test_magnitude .gpu/
 for lib in libcmocka.so.0 libxxhash.so.0; do
   cp "$(readlink -f "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')")" ".gpu/$lib"
 done

@@ -534,22 +534,27 @@ static void emit_softmax(gen *g, int masked)
         E("shfl.sync.bfly.b32 %%f2, %%f%d, 2, 31, -1;", fm);
         E("max.f32 %%f%d, %%f%d, %%f2;", fm, fm);
         const char *mr = r ? "%m1r" : "%m0r";
-        /* new max; scaled max 0 when the row has seen no key yet (no (-inf)-(-inf)) */
+        /* m_new, and m_z = m_new or 0 while the row has seen no key (so that no (-inf)-(-inf)
+           arises); alpha = 2^((m_old - m_z)·scale_log2). The max is subtracted before scaling:
+           with the scaled max as an FMA addend, p = 2^(s·c - round(m·c)) is off by the
+           rounding of m·c, up to half an ulp of it (4096 at |m·c| = 1e11), so p overflows or
+           vanishes for large scores (issue 12, item 1). s - m is exact for every s near m. */
         E("max.f32 %%f%d, %%f%d, %s;", 4 + r, fm, mr);                  /* m_new */
         E("setp.eq.f32 %%p10, %%f%d, " NEG_INF ";", 4 + r);
-        E("mul.f32 %%f%d, %%f%d, %%scale_log2;", 6 + r, 4 + r);
-        E("selp.f32 %%f%d, " ZERO_F ", %%f%d, %%p10;", 6 + r, 6 + r);    /* m_new·scale */
-        E("neg.f32 %%f%d, %%f%d;", 8 + r, 6 + r);
-        E("fma.rn.f32 %%f%d, %s, %%scale_log2, %%f%d;", 10 + r, mr, 8 + r);
+        E("selp.f32 %%f%d, " ZERO_F ", %%f%d, %%p10;", 6 + r, 4 + r);    /* m_z */
+        E("sub.rn.f32 %%f%d, %s, %%f%d;", 10 + r, mr, 6 + r);
+        E("mul.rn.f32 %%f%d, %%f%d, %%scale_log2;", 10 + r, 10 + r);
         E("ex2.approx.ftz.f32 %%f%d, %%f%d;", 10 + r, 10 + r);          /* alpha */
         E("mov.f32 %s, %%f%d;", mr, 4 + r);
     }
-    /* p = 2^(s·scale_log2 − m·scale_log2), partial row sums */
+    /* p = 2^((s - m_z)·scale_log2) (explicit rounding: no contraction into an FMA), partial
+       row sums */
     E("mov.f32 %%f12, " ZERO_F ";");
     E("mov.f32 %%f13, " ZERO_F ";");
     for (int i = 0; i < ns; i++) {
         int r = acc_row(i);
-        E("fma.rn.f32 %%s%d, %%s%d, %%scale_log2, %%f%d;", i, i, 8 + r);
+        E("sub.rn.f32 %%s%d, %%s%d, %%f%d;", i, i, 6 + r);
+        E("mul.rn.f32 %%s%d, %%s%d, %%scale_log2;", i, i);
         E("ex2.approx.ftz.f32 %%s%d, %%s%d;", i, i);
         E("add.f32 %%f%d, %%f%d, %%s%d;", 12 + r, 12 + r, i);
     }
