@@ -5,7 +5,7 @@ import ctypes
 import threading
 from dataclasses import dataclass
 
-from . import _lib
+from . import _args, _lib
 from ._lib import check, lib
 
 __all__ = ["Context", "KernelInfo", "emit_ptx", "get_kernel", "version", "default_context",
@@ -29,26 +29,20 @@ def _dtype_code(dtype) -> int:
     return _DTYPES[key]
 
 
-def _int_arg(name, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"fa3jit: {name} must be an int, got {value!r}")
-    return value
-
-
 def make_config(head_dim=128, dtype="bf16", causal=False, softcap=False, window=False,
                 head_dim_v=None, *, block_n=0, stages=0) -> _lib.Config:
     """A (non-canonical) fa3_config. window=True selects FA3_MASK_LOCAL (which also covers causal
     with a window: the window sizes are launch arguments); causal alone FA3_MASK_CAUSAL."""
     cfg = _lib.Config()
     lib.fa3_config_init(ctypes.byref(cfg))
-    cfg.head_dim = _int_arg("head_dim", head_dim)
-    cfg.head_dim_v = 0 if head_dim_v is None else _int_arg("head_dim_v", head_dim_v)
+    cfg.head_dim = _args.c_int("head_dim", head_dim)
+    cfg.head_dim_v = 0 if head_dim_v is None else _args.c_int("head_dim_v", head_dim_v)
     cfg.dtype = _dtype_code(dtype)
     cfg.mask = (_lib.FA3_MASK_LOCAL if window else
                 _lib.FA3_MASK_CAUSAL if causal else _lib.FA3_MASK_NONE)
     cfg.softcap = 1 if softcap else 0
-    cfg.block_n = _int_arg("block_n", block_n)
-    cfg.stages = _int_arg("stages", stages)
+    cfg.block_n = _args.c_int("block_n", block_n)
+    cfg.stages = _args.c_int("stages", stages)
     return cfg
 
 

@@ -267,3 +267,39 @@ def test_flash_attn_func_without_torch_says_so():
         pytest.skip("torch is installed")
     with pytest.raises(ImportError, match="PyTorch"):
         fa3jit.flash_attn_func(None, None, None)
+
+
+# ------------------------------------------------------------------ argument checks
+INT_FIELDS = ("head_dim", "head_dim_v", "block_n", "stages")
+
+
+@needs_library
+@pytest.mark.parametrize("field", INT_FIELDS)
+@pytest.mark.parametrize("value", [2**32 + 128, 2**40, 2**31, -2**31 - 1, -2**63])
+def test_int_fields_out_of_c_int_range_are_refused_with_the_value_given(field, value):
+    """A value the C int cannot hold is refused before ctypes (which would keep its low 32 bits:
+    2**32+128 became head_dim 128), by emit_ptx, get_kernel and Context.get_kernel alike."""
+    for call in (fa3jit.emit_ptx, fa3jit.get_kernel):
+        with pytest.raises(ValueError, match=rf"{field} {value} .*-2147483648\.\.2147483647"):
+            call(**{field: value})
+
+
+@needs_library
+@pytest.mark.parametrize("field", INT_FIELDS)
+def test_int_fields_refuse_bool_and_non_integers(field):
+    for value in (True, False, 128.0, "128"):
+        with pytest.raises(TypeError, match=rf"{field} must be an int, got {re.escape(repr(value))}"):
+            fa3jit.emit_ptx(**{field: value})
+
+
+@needs_library
+def test_int_fields_accept_the_extremes_of_c_int_and_index_objects():
+    """In range, the library itself judges the value (and names it)."""
+    class Index:                              # numpy / torch integers behave like this
+        def __index__(self):
+            return 128
+    assert fa3jit.emit_ptx(head_dim=Index()) == fa3jit.emit_ptx(head_dim=128)
+    with pytest.raises(fa3jit.Fa3Error, match="head_dim 2147483647"):
+        fa3jit.emit_ptx(head_dim=2**31 - 1)
+    with pytest.raises(fa3jit.Fa3Error, match="block_n -2147483648"):
+        fa3jit.emit_ptx(block_n=-2**31)
