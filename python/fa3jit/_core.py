@@ -38,6 +38,8 @@ def make_config(head_dim=128, dtype="bf16", causal=False, softcap=False, window=
     cfg.head_dim = _args.c_int("head_dim", head_dim)
     cfg.head_dim_v = 0 if head_dim_v is None else _args.c_int("head_dim_v", head_dim_v)
     cfg.dtype = _dtype_code(dtype)
+    causal, softcap, window = (_args.flag("causal", causal), _args.flag("softcap", softcap),
+                               _args.flag("window", window))
     cfg.mask = (_lib.FA3_MASK_LOCAL if window else
                 _lib.FA3_MASK_CAUSAL if causal else _lib.FA3_MASK_NONE)
     cfg.softcap = 1 if softcap else 0
@@ -135,6 +137,13 @@ def _kernel_info(kernel: int) -> KernelInfo:
     )
 
 
+def _context_options(cache_dir, disable_disk_cache, backend) -> tuple:
+    """Context's (and configure's) arguments checked: (cache_dir, disable_disk_cache, backend)."""
+    if not isinstance(backend, str) or backend not in _lib.BACKENDS:
+        raise ValueError(f"fa3jit: backend {backend!r} is not one of {sorted(_lib.BACKENDS)}")
+    return cache_dir, _args.flag("disable_disk_cache", disable_disk_cache), backend
+
+
 class Context:
     """An fa3_context: the C in-memory kernel table plus the disk-cache settings.
 
@@ -144,13 +153,13 @@ class Context:
     another thread uses the context)."""
 
     def __init__(self, cache_dir=None, disable_disk_cache=False, backend="auto"):
-        if backend not in _lib.BACKENDS:
-            raise ValueError(f"fa3jit: backend {backend!r} is not one of {sorted(_lib.BACKENDS)}")
+        cache_dir, disable_disk_cache, backend = _context_options(cache_dir, disable_disk_cache,
+                                                                  backend)
         opts = _lib.ContextOptions()
         lib.fa3_context_options_init(ctypes.byref(opts))
         self._cache_dir_bytes = None if cache_dir is None else str(cache_dir).encode()
         opts.cache_dir = self._cache_dir_bytes
-        opts.disable_disk_cache = 1 if disable_disk_cache else 0
+        opts.disable_disk_cache = int(disable_disk_cache)
         opts.backend = _lib.BACKENDS[backend]
         handle = ctypes.c_void_p()
         check(lib.fa3_context_create(ctypes.byref(handle), ctypes.byref(opts)))
@@ -212,8 +221,7 @@ _default_options = {}
 def configure(cache_dir=None, disable_disk_cache=False, backend="auto") -> None:
     """Options of the process-wide context; only before its first use (else RuntimeError)."""
     global _default_options
-    if backend not in _lib.BACKENDS:
-        raise ValueError(f"fa3jit: backend {backend!r} is not one of {sorted(_lib.BACKENDS)}")
+    _context_options(cache_dir, disable_disk_cache, backend)
     with _default_lock:
         if _default is not None:
             raise RuntimeError("fa3jit.configure() must be called before the first kernel is "

@@ -55,27 +55,12 @@ def _float32(name, x):
     return f, float(x)
 
 
-def _flag(name, x) -> bool:
-    """A bool argument: True/False (or an integer 0/1); anything else is refused, not guessed."""
-    if isinstance(x, bool):
-        return x
-    if type(x).__module__ == "numpy" and type(x).__name__ in ("bool_", "bool"):
-        return bool(x)
-    try:
-        i = operator.index(x)
-    except TypeError:
-        i = None
-    if i not in (0, 1):
-        raise TypeError(f"fa3jit: {name} must be a bool, got {x!r}")
-    return bool(i)
-
-
 def _mask_and_window(causal, window_size, seqlen_q, seqlen_k):
     """(fa3 mask, window_left, window_right) following flash_attn_func: causal means a right
     window of 0; any negative window side means unlimited, and so does a side that reaches past
     every key (left >= seqlen_k, right >= seqlen_q, as the library normalizes them), so that such
     windows use the plain or causal kernel."""
-    causal = _flag("causal", causal)
+    causal = _args.flag("causal", causal)
     try:
         wl, wr = window_size
     except (TypeError, ValueError):
@@ -143,7 +128,7 @@ def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse):
         raise ValueError(f"fa3jit: softcap {softcap!r} must be 0 (off) or positive and finite "
                          f"in float32")
     mask, wl, wr = _mask_and_window(causal, window_size, seqlen_q, seqlen_k)
-    return_lse = _flag("return_lse", return_lse)
+    return_lse = _args.flag("return_lse", return_lse)
 
     dtype_code = _lib.FA3_DTYPE_BF16 if q.dtype == torch.bfloat16 else _lib.FA3_DTYPE_FP16
     cfg = _lib.Config()

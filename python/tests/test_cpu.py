@@ -303,3 +303,37 @@ def test_int_fields_accept_the_extremes_of_c_int_and_index_objects():
         fa3jit.emit_ptx(head_dim=2**31 - 1)
     with pytest.raises(fa3jit.Fa3Error, match="block_n -2147483648"):
         fa3jit.emit_ptx(block_n=-2**31)
+
+
+FLAG_FIELDS = ("causal", "softcap", "window")
+NOT_FLAGS = ("no", "False", "", 2, -1, 0.0, 1.0, None, [], [0])
+
+
+@needs_library
+@pytest.mark.parametrize("field", FLAG_FIELDS)
+@pytest.mark.parametrize("value", NOT_FLAGS, ids=repr)
+def test_flags_refuse_what_is_not_a_bool(field, value):
+    """causal='no' used to emit a causal kernel: a flag takes True/False or 0/1, nothing else
+    (the rule flash_attn_func applies to causal and return_lse)."""
+    for call in (fa3jit.emit_ptx, fa3jit.get_kernel):
+        with pytest.raises(TypeError, match=rf"{field} must be a bool, got {re.escape(repr(value))}"):
+            call(**{field: value})
+
+
+@needs_library
+@pytest.mark.parametrize("value", NOT_FLAGS, ids=repr)
+def test_disable_disk_cache_refuses_what_is_not_a_bool(value):
+    with pytest.raises(TypeError, match=rf"disable_disk_cache must be a bool, got {re.escape(repr(value))}"):
+        fa3jit.Context(disable_disk_cache=value)
+    with pytest.raises(TypeError, match="disable_disk_cache must be a bool"):
+        fa3jit.configure(disable_disk_cache=value)      # checked when configured, not later
+
+
+@needs_library
+def test_flags_accept_bools_and_0_1():
+    for field in FLAG_FIELDS:
+        on = fa3jit.emit_ptx(**{field: True})
+        assert fa3jit.emit_ptx(**{field: 1}) == on != fa3jit.emit_ptx(**{field: 0})
+        assert fa3jit.emit_ptx(**{field: False}) == fa3jit.emit_ptx()
+    with fa3jit.Context(disable_disk_cache=1) as ctx:
+        assert ctx.cache_dir is None
