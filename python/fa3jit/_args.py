@@ -5,8 +5,9 @@ reaches ctypes (which would wrap an int to 32 bits, or encode any object's str()
 from __future__ import annotations
 
 import operator
+import os
 
-__all__ = ["c_int", "flag", "INT_MIN", "INT_MAX"]
+__all__ = ["c_int", "flag", "path", "INT_MIN", "INT_MAX"]
 
 INT_MIN, INT_MAX = -2**31, 2**31 - 1      # the C int of the library's structs (ILP32 / LP64)
 
@@ -43,3 +44,19 @@ def flag(name, value) -> bool:
     if i not in (0, 1):
         raise TypeError(f"fa3jit: {name} must be a bool, got {value!r}")
     return bool(i)
+
+
+def path(name, value) -> bytes:
+    """A file system path as the C string the library gets: str (surrogate-escaped names too),
+    bytes or os.PathLike, through os.fsencode. Other types are a TypeError; an empty path or one
+    with an embedded NUL (C would cut it there) a ValueError."""
+    try:
+        b = os.fsencode(value)
+    except TypeError:
+        raise TypeError(f"fa3jit: {name} must be a str, bytes or os.PathLike path, got "
+                        f"{value!r}") from None
+    if not b:
+        raise ValueError(f"fa3jit: {name} {value!r} is empty (None selects the default)")
+    if b"\0" in b:
+        raise ValueError(f"fa3jit: {name} {value!r} contains a NUL character")
+    return b

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from dataclasses import dataclass
 
@@ -141,15 +142,18 @@ def _context_options(cache_dir, disable_disk_cache, backend) -> tuple:
     """Context's (and configure's) arguments checked: (cache_dir, disable_disk_cache, backend)."""
     if not isinstance(backend, str) or backend not in _lib.BACKENDS:
         raise ValueError(f"fa3jit: backend {backend!r} is not one of {sorted(_lib.BACKENDS)}")
+    if cache_dir is not None:
+        cache_dir = _args.path("cache_dir", cache_dir)
     return cache_dir, _args.flag("disable_disk_cache", disable_disk_cache), backend
 
 
 class Context:
     """An fa3_context: the C in-memory kernel table plus the disk-cache settings.
 
-    cache_dir None = the library's default ($FA3JIT_CACHE_DIR, else $XDG_CACHE_HOME/fa3jit, else
-    ~/.cache/fa3jit); backend one of 'auto', 'ptx-compiler', 'nvjitlink', 'driver-jit'.
-    Kernels belong to the context and stay valid while it lives; close() frees them (never while
+    cache_dir: a str, bytes or os.PathLike folder (``cache_dir`` gives it back as a str, through
+    os.fsdecode), or None for the library's default ($FA3JIT_CACHE_DIR, else
+    $XDG_CACHE_HOME/fa3jit, else ~/.cache/fa3jit); backend one of 'auto', 'ptx-compiler',
+    'nvjitlink', 'driver-jit'. Kernels belong to the context and stay valid while it lives; close() frees them (never while
     another thread uses the context)."""
 
     def __init__(self, cache_dir=None, disable_disk_cache=False, backend="auto"):
@@ -157,8 +161,7 @@ class Context:
                                                                   backend)
         opts = _lib.ContextOptions()
         lib.fa3_context_options_init(ctypes.byref(opts))
-        self._cache_dir_bytes = None if cache_dir is None else str(cache_dir).encode()
-        opts.cache_dir = self._cache_dir_bytes
+        opts.cache_dir = cache_dir              # bytes; the library copies the string
         opts.disable_disk_cache = int(disable_disk_cache)
         opts.backend = _lib.BACKENDS[backend]
         handle = ctypes.c_void_p()
@@ -180,7 +183,7 @@ class Context:
     @property
     def cache_dir(self):
         d = lib.fa3_context_cache_dir(self.handle)
-        return d.decode() if d else None
+        return os.fsdecode(d) if d else None
 
     def kernel_handle(self, cfg: _lib.Config) -> int:
         """fa3_kernel * for cfg; fa3_jit_get_kernel runs once per config key in this context."""

@@ -337,3 +337,50 @@ def test_flags_accept_bools_and_0_1():
         assert fa3jit.emit_ptx(**{field: False}) == fa3jit.emit_ptx()
     with fa3jit.Context(disable_disk_cache=1) as ctx:
         assert ctx.cache_dir is None
+
+
+@needs_library
+def test_cache_dir_bytes_and_pathlike_name_the_folder_itself(tmp_path, monkeypatch):
+    """bytes and os.PathLike go through os.fsencode: b"/x" is the folder /x, not "b'/x'"; the
+    kernel is stored in that folder."""
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "bytes-dir"
+    with fa3jit.Context(cache_dir=os.fsencode(target)) as ctx:
+        assert ctx.cache_dir == str(target)
+        key = ctx.get_kernel(head_dim=64).cache_key
+    assert [p.name for p in target.iterdir()] == [f"{key}.fa3k"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bytes-dir"]
+    with fa3jit.Context(cache_dir=target) as ctx:                  # pathlib.Path
+        assert ctx.cache_dir == str(target)
+
+
+@needs_library
+@pytest.mark.skipif(sys.getfilesystemencoding().lower() != "utf-8", reason="needs a UTF-8 fs")
+def test_cache_dir_surrogate_escaped_str_is_the_undecodable_folder(tmp_path):
+    """A folder whose name is not UTF-8 reaches Python as a surrogate-escaped str (os.listdir,
+    sys.argv): it names that folder, byte for byte, rather than raising UnicodeEncodeError."""
+    raw = os.fsencode(tmp_path) + b"/caf\xe9"
+    name = os.fsdecode(raw)
+    assert "\udce9" in name
+    with fa3jit.Context(cache_dir=name) as ctx:
+        assert ctx.cache_dir == name
+        ctx.get_kernel(head_dim=64)
+    assert os.listdir(os.fsencode(tmp_path)) == [b"caf\xe9"]
+
+
+@needs_library
+@pytest.mark.parametrize("value, error", [
+    (123, TypeError), (12.5, TypeError), (["/tmp"], TypeError), (True, TypeError),
+    ("/tmp/a\0b", ValueError), (b"/tmp/a\0b", ValueError), (Path("/tmp/a\0b"), ValueError),
+    ("", ValueError), (b"", ValueError),
+], ids=repr)
+def test_cache_dir_refuses_other_types_nul_and_empty(tmp_path, monkeypatch, value, error):
+    """cache_dir=123 used to create ./123 and "a\\0b" the folder "a": refused, by Context and
+    configure alike, with the value in the message; nothing is created."""
+    monkeypatch.chdir(tmp_path)
+    pattern = rf"cache_dir .*{re.escape(repr(value))}"
+    with pytest.raises(error, match=pattern):
+        fa3jit.Context(cache_dir=value)
+    with pytest.raises(error, match=pattern):
+        fa3jit.configure(cache_dir=value)
+    assert list(tmp_path.iterdir()) == []
