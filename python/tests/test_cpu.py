@@ -288,7 +288,8 @@ def test_int_fields_out_of_c_int_range_are_refused_with_the_value_given(field, v
 @pytest.mark.parametrize("field", INT_FIELDS)
 def test_int_fields_refuse_bool_and_non_integers(field):
     for value in (True, False, 128.0, "128"):
-        with pytest.raises(TypeError, match=rf"{field} must be an int, got {re.escape(repr(value))}"):
+        pattern = rf"{field} must be an int, got {re.escape(repr(value))}"
+        with pytest.raises(TypeError, match=pattern):
             fa3jit.emit_ptx(**{field: value})
 
 
@@ -316,14 +317,16 @@ def test_flags_refuse_what_is_not_a_bool(field, value):
     """causal='no' used to emit a causal kernel: a flag takes True/False or 0/1, nothing else
     (the rule flash_attn_func applies to causal and return_lse)."""
     for call in (fa3jit.emit_ptx, fa3jit.get_kernel):
-        with pytest.raises(TypeError, match=rf"{field} must be a bool, got {re.escape(repr(value))}"):
+        pattern = rf"{field} must be a bool, got {re.escape(repr(value))}"
+        with pytest.raises(TypeError, match=pattern):
             call(**{field: value})
 
 
 @needs_library
 @pytest.mark.parametrize("value", NOT_FLAGS, ids=repr)
 def test_disable_disk_cache_refuses_what_is_not_a_bool(value):
-    with pytest.raises(TypeError, match=rf"disable_disk_cache must be a bool, got {re.escape(repr(value))}"):
+    pattern = rf"disable_disk_cache must be a bool, got {re.escape(repr(value))}"
+    with pytest.raises(TypeError, match=pattern):
         fa3jit.Context(disable_disk_cache=value)
     with pytest.raises(TypeError, match="disable_disk_cache must be a bool"):
         fa3jit.configure(disable_disk_cache=value)      # checked when configured, not later
@@ -384,3 +387,55 @@ def test_cache_dir_refuses_other_types_nul_and_empty(tmp_path, monkeypatch, valu
     with pytest.raises(error, match=pattern):
         fa3jit.configure(cache_dir=value)
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ context life, warnings, loading
+def _loaded_libc():
+    """Path of the C library this process runs on (a shared library that is not fa3jit)."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                p = line.split()[-1]
+                if re.search(r"/libc[.-].*so", p) and os.path.isfile(p):
+                    return p
+    except OSError:
+        pass
+    return None
+
+
+LIBC = _loaded_libc()
+
+
+@pytest.mark.skipif(LIBC is None, reason="no /proc/self/maps naming libc")
+def test_a_library_that_is_not_fa3jit_is_refused_naming_path_and_symbol(tmp_path):
+    """$FA3JIT_LIBRARY=libc used to raise a raw AttributeError: LibraryNotFoundError (an OSError)
+    naming the file loaded and the fa3_ symbol it lacks; a build folder holding such a file is
+    skipped with the same reason listed."""
+    probe = """
+        import fa3jit
+        try:
+            fa3jit.emit_ptx()
+        except fa3jit.LibraryNotFoundError as e:
+            assert isinstance(e, OSError)
+            print(e)
+        else:
+            raise SystemExit('no error')
+        """
+    r = _run_python(probe, {"PYTHONPATH": str(PY_DIR), "FA3JIT_LIBRARY": LIBC})
+    assert r.returncode == 0, r.stderr
+    assert LIBC in r.stdout and "fa3_version_number" in r.stdout, r.stdout
+    assert "not the fa3jit library" in r.stdout
+
+    repo = tmp_path / "repo"
+    shutil.copytree(PY_DIR / "fa3jit", repo / "python" / "fa3jit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / "meson.build").write_text("# marks the source tree\n")
+    (repo / "build").mkdir()
+    (repo / "build" / "libfa3jit.so").symlink_to(LIBC)
+    r = _run_python(probe, {"PYTHONPATH": str(repo / "python")}, cwd=tmp_path,
+                    drop=("FA3JIT_LIBRARY", "LD_LIBRARY_PATH"))   # meson's names build/
+    if "no error" in r.stderr:
+        pytest.skip("an installed libfa3jit.so was found after the build folder")
+    assert r.returncode == 0, r.stderr
+    assert f"{repo / 'build' / 'libfa3jit.so'}: not the fa3jit library" in r.stdout, r.stdout
+
