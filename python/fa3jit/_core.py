@@ -3,14 +3,17 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
+import warnings
+import weakref
 from dataclasses import dataclass
 
 from . import _args, _lib
 from ._lib import check, lib
 
-__all__ = ["Context", "KernelInfo", "emit_ptx", "get_kernel", "version", "default_context",
-           "configure", "make_config"]
+__all__ = ["Context", "CacheWarning", "KernelInfo", "emit_ptx", "get_kernel", "version",
+           "default_context", "configure", "make_config"]
 
 _DTYPES = {
     "bf16": _lib.FA3_DTYPE_BF16, "bfloat16": _lib.FA3_DTYPE_BF16,
@@ -147,14 +150,38 @@ def _context_options(cache_dir, disable_disk_cache, backend) -> tuple:
     return cache_dir, _args.flag("disable_disk_cache", disable_disk_cache), backend
 
 
+class CacheWarning(UserWarning):
+    """A context's disk cache does not work as asked (fa3_context_warning: e.g. a folder that
+    cannot be created or written). Kernels still work, from memory: they are compiled again in
+    every new process. Issued once per context, when the problem first appears."""
+
+
+def _warn_from_caller(text: str) -> None:
+    """warnings.warn(CacheWarning) attributed to the first frame outside this package."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    level, f = 1, sys._getframe(0)
+    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)) == here:
+        f, level = f.f_back, level + 1
+    warnings.warn(f"fa3jit: {text}", CacheWarning, stacklevel=level)
+
+
+def _free_context(handle: int) -> None:
+    lib.fa3_context_free(handle)
+
+
 class Context:
     """An fa3_context: the C in-memory kernel table plus the disk-cache settings.
 
     cache_dir: a str, bytes or os.PathLike folder (``cache_dir`` gives it back as a str, through
     os.fsdecode), or None for the library's default ($FA3JIT_CACHE_DIR, else
     $XDG_CACHE_HOME/fa3jit, else ~/.cache/fa3jit); backend one of 'auto', 'ptx-compiler',
-    'nvjitlink', 'driver-jit'. Kernels belong to the context and stay valid while it lives; close() frees them (never while
-    another thread uses the context)."""
+    'nvjitlink', 'driver-jit'.
+
+    Kernels belong to the context and stay valid while it lives. close(), the end of a ``with``
+    block, or the garbage collection of a context no one holds frees them (never while another
+    thread uses the context, or while launches on its kernels are queued); a closed context raises
+    ValueError. A context still alive at interpreter exit is left to the process's end (no library
+    call runs during shutdown). A disk-cache problem is ``warning`` and a CacheWarning, once."""
 
     def __init__(self, cache_dir=None, disable_disk_cache=False, backend="auto"):
         cache_dir, disable_disk_cache, backend = _context_options(cache_dir, disable_disk_cache,
@@ -167,14 +194,37 @@ class Context:
         handle = ctypes.c_void_p()
         check(lib.fa3_context_create(ctypes.byref(handle), ctypes.byref(opts)))
         self._handle = handle.value
+        self._free = weakref.finalize(self, _free_context, handle.value)
+        self._free.atexit = False
         self._lock = threading.Lock()
         self._kernels = {}   # config key tuple -> fa3_kernel * (int)
+        self._warned = False
+        self._note_warning()
 
     @property
     def handle(self) -> int:
         if not self._handle:
-            raise ValueError("fa3jit: this Context is closed")
+            raise ValueError("fa3jit: this Context is closed (close() or the end of its with "
+                             "block freed it)")
         return self._handle
+
+    @property
+    def warning(self) -> str:
+        """The disk-cache problem this context met first, with the path and the failing call
+        (fa3_context_warning), or "" when there is none."""
+        return os.fsdecode(lib.fa3_context_warning(self.handle))
+
+    def _note_warning(self) -> None:
+        if self._warned:
+            return
+        text = self.warning
+        if not text:
+            return
+        with self._lock:
+            if self._warned:
+                return
+            self._warned = True
+        _warn_from_caller(text)
 
     @property
     def backend(self) -> str:
@@ -193,7 +243,10 @@ class Context:
             return k
         out = ctypes.c_void_p()
         # Outside the lock: the C side is thread-safe and builds one config once.
-        check(lib.fa3_jit_get_kernel(self.handle, ctypes.byref(cfg), ctypes.byref(out)))
+        try:
+            check(lib.fa3_jit_get_kernel(self.handle, ctypes.byref(cfg), ctypes.byref(out)))
+        finally:
+            self._note_warning()
         with self._lock:
             return self._kernels.setdefault(key, out.value)
 
@@ -204,12 +257,13 @@ class Context:
         return _kernel_info(self.kernel_handle(cfg))
 
     def close(self) -> None:
-        h, self._handle = self._handle, None
+        """Frees the context and its kernels now; closing again does nothing."""
+        self._handle = None
         self._kernels = {}
-        if h:
-            lib.fa3_context_free(h)
+        self._free()            # runs _free_context once, whoever calls it first
 
     def __enter__(self):
+        self.handle             # a closed context cannot be entered again
         return self
 
     def __exit__(self, *exc):

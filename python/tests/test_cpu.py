@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import fa3jit
-from fa3jit import _lib
+from fa3jit import _core, _lib
 
 PY_DIR = Path(__file__).resolve().parents[1]          # python/
 REPO = PY_DIR.parent
@@ -439,3 +439,91 @@ def test_a_library_that_is_not_fa3jit_is_refused_naming_path_and_symbol(tmp_path
     assert r.returncode == 0, r.stderr
     assert f"{repo / 'build' / 'libfa3jit.so'}: not the fa3jit library" in r.stdout, r.stdout
 
+
+@needs_library
+def test_context_warning_surfaces_once(tmp_path):
+    """A cache folder that cannot be created (its parent is a file): the context's warning is a
+    property, and a CacheWarning is issued once, when the warning first appears."""
+    (tmp_path / "file").write_text("")
+    folder = tmp_path / "file" / "cache"
+    import warnings
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with fa3jit.Context(cache_dir=folder) as ctx:
+            assert ctx.warning == "" and seen == []
+            ctx.get_kernel(head_dim=64)
+            text = ctx.warning
+            assert str(folder) in text and "memory" in text
+            ctx.get_kernel(head_dim=96)                         # a second problem: no new warning
+    assert [w.category for w in seen] == [fa3jit.CacheWarning]
+    assert issubclass(fa3jit.CacheWarning, UserWarning)
+    assert str(seen[0].message) == f"fa3jit: {text}"
+    assert seen[0].filename == __file__                     # points at the caller, not fa3jit
+
+
+@needs_library
+def test_context_warning_at_creation_warns_in_the_constructor():
+    """No folder can be named (no FA3JIT_CACHE_DIR, XDG_CACHE_HOME, HOME): Context() warns."""
+    r = _run_python("""
+        import warnings
+        warnings.simplefilter("error")
+        import fa3jit
+        try:
+            ctx = fa3jit.Context()
+        except fa3jit.CacheWarning as w:
+            print("warned:", w)
+        warnings.simplefilter("ignore")
+        print("property:", fa3jit.Context().warning)
+        """, {"PYTHONPATH": str(PY_DIR)}, drop=("FA3JIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("warned: fa3jit: disk cache off") and "HOME" in lines[0], r.stdout
+    assert lines[1].startswith("property: disk cache off"), r.stdout
+
+
+@needs_library
+def test_context_is_freed_when_dropped_and_by_close(monkeypatch):
+    """A Context no one holds frees its fa3_context (a finalizer), once; close() and the end of a
+    with block free it at once, and a closed context refuses every use, re-entry included."""
+    import gc
+    freed = []
+    real = _core._free_context
+    monkeypatch.setattr(_core, "_free_context", lambda h: (freed.append(h), real(h)))
+    ctx = fa3jit.Context(disable_disk_cache=True)
+    h = ctx.handle
+    del ctx
+    gc.collect()
+    assert freed == [h]
+
+    with fa3jit.Context(disable_disk_cache=True) as ctx:
+        h = ctx.handle
+    assert freed[1:] == [h]
+    ctx.close()                                   # closing twice is harmless
+    del ctx
+    gc.collect()
+    assert freed[1:] == [h]                       # freed once, not again by the finalizer
+
+    ctx = fa3jit.Context(disable_disk_cache=True)
+    ctx.close()
+    for use in (lambda: ctx.get_kernel(head_dim=64), lambda: ctx.warning, lambda: ctx.backend,
+                lambda: ctx.cache_dir, lambda: ctx.__enter__()):
+        with pytest.raises(ValueError, match="Context is closed"):
+            use()
+
+
+@needs_library
+def test_context_alive_at_exit_is_not_freed_during_shutdown():
+    """At interpreter exit a live context (and the process-wide one) is left to the process's end:
+    no library call runs while Python shuts down."""
+    r = _run_python("""
+        import fa3jit
+        from fa3jit import _core
+        def report(h):
+            print("freed at exit", flush=True)
+        _core._free_context = report
+        ctx = fa3jit.Context(disable_disk_cache=True)
+        fa3jit.get_kernel(head_dim=64)
+        print("end", flush=True)
+        """, {"PYTHONPATH": str(PY_DIR)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["end"]
