@@ -9,13 +9,14 @@ through $FA3JIT_LIBRARY, the repository's meson build folders, or the system) is
 use, torch on the first flash_attn_func call.
 """
 from ._lib import Fa3Error, LibraryNotFoundError, candidate_paths, library_path
-from ._core import Context, KernelInfo, configure, default_context, emit_ptx, get_kernel, version
+from ._core import (CacheWarning, Context, KernelInfo, configure, default_context, emit_ptx,
+                    get_kernel, version)
 from ._torch import flash_attn_func
 
 __version__ = "0.1.0"
 
 __all__ = [
     "flash_attn_func", "emit_ptx", "get_kernel", "version", "Fa3Error", "LibraryNotFoundError",
-    "Context", "KernelInfo", "configure", "default_context", "library_path", "candidate_paths",
-    "__version__",
+    "Context", "CacheWarning", "KernelInfo", "configure", "default_context", "library_path",
+    "candidate_paths", "__version__",
 ]

@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import ctypes
+import os
+import sys
 import threading
+import warnings
+import weakref
 from dataclasses import dataclass
 
-from . import _lib
+from . import _args, _lib
 from ._lib import check, lib
 
-__all__ = ["Context", "KernelInfo", "emit_ptx", "get_kernel", "version", "default_context",
-           "configure", "make_config"]
+__all__ = ["Context", "CacheWarning", "KernelInfo", "emit_ptx", "get_kernel", "version",
+           "default_context", "configure", "make_config"]
 
 _DTYPES = {
     "bf16": _lib.FA3_DTYPE_BF16, "bfloat16": _lib.FA3_DTYPE_BF16,
@@ -29,26 +33,22 @@ def _dtype_code(dtype) -> int:
     return _DTYPES[key]
 
 
-def _int_arg(name, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"fa3jit: {name} must be an int, got {value!r}")
-    return value
-
-
 def make_config(head_dim=128, dtype="bf16", causal=False, softcap=False, window=False,
                 head_dim_v=None, *, block_n=0, stages=0) -> _lib.Config:
     """A (non-canonical) fa3_config. window=True selects FA3_MASK_LOCAL (which also covers causal
     with a window: the window sizes are launch arguments); causal alone FA3_MASK_CAUSAL."""
     cfg = _lib.Config()
     lib.fa3_config_init(ctypes.byref(cfg))
-    cfg.head_dim = _int_arg("head_dim", head_dim)
-    cfg.head_dim_v = 0 if head_dim_v is None else _int_arg("head_dim_v", head_dim_v)
+    cfg.head_dim = _args.c_int("head_dim", head_dim)
+    cfg.head_dim_v = 0 if head_dim_v is None else _args.c_int("head_dim_v", head_dim_v)
     cfg.dtype = _dtype_code(dtype)
+    causal, softcap, window = (_args.flag("causal", causal), _args.flag("softcap", softcap),
+                               _args.flag("window", window))
     cfg.mask = (_lib.FA3_MASK_LOCAL if window else
                 _lib.FA3_MASK_CAUSAL if causal else _lib.FA3_MASK_NONE)
     cfg.softcap = 1 if softcap else 0
-    cfg.block_n = _int_arg("block_n", block_n)
-    cfg.stages = _int_arg("stages", stages)
+    cfg.block_n = _args.c_int("block_n", block_n)
+    cfg.stages = _args.c_int("stages", stages)
     return cfg
 
 
@@ -141,34 +141,90 @@ def _kernel_info(kernel: int) -> KernelInfo:
     )
 
 
+def _context_options(cache_dir, disable_disk_cache, backend) -> tuple:
+    """Context's (and configure's) arguments checked: (cache_dir, disable_disk_cache, backend)."""
+    if not isinstance(backend, str) or backend not in _lib.BACKENDS:
+        raise ValueError(f"fa3jit: backend {backend!r} is not one of {sorted(_lib.BACKENDS)}")
+    if cache_dir is not None:
+        cache_dir = _args.path("cache_dir", cache_dir)
+    return cache_dir, _args.flag("disable_disk_cache", disable_disk_cache), backend
+
+
+class CacheWarning(UserWarning):
+    """A context's disk cache does not work as asked (fa3_context_warning: e.g. a folder that
+    cannot be created or written). Kernels still work, from memory: they are compiled again in
+    every new process. Issued once per context, when the problem first appears."""
+
+
+def _warn_from_caller(text: str) -> None:
+    """warnings.warn(CacheWarning) attributed to the first frame outside this package."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    level, f = 1, sys._getframe(0)
+    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)) == here:
+        f, level = f.f_back, level + 1
+    warnings.warn(f"fa3jit: {text}", CacheWarning, stacklevel=level)
+
+
+def _free_context(handle: int) -> None:
+    lib.fa3_context_free(handle)
+
+
 class Context:
     """An fa3_context: the C in-memory kernel table plus the disk-cache settings.
 
-    cache_dir None = the library's default ($FA3JIT_CACHE_DIR, else $XDG_CACHE_HOME/fa3jit, else
-    ~/.cache/fa3jit); backend one of 'auto', 'ptx-compiler', 'nvjitlink', 'driver-jit'.
-    Kernels belong to the context and stay valid while it lives; close() frees them (never while
-    another thread uses the context)."""
+    cache_dir: a str, bytes or os.PathLike folder (``cache_dir`` gives it back as a str, through
+    os.fsdecode), or None for the library's default ($FA3JIT_CACHE_DIR, else
+    $XDG_CACHE_HOME/fa3jit, else ~/.cache/fa3jit); backend one of 'auto', 'ptx-compiler',
+    'nvjitlink', 'driver-jit'.
+
+    Kernels belong to the context and stay valid while it lives. close(), the end of a ``with``
+    block, or the garbage collection of a context no one holds frees them (never while another
+    thread uses the context, or while launches on its kernels are queued); a closed context raises
+    ValueError. A context still alive at interpreter exit is left to the process's end (no library
+    call runs during shutdown). A disk-cache problem is ``warning`` and a CacheWarning, once."""
 
     def __init__(self, cache_dir=None, disable_disk_cache=False, backend="auto"):
-        if backend not in _lib.BACKENDS:
-            raise ValueError(f"fa3jit: backend {backend!r} is not one of {sorted(_lib.BACKENDS)}")
+        cache_dir, disable_disk_cache, backend = _context_options(cache_dir, disable_disk_cache,
+                                                                  backend)
         opts = _lib.ContextOptions()
         lib.fa3_context_options_init(ctypes.byref(opts))
-        self._cache_dir_bytes = None if cache_dir is None else str(cache_dir).encode()
-        opts.cache_dir = self._cache_dir_bytes
-        opts.disable_disk_cache = 1 if disable_disk_cache else 0
+        opts.cache_dir = cache_dir              # bytes; the library copies the string
+        opts.disable_disk_cache = int(disable_disk_cache)
         opts.backend = _lib.BACKENDS[backend]
         handle = ctypes.c_void_p()
         check(lib.fa3_context_create(ctypes.byref(handle), ctypes.byref(opts)))
         self._handle = handle.value
+        self._free = weakref.finalize(self, _free_context, handle.value)
+        self._free.atexit = False
         self._lock = threading.Lock()
         self._kernels = {}   # config key tuple -> fa3_kernel * (int)
+        self._warned = False
+        self._note_warning()
 
     @property
     def handle(self) -> int:
         if not self._handle:
-            raise ValueError("fa3jit: this Context is closed")
+            raise ValueError("fa3jit: this Context is closed (close() or the end of its with "
+                             "block freed it)")
         return self._handle
+
+    @property
+    def warning(self) -> str:
+        """The disk-cache problem this context met first, with the path and the failing call
+        (fa3_context_warning), or "" when there is none."""
+        return os.fsdecode(lib.fa3_context_warning(self.handle))
+
+    def _note_warning(self) -> None:
+        if self._warned:
+            return
+        text = self.warning
+        if not text:
+            return
+        with self._lock:
+            if self._warned:
+                return
+            self._warned = True
+        _warn_from_caller(text)
 
     @property
     def backend(self) -> str:
@@ -177,7 +233,7 @@ class Context:
     @property
     def cache_dir(self):
         d = lib.fa3_context_cache_dir(self.handle)
-        return d.decode() if d else None
+        return os.fsdecode(d) if d else None
 
     def kernel_handle(self, cfg: _lib.Config) -> int:
         """fa3_kernel * for cfg; fa3_jit_get_kernel runs once per config key in this context."""
@@ -187,7 +243,10 @@ class Context:
             return k
         out = ctypes.c_void_p()
         # Outside the lock: the C side is thread-safe and builds one config once.
-        check(lib.fa3_jit_get_kernel(self.handle, ctypes.byref(cfg), ctypes.byref(out)))
+        try:
+            check(lib.fa3_jit_get_kernel(self.handle, ctypes.byref(cfg), ctypes.byref(out)))
+        finally:
+            self._note_warning()
         with self._lock:
             return self._kernels.setdefault(key, out.value)
 
@@ -198,12 +257,13 @@ class Context:
         return _kernel_info(self.kernel_handle(cfg))
 
     def close(self) -> None:
-        h, self._handle = self._handle, None
+        """Frees the context and its kernels now; closing again does nothing."""
+        self._handle = None
         self._kernels = {}
-        if h:
-            lib.fa3_context_free(h)
+        self._free()            # runs _free_context once, whoever calls it first
 
     def __enter__(self):
+        self.handle             # a closed context cannot be entered again
         return self
 
     def __exit__(self, *exc):
@@ -218,8 +278,7 @@ _default_options = {}
 def configure(cache_dir=None, disable_disk_cache=False, backend="auto") -> None:
     """Options of the process-wide context; only before its first use (else RuntimeError)."""
     global _default_options
-    if backend not in _lib.BACKENDS:
-        raise ValueError(f"fa3jit: backend {backend!r} is not one of {sorted(_lib.BACKENDS)}")
+    _context_options(cache_dir, disable_disk_cache, backend)
     with _default_lock:
         if _default is not None:
             raise RuntimeError("fa3jit.configure() must be called before the first kernel is "

@@ -150,7 +150,9 @@ class Fa3Error(RuntimeError):
 
 
 class LibraryNotFoundError(OSError):
-    """libfa3jit.so could not be found or loaded; the message lists every path tried."""
+    """libfa3jit.so could not be found or loaded, or the library found is not fa3jit (it lacks an
+    fa3_ function: the message names the file and the function); the message lists every path
+    tried."""
 
 
 # ---------------------------------------------------------------- library lookup
@@ -199,32 +201,28 @@ def _load():
                     f"fa3jit: $FA3JIT_LIBRARY={env!r} is not a file "
                     f"(build the C library with `meson setup build && ninja -C build`)")
             try:
-                handle = ctypes.CDLL(env)
+                _lib, _lib_path = _open(env), env
             except OSError as e:
                 raise LibraryNotFoundError(
-                    f"fa3jit: cannot load $FA3JIT_LIBRARY={env!r}: {e}") from e
-            _lib, _lib_path = _declare(handle), env
+                    f"fa3jit: cannot use $FA3JIT_LIBRARY={env!r}: {e}") from None
             return _lib
         errors = []
         for p in candidate_paths():
             tried.append(p)
             if os.path.isfile(p):
                 try:
-                    handle = ctypes.CDLL(p)
+                    _lib, _lib_path = _open(p), p
+                    return _lib
                 except OSError as e:
-                    errors.append(f"{p}: {e}")
-                    continue
-                _lib, _lib_path = _declare(handle), p
-                return _lib
+                    errors.append(str(e))
         found = ctypes.util.find_library("fa3jit")
         tried.append(f"ctypes.util.find_library('fa3jit') -> {found}")
         if found:
             try:
-                handle = ctypes.CDLL(found)
-                _lib, _lib_path = _declare(handle), found
+                _lib, _lib_path = _open(found), found
                 return _lib
             except OSError as e:
-                errors.append(f"{found}: {e}")
+                errors.append(str(e))
         msg = ("fa3jit: the C library libfa3jit.so was not found. Build it (`meson setup build && "
                "ninja -C build` in the repository), install it, or set $FA3JIT_LIBRARY to its "
                "path. Tried:\n  " + "\n  ".join(tried))
@@ -239,12 +237,28 @@ def library_path() -> str:
     return _lib_path
 
 
-def _declare(h):
+def _open(path: str):
+    """The library at path, its fa3_ prototypes declared. OSError (the message starting with path)
+    when it cannot be loaded, LibraryNotFoundError when it lacks a function this package calls:
+    another library, or a libfa3jit.so older than this package."""
+    try:
+        handle = ctypes.CDLL(path)
+    except OSError as e:
+        raise OSError(f"{path}: {e}") from None
+    return _declare(handle, path)
+
+
+def _declare(h, path):
     P = ctypes.POINTER
     vp, cp, st = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
 
     def fn(name, restype, *argtypes):
-        f = getattr(h, name)
+        try:
+            f = getattr(h, name)
+        except AttributeError:
+            raise LibraryNotFoundError(
+                f"{path}: not the fa3jit library, or older than this package: it has no {name} "
+                f"(libfa3jit.so exports every fa3_ function this package calls)") from None
         f.restype = restype
         f.argtypes = list(argtypes)
 
@@ -262,6 +276,7 @@ def _declare(h):
     fn("fa3_context_free", None, vp)
     fn("fa3_context_backend", ctypes.c_int, vp)
     fn("fa3_context_cache_dir", cp, vp)
+    fn("fa3_context_warning", cp, vp)
     fn("fa3_backend_name", cp, ctypes.c_int)
     fn("fa3_jit_get_kernel", st, vp, P(Config), P(vp))
     fn("fa3_kernel_get_info", st, vp, P(KernelInfo))

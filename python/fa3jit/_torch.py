@@ -8,14 +8,13 @@ import ctypes
 import math
 import operator
 
-from . import _core, _lib
+from . import _args, _core, _lib
 from ._lib import check, lib
 
 __all__ = ["flash_attn_func"]
 
 _torch = None
 _autograd_fn = None
-_INT_MAX = 2**31 - 1
 
 
 def _import_torch():
@@ -56,27 +55,12 @@ def _float32(name, x):
     return f, float(x)
 
 
-def _flag(name, x) -> bool:
-    """A bool argument: True/False (or an integer 0/1); anything else is refused, not guessed."""
-    if isinstance(x, bool):
-        return x
-    if type(x).__module__ == "numpy" and type(x).__name__ in ("bool_", "bool"):
-        return bool(x)
-    try:
-        i = operator.index(x)
-    except TypeError:
-        i = None
-    if i not in (0, 1):
-        raise TypeError(f"fa3jit: {name} must be a bool, got {x!r}")
-    return bool(i)
-
-
 def _mask_and_window(causal, window_size, seqlen_q, seqlen_k):
     """(fa3 mask, window_left, window_right) following flash_attn_func: causal means a right
     window of 0; any negative window side means unlimited, and so does a side that reaches past
     every key (left >= seqlen_k, right >= seqlen_q, as the library normalizes them), so that such
     windows use the plain or causal kernel."""
-    causal = _flag("causal", causal)
+    causal = _args.flag("causal", causal)
     try:
         wl, wr = window_size
     except (TypeError, ValueError):
@@ -124,9 +108,9 @@ def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse):
         raise ValueError(f"fa3jit: k and v must agree on (seqlen_k, num_heads_k): "
                          f"k {tuple(k.shape)}, v {tuple(v.shape)}")
     for name, n in (("batch", batch), ("seqlen_q", seqlen_q), ("seqlen_k", seqlen_k),
-                    ("num_heads", num_heads), ("num_heads_k", num_heads_k)):
-        if n > _INT_MAX:                                # the C API takes them as int
-            raise ValueError(f"fa3jit: {name} {n} exceeds 2^31-1")
+                    ("num_heads", num_heads), ("num_heads_k", num_heads_k),
+                    ("head_dim", head_dim), ("head_dim_v", head_dim_v)):
+        _args.c_int(name, n)                            # the C API takes them as int
     if num_heads_k == 0 and num_heads > 0 or num_heads_k > 0 and num_heads % num_heads_k != 0:
         raise ValueError(f"fa3jit: num_heads {num_heads} must be a multiple of num_heads_k "
                          f"{num_heads_k} (MQA/GQA)")
@@ -144,13 +128,13 @@ def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse):
         raise ValueError(f"fa3jit: softcap {softcap!r} must be 0 (off) or positive and finite "
                          f"in float32")
     mask, wl, wr = _mask_and_window(causal, window_size, seqlen_q, seqlen_k)
-    return_lse = _flag("return_lse", return_lse)
+    return_lse = _args.flag("return_lse", return_lse)
 
     dtype_code = _lib.FA3_DTYPE_BF16 if q.dtype == torch.bfloat16 else _lib.FA3_DTYPE_FP16
     cfg = _lib.Config()
     lib.fa3_config_init(ctypes.byref(cfg))
-    cfg.head_dim = int(head_dim)
-    cfg.head_dim_v = int(head_dim_v)
+    cfg.head_dim = head_dim
+    cfg.head_dim_v = head_dim_v
     cfg.dtype = dtype_code
     cfg.mask = mask
     cfg.softcap = 1 if cap > 0 else 0

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import fa3jit
-from fa3jit import _lib
+from fa3jit import _core, _lib
 
 PY_DIR = Path(__file__).resolve().parents[1]          # python/
 REPO = PY_DIR.parent
@@ -267,3 +267,263 @@ def test_flash_attn_func_without_torch_says_so():
         pytest.skip("torch is installed")
     with pytest.raises(ImportError, match="PyTorch"):
         fa3jit.flash_attn_func(None, None, None)
+
+
+# ------------------------------------------------------------------ argument checks
+INT_FIELDS = ("head_dim", "head_dim_v", "block_n", "stages")
+
+
+@needs_library
+@pytest.mark.parametrize("field", INT_FIELDS)
+@pytest.mark.parametrize("value", [2**32 + 128, 2**40, 2**31, -2**31 - 1, -2**63])
+def test_int_fields_out_of_c_int_range_are_refused_with_the_value_given(field, value):
+    """A value the C int cannot hold is refused before ctypes (which would keep its low 32 bits:
+    2**32+128 became head_dim 128), by emit_ptx, get_kernel and Context.get_kernel alike."""
+    for call in (fa3jit.emit_ptx, fa3jit.get_kernel):
+        with pytest.raises(ValueError, match=rf"{field} {value} .*-2147483648\.\.2147483647"):
+            call(**{field: value})
+
+
+@needs_library
+@pytest.mark.parametrize("field", INT_FIELDS)
+def test_int_fields_refuse_bool_and_non_integers(field):
+    for value in (True, False, 128.0, "128"):
+        pattern = rf"{field} must be an int, got {re.escape(repr(value))}"
+        with pytest.raises(TypeError, match=pattern):
+            fa3jit.emit_ptx(**{field: value})
+
+
+@needs_library
+def test_int_fields_accept_the_extremes_of_c_int_and_index_objects():
+    """In range, the library itself judges the value (and names it)."""
+    class Index:                              # numpy / torch integers behave like this
+        def __index__(self):
+            return 128
+    assert fa3jit.emit_ptx(head_dim=Index()) == fa3jit.emit_ptx(head_dim=128)
+    with pytest.raises(fa3jit.Fa3Error, match="head_dim 2147483647"):
+        fa3jit.emit_ptx(head_dim=2**31 - 1)
+    with pytest.raises(fa3jit.Fa3Error, match="block_n -2147483648"):
+        fa3jit.emit_ptx(block_n=-2**31)
+
+
+FLAG_FIELDS = ("causal", "softcap", "window")
+NOT_FLAGS = ("no", "False", "", 2, -1, 0.0, 1.0, None, [], [0])
+
+
+@needs_library
+@pytest.mark.parametrize("field", FLAG_FIELDS)
+@pytest.mark.parametrize("value", NOT_FLAGS, ids=repr)
+def test_flags_refuse_what_is_not_a_bool(field, value):
+    """causal='no' used to emit a causal kernel: a flag takes True/False or 0/1, nothing else
+    (the rule flash_attn_func applies to causal and return_lse)."""
+    for call in (fa3jit.emit_ptx, fa3jit.get_kernel):
+        pattern = rf"{field} must be a bool, got {re.escape(repr(value))}"
+        with pytest.raises(TypeError, match=pattern):
+            call(**{field: value})
+
+
+@needs_library
+@pytest.mark.parametrize("value", NOT_FLAGS, ids=repr)
+def test_disable_disk_cache_refuses_what_is_not_a_bool(value):
+    pattern = rf"disable_disk_cache must be a bool, got {re.escape(repr(value))}"
+    with pytest.raises(TypeError, match=pattern):
+        fa3jit.Context(disable_disk_cache=value)
+    with pytest.raises(TypeError, match="disable_disk_cache must be a bool"):
+        fa3jit.configure(disable_disk_cache=value)      # checked when configured, not later
+
+
+@needs_library
+def test_flags_accept_bools_and_0_1():
+    for field in FLAG_FIELDS:
+        on = fa3jit.emit_ptx(**{field: True})
+        assert fa3jit.emit_ptx(**{field: 1}) == on != fa3jit.emit_ptx(**{field: 0})
+        assert fa3jit.emit_ptx(**{field: False}) == fa3jit.emit_ptx()
+    with fa3jit.Context(disable_disk_cache=1) as ctx:
+        assert ctx.cache_dir is None
+
+
+@needs_library
+def test_cache_dir_bytes_and_pathlike_name_the_folder_itself(tmp_path, monkeypatch):
+    """bytes and os.PathLike go through os.fsencode: b"/x" is the folder /x, not "b'/x'"; the
+    kernel is stored in that folder."""
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "bytes-dir"
+    with fa3jit.Context(cache_dir=os.fsencode(target)) as ctx:
+        assert ctx.cache_dir == str(target)
+        key = ctx.get_kernel(head_dim=64).cache_key
+    assert [p.name for p in target.iterdir()] == [f"{key}.fa3k"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bytes-dir"]
+    with fa3jit.Context(cache_dir=target) as ctx:                  # pathlib.Path
+        assert ctx.cache_dir == str(target)
+
+
+@needs_library
+@pytest.mark.skipif(sys.getfilesystemencoding().lower() != "utf-8", reason="needs a UTF-8 fs")
+def test_cache_dir_surrogate_escaped_str_is_the_undecodable_folder(tmp_path):
+    """A folder whose name is not UTF-8 reaches Python as a surrogate-escaped str (os.listdir,
+    sys.argv): it names that folder, byte for byte, rather than raising UnicodeEncodeError."""
+    raw = os.fsencode(tmp_path) + b"/caf\xe9"
+    name = os.fsdecode(raw)
+    assert "\udce9" in name
+    with fa3jit.Context(cache_dir=name) as ctx:
+        assert ctx.cache_dir == name
+        ctx.get_kernel(head_dim=64)
+    assert os.listdir(os.fsencode(tmp_path)) == [b"caf\xe9"]
+
+
+@needs_library
+@pytest.mark.parametrize("value, error", [
+    (123, TypeError), (12.5, TypeError), (["/tmp"], TypeError), (True, TypeError),
+    ("/tmp/a\0b", ValueError), (b"/tmp/a\0b", ValueError), (Path("/tmp/a\0b"), ValueError),
+    ("", ValueError), (b"", ValueError),
+], ids=repr)
+def test_cache_dir_refuses_other_types_nul_and_empty(tmp_path, monkeypatch, value, error):
+    """cache_dir=123 used to create ./123 and "a\\0b" the folder "a": refused, by Context and
+    configure alike, with the value in the message; nothing is created."""
+    monkeypatch.chdir(tmp_path)
+    pattern = rf"cache_dir .*{re.escape(repr(value))}"
+    with pytest.raises(error, match=pattern):
+        fa3jit.Context(cache_dir=value)
+    with pytest.raises(error, match=pattern):
+        fa3jit.configure(cache_dir=value)
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ context life, warnings, loading
+def _loaded_libc():
+    """Path of the C library this process runs on (a shared library that is not fa3jit)."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                p = line.split()[-1]
+                if re.search(r"/libc[.-].*so", p) and os.path.isfile(p):
+                    return p
+    except OSError:
+        pass
+    return None
+
+
+LIBC = _loaded_libc()
+
+
+@pytest.mark.skipif(LIBC is None, reason="no /proc/self/maps naming libc")
+def test_a_library_that_is_not_fa3jit_is_refused_naming_path_and_symbol(tmp_path):
+    """$FA3JIT_LIBRARY=libc used to raise a raw AttributeError: LibraryNotFoundError (an OSError)
+    naming the file loaded and the fa3_ symbol it lacks; a build folder holding such a file is
+    skipped with the same reason listed."""
+    probe = """
+        import fa3jit
+        try:
+            fa3jit.emit_ptx()
+        except fa3jit.LibraryNotFoundError as e:
+            assert isinstance(e, OSError)
+            print(e)
+        else:
+            raise SystemExit('no error')
+        """
+    r = _run_python(probe, {"PYTHONPATH": str(PY_DIR), "FA3JIT_LIBRARY": LIBC})
+    assert r.returncode == 0, r.stderr
+    assert LIBC in r.stdout and "fa3_version_number" in r.stdout, r.stdout
+    assert "not the fa3jit library" in r.stdout
+
+    repo = tmp_path / "repo"
+    shutil.copytree(PY_DIR / "fa3jit", repo / "python" / "fa3jit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / "meson.build").write_text("# marks the source tree\n")
+    (repo / "build").mkdir()
+    (repo / "build" / "libfa3jit.so").symlink_to(LIBC)
+    r = _run_python(probe, {"PYTHONPATH": str(repo / "python")}, cwd=tmp_path,
+                    drop=("FA3JIT_LIBRARY", "LD_LIBRARY_PATH"))   # meson's names build/
+    if "no error" in r.stderr:
+        pytest.skip("an installed libfa3jit.so was found after the build folder")
+    assert r.returncode == 0, r.stderr
+    assert f"{repo / 'build' / 'libfa3jit.so'}: not the fa3jit library" in r.stdout, r.stdout
+
+
+@needs_library
+def test_context_warning_surfaces_once(tmp_path):
+    """A cache folder that cannot be created (its parent is a file): the context's warning is a
+    property, and a CacheWarning is issued once, when the warning first appears."""
+    (tmp_path / "file").write_text("")
+    folder = tmp_path / "file" / "cache"
+    import warnings
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with fa3jit.Context(cache_dir=folder) as ctx:
+            assert ctx.warning == "" and seen == []
+            ctx.get_kernel(head_dim=64)
+            text = ctx.warning
+            assert str(folder) in text and "memory" in text
+            ctx.get_kernel(head_dim=96)                         # a second problem: no new warning
+    assert [w.category for w in seen] == [fa3jit.CacheWarning]
+    assert issubclass(fa3jit.CacheWarning, UserWarning)
+    assert str(seen[0].message) == f"fa3jit: {text}"
+    assert seen[0].filename == __file__                     # points at the caller, not fa3jit
+
+
+@needs_library
+def test_context_warning_at_creation_warns_in_the_constructor():
+    """No folder can be named (no FA3JIT_CACHE_DIR, XDG_CACHE_HOME, HOME): Context() warns."""
+    r = _run_python("""
+        import warnings
+        warnings.simplefilter("error")
+        import fa3jit
+        try:
+            ctx = fa3jit.Context()
+        except fa3jit.CacheWarning as w:
+            print("warned:", w)
+        warnings.simplefilter("ignore")
+        print("property:", fa3jit.Context().warning)
+        """, {"PYTHONPATH": str(PY_DIR)}, drop=("FA3JIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("warned: fa3jit: disk cache off") and "HOME" in lines[0], r.stdout
+    assert lines[1].startswith("property: disk cache off"), r.stdout
+
+
+@needs_library
+def test_context_is_freed_when_dropped_and_by_close(monkeypatch):
+    """A Context no one holds frees its fa3_context (a finalizer), once; close() and the end of a
+    with block free it at once, and a closed context refuses every use, re-entry included."""
+    import gc
+    freed = []
+    real = _core._free_context
+    monkeypatch.setattr(_core, "_free_context", lambda h: (freed.append(h), real(h)))
+    ctx = fa3jit.Context(disable_disk_cache=True)
+    h = ctx.handle
+    del ctx
+    gc.collect()
+    assert freed == [h]
+
+    with fa3jit.Context(disable_disk_cache=True) as ctx:
+        h = ctx.handle
+    assert freed[1:] == [h]
+    ctx.close()                                   # closing twice is harmless
+    del ctx
+    gc.collect()
+    assert freed[1:] == [h]                       # freed once, not again by the finalizer
+
+    ctx = fa3jit.Context(disable_disk_cache=True)
+    ctx.close()
+    for use in (lambda: ctx.get_kernel(head_dim=64), lambda: ctx.warning, lambda: ctx.backend,
+                lambda: ctx.cache_dir, lambda: ctx.__enter__()):
+        with pytest.raises(ValueError, match="Context is closed"):
+            use()
+
+
+@needs_library
+def test_context_alive_at_exit_is_not_freed_during_shutdown():
+    """At interpreter exit a live context (and the process-wide one) is left to the process's end:
+    no library call runs while Python shuts down."""
+    r = _run_python("""
+        import fa3jit
+        from fa3jit import _core
+        def report(h):
+            print("freed at exit", flush=True)
+        _core._free_context = report
+        ctx = fa3jit.Context(disable_disk_cache=True)
+        fa3jit.get_kernel(head_dim=64)
+        print("end", flush=True)
+        """, {"PYTHONPATH": str(PY_DIR)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["end"]
