@@ -3,7 +3,7 @@
 # (the command still runs, with the documented default), whatever the action (--emit-ptx, which
 # makes no context; --info and cache warm, whose contexts carry the same text in their warning;
 # cache ls with the cache off, whose reason stays the real one), and FA3JIT_PLAN_DEBUG's valid
-# items apply beside a refused one.
+# items apply beside a refused one. Also --help's wording of head_dim_v's default.
 # $1: the fa3-gen program.
 set -u
 gen=$1
@@ -39,5 +39,9 @@ count "ls: the reason is the cache switch" "$dir/err" "the disk cache is off (FA
 
 check "relative FA3JIT_CACHE_DIR" 0 env FA3JIT_CACHE_DIR=relative/cache XDG_CACHE_HOME="$dir/xdg" "$gen" cache warm --dry-run
 count "relative folder named" "$dir/err" "FA3JIT_CACHE_DIR='relative/cache' is not an absolute path" 1
+
+check "--help" 0 "$gen" --help
+count "--help: head_dim_v defaults to head_dim" "$dir/out" "--head-dim-v N       V/O head dimension (default: the same as head_dim;" 1
+count "--help: 128 with 192 is not called the default" "$dir/out" "head_dim; 128 with head_dim 192" 0
 
 summary
