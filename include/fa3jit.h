@@ -122,7 +122,8 @@ typedef enum fa3_arch { FA3_ARCH_SM90A = 90 } fa3_arch;
 typedef enum fa3_backend {
     FA3_BACKEND_AUTO = 0,         /* PTX Compiler API if built in, else nvJitLink */
     FA3_BACKEND_PTX_COMPILER = 1, /* nvPTXCompiler, whole-program: keeps setmaxnreg */
-    FA3_BACKEND_NVJITLINK = 2,    /* nvJitLink -arch=sm_90a -O3: relocatable, DROPS setmaxnreg */
+    FA3_BACKEND_NVJITLINK = 2,    /* nvJitLink -arch=sm_90a -O3: relocatable, DROPS setmaxnreg,
+                                     serializes wgmma (C7509), spills */
     /* Only generates PTX in fa3_jit_get_kernel; the driver compiles it (whole-program) at the
        first fa3_fwd, which needs a GPU. No cubin, not disk-cached; registers/spills are -1
        until the first launch. */
