@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A/B timing of kernel variants in one device run: runs `fa3-gen bench --json` for the default
-plan and for each FA3JIT_PLAN_DEBUG variant (see src/codegen/plan.c), alternating ROUNDS times so
+plan and for each FA3JIT_PLAN_DEBUG variant (see src/codegen/knobs.c), alternating ROUNDS times so
 that clock and thermal drift hit every variant alike, and prints the median TFLOP/s per shape.
 
 usage: bench/ab.py [--fa3-gen build/fa3-gen] [--head-dim 64] [--dtype bf16] [--rounds 3]

@@ -116,7 +116,7 @@ def graph_ms(fn):
 
 def fa3_python_tflops(dtype, hd, seqlen, causal, variant=""):
     """fa3jit.flash_attn_func on (batch, seqlen, heads, head_dim) tensors, from a CUDA graph.
-    variant: a FA3JIT_PLAN_DEBUG setting (src/codegen/plan.c) in force while the kernel is built
+    variant: a FA3JIT_PLAN_DEBUG setting (src/codegen/knobs.c) in force while the kernel is built
     (its first call, outside the capture); "" = the process's own setting (normally none)."""
     import os
     import torch
@@ -146,16 +146,17 @@ def fa3_python_tflops(dtype, hd, seqlen, causal, variant=""):
 
 
 def check_variant(variant):
-    """Exits on a knob name plan.c does not know (it would silently time the default kernel)."""
+    """Exits on a knob name knobs.c does not know (the library would warn, then time the default
+    kernel)."""
     import pathlib
     import re
-    plan = pathlib.Path(__file__).resolve().parents[1] / "src" / "codegen" / "plan.c"
+    plan = pathlib.Path(__file__).resolve().parents[1] / "src" / "codegen" / "knobs.c"
     known = set(re.findall(r'\{"(\w+)", offsetof\(fa3_plan', plan.read_text()))
     for part in variant.split(","):
         name, _, value = part.partition("=")
         if name not in known or not value.isdigit():
             sys.exit(f"compare.py: variant {variant!r}: {part!r} is not knob=digit with a knob "
-                     f"of src/codegen/plan.c ({', '.join(sorted(known))})")
+                     f"of src/codegen/knobs.c ({', '.join(sorted(known))})")
 
 
 VARIANT_CONTEXTS = {}  # FA3JIT_PLAN_DEBUG setting -> fa3jit Context

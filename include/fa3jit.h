@@ -122,7 +122,8 @@ typedef enum fa3_arch { FA3_ARCH_SM90A = 90 } fa3_arch;
 typedef enum fa3_backend {
     FA3_BACKEND_AUTO = 0,         /* PTX Compiler API if built in, else nvJitLink */
     FA3_BACKEND_PTX_COMPILER = 1, /* nvPTXCompiler, whole-program: keeps setmaxnreg */
-    FA3_BACKEND_NVJITLINK = 2,    /* nvJitLink -arch=sm_90a -O3: relocatable, DROPS setmaxnreg */
+    FA3_BACKEND_NVJITLINK = 2,    /* nvJitLink -arch=sm_90a -O3: relocatable, DROPS setmaxnreg,
+                                     serializes wgmma (C7509), spills */
     /* Only generates PTX in fa3_jit_get_kernel; the driver compiles it (whole-program) at the
        first fa3_fwd, which needs a GPU. No cubin, not disk-cached; registers/spills are -1
        until the first launch. */
@@ -191,13 +192,16 @@ typedef struct fa3_context fa3_context;
  * Disk cache: one file <cache_dir>/<key>.fa3k per kernel (a header with magic, format version,
  * key, canonical config, sizes and XXH3 checksums, then the cubin and the compiler log). A file
  * that fails any check (truncated, corrupted, foreign, older format) is ignored, never loaded, and
- * replaced by a fresh compile. Environment: FA3JIT_CACHE_DIR (folder), FA3JIT_CACHE_DISABLE=1
- * (memory only), FA3JIT_CACHE_LOCK_TIMEOUT (seconds to wait for another process compiling the same
- * kernel before compiling it too; default 300).
+ * replaced by a fresh compile. Environment (read when the context is created): FA3JIT_CACHE_DIR
+ * (folder, an absolute path), FA3JIT_CACHE_DISABLE (0 or 1: memory only), FA3JIT_CACHE_LOCK_TIMEOUT
+ * (whole seconds 0..86400 to wait for another process compiling the same kernel before compiling
+ * it too; default 300). A bad value is not used (the default applies) and is named in
+ * fa3_context_warning; README.md lists every variable and its accepted values.
  */
 typedef struct fa3_context_options {
-    /* Disk cache directory; NULL = $FA3JIT_CACHE_DIR, else $XDG_CACHE_HOME/fa3jit, else
-       ~/.cache/fa3jit. Created (mode 0700) on first write. */
+    /* Disk cache directory (used as given); NULL = $FA3JIT_CACHE_DIR, else
+       $XDG_CACHE_HOME/fa3jit, else ~/.cache/fa3jit (relative values of those are ignored).
+       Created (mode 0700) on first write. */
     const char *cache_dir;
     int disable_disk_cache; /* 1: memory only (also when $FA3JIT_CACHE_DISABLE=1) */
     fa3_backend backend;    /* FA3_BACKEND_AUTO recommended */
@@ -221,15 +225,20 @@ FA3_API fa3_backend fa3_context_backend(const fa3_context *ctx);
 /** The cache directory in use (static for the context's life), or NULL if the disk cache is off. */
 FA3_API const char *fa3_context_cache_dir(const fa3_context *ctx);
 /**
- * The context's disk-cache warning, or "" when there is none (never NULL; "" for a NULL ctx).
- * Problems with the disk cache never fail a call: the context carries on from memory and keeps the
- * first problem here, once (later ones are not recorded), with the path and the failing call:
+ * The context's warning, or "" when there is none (never NULL; "" for a NULL ctx). Bad environment
+ * values and problems with the disk cache never fail a call: the context carries on (with the
+ * variable's default, from memory) and keeps the first problem here, once (later ones are not
+ * recorded), with the variable and its value, or the path and the failing call:
+ *   - environment values that break their rule (every one of them, "; "-separated, at creation):
+ *     e.g. FA3JIT_CACHE_LOCK_TIMEOUT='abc', a relative FA3JIT_CACHE_DIR, an unknown
+ *     FA3JIT_PLAN_DEBUG knob;
  *   - the folder is missing and cannot be created: kernels are kept in memory only;
  *   - the folder is not writable: entries already in it are still loaded, new kernels stay in
  *     memory;
  *   - an entry could not be written (e.g. disk full) or the cache lock could not be taken (e.g. NFS
  *     without locks): the kernel is compiled and used anyway;
- *   - no folder could be named (none of FA3JIT_CACHE_DIR, XDG_CACHE_HOME, HOME set).
+ *   - no folder could be named (none of FA3JIT_CACHE_DIR, XDG_CACHE_HOME, HOME set to an
+ *     absolute path).
  * Set at context creation or during fa3_jit_get_kernel; once non-empty, the string does not change
  * and stays valid until fa3_context_free. Thread-safe. Turning the cache off on purpose
  * (disable_disk_cache, FA3JIT_CACHE_DISABLE=1) is not a warning.

@@ -23,6 +23,14 @@ FA3_INTERNAL void fa3_appenderr(const char *fmt, ...) FA3_PRINTF(1, 2);
 /* Clears the calling thread's message. */
 FA3_INTERNAL void fa3_clearerr(void);
 
+/* Text helpers (common.c). Appends formatted text to buf (size bytes; *len its current length,
+   updated): kept NUL-terminated, cut to fit. Does nothing when buf is NULL or full. */
+FA3_INTERNAL void fa3_append(char *buf, size_t size, size_t *len, const char *fmt, ...)
+    FA3_PRINTF(4, 5);
+/* s[0..len) as a whole number written in digits only (no sign, space or other base), at most
+   max: 1 and *out set if it is one, else 0. */
+FA3_INTERNAL int fa3_parse_whole(const char *s, size_t len, long max, long *out);
+
 /*
  * Fault injection for the tests, compiled in always and inert unless $FA3JIT_TEST_FAIL is set to a
  * comma-separated list of sites: returns 1 if site is in it (read at each call), else 0. Sites:

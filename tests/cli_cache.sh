@@ -9,19 +9,7 @@ set -u
 gen=$1
 dir=$(mktemp -d /tmp/fa3jit-test-cli-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-check() { # check "what" expected-exit command...
-    what=$1; want=$2; shift 2
-    "$@" > "$dir/out" 2> "$dir/err"; rc=$?
-    if [ "$rc" = "$want" ]; then ok "$what (exit $rc)"; else
-        bad "$what: exit $rc, expected $want"; sed 's/^/  | /' "$dir/out" "$dir/err"; fi
-}
-has() { # has "what" file pattern
-    if grep -Eq -- "$3" "$2"; then ok "$1"; else bad "$1: no /$3/ in:"; sed 's/^/  | /' "$2"; fi
-}
+. "$(dirname "$0")/sh_util.sh"
 
 unset FA3JIT_CACHE_DISABLE FA3JIT_TEST_FAIL
 c="$dir/cache"
@@ -96,5 +84,4 @@ has "bad head_dim: named" "$dir/err" "head_dim 100"
 check "help" 0 "$gen" cache --help
 has "help: actions" "$dir/out" "cache warm"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+summary

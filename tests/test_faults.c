@@ -326,7 +326,7 @@ static void test_lock_failures(void **state)
     assert_int_equal(fa3_cache_lock_take(dir, key, 100, &lk2, why, sizeof why),
                      FA3_CACHE_LOCK_UNAVAILABLE); /* another descriptor: excluded */
     msg_has(why, "still held", NULL);
-    setenv("FA3JIT_CACHE_LOCK_TIMEOUT", "0.2", 1);
+    setenv("FA3JIT_CACHE_LOCK_TIMEOUT", "1", 1); /* whole seconds */
     ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
     unsetenv("FA3JIT_CACHE_LOCK_TIMEOUT");
     assert_int_equal(get_source(ctx, &b, NULL), FA3_SOURCE_COMPILED);

@@ -30,6 +30,7 @@
 #include "runtime/cache.h"
 #include "runtime/compile.h"
 #include "runtime/driver.h"
+#include "runtime/env.h"
 
 enum { EXIT_FAIL = 1, EXIT_NO_GPU = 2, EXIT_USAGE = 64 };
 
@@ -321,6 +322,18 @@ static fa3_context *context_or_exit(const fa3_context_options *opts)
     return ctx;
 }
 
+/* The environment's bad values (fa3_env_warnings), printed once on stderr at start. Every context
+   repeats them at the start of its fa3_context_warning: past_env_warning skips that part. */
+static char g_env_warning[1024];
+
+static const char *past_env_warning(const char *w)
+{
+    size_t n = strlen(g_env_warning);
+    if (n && strncmp(w, g_env_warning, n) == 0)
+        w += n + (strncmp(w + n, "; ", 2) == 0 ? 2 : 0);
+    return w;
+}
+
 /* ================================================================== help, version */
 
 static void print_help(FILE *f)
@@ -346,7 +359,8 @@ static void print_help(FILE *f)
 "\n"
 "CONFIG (kernel configuration; defaults: head_dim 128, bf16, no mask, no softcap):\n"
 "  --head-dim N         Q/K head dimension (64, 96, 128, 192, 256)\n"
-"  --head-dim-v N       V/O head dimension (default: head_dim; 128 with head_dim 192)\n"
+"  --head-dim-v N       V/O head dimension (default: the same as head_dim; the one other\n"
+"                       value supported is 128 with --head-dim 192)\n"
 "  --dtype D            bf16 | fp16 (e4m3: not supported yet)\n"
 "  --causal             causal mask (bottom-right aligned)\n"
 "  --local              sliding-window mask\n"
@@ -496,7 +510,7 @@ static void print_info(const fa3_context *ctx, const fa3_kernel_info *in)
            in->stages);
     printf("%-18s %s\n", "cache key:", in->cache_key);
     printf("%-18s %s\n", "cache dir:", dir ? dir : "(disk cache off)");
-    const char *cw = fa3_context_warning(ctx);
+    const char *cw = past_env_warning(fa3_context_warning(ctx));
     if (cw && *cw)
         printf("%-18s %s\n", "cache warning:", cw);
     printf("%-18s %s\n", "source:", source_str(in->source));
@@ -1695,7 +1709,7 @@ static char *cache_folder(const cache_args *a)
     const char *dir = fa3_context_cache_dir(ctx);
     char *out = dir ? strdup(dir) : NULL;
     if (!dir) {
-        const char *w = fa3_context_warning(ctx);
+        const char *w = past_env_warning(fa3_context_warning(ctx));
         fprintf(stderr, "%s: cache %s: the disk cache is off (%s); name a folder with "
                 "--cache-dir DIR\n", prog, a->action,
                 w[0] ? w : "FA3JIT_CACHE_DISABLE is set");
@@ -1894,7 +1908,7 @@ static int cache_warm(const cache_args *a)
     fa3_context *ctx = context_or_exit(&a->o.ctx_opts);
     const char *dir = fa3_context_cache_dir(ctx);
     if (!dir) {
-        const char *w = fa3_context_warning(ctx);
+        const char *w = past_env_warning(fa3_context_warning(ctx));
         fprintf(stderr, "%s: cache warm: the disk cache is off (%s): nothing to warm\n", prog,
                 w[0] ? w : "FA3JIT_CACHE_DISABLE is set");
         fa3_context_free(ctx);
@@ -1954,7 +1968,7 @@ static int cache_warm(const cache_args *a)
     printf("warm: %d configuration%s, %d compiled, %d already cached, %d failed, %d not on disk "
            "(%.1f s)\n", n, n == 1 ? "" : "s", w.compiled, w.loaded, w.failed, missing,
            now_s() - t0);
-    const char *warning = fa3_context_warning(ctx);
+    const char *warning = past_env_warning(fa3_context_warning(ctx));
     if (warning[0])
         fprintf(stderr, "%s: warning: %s\n", prog, warning);
     pthread_mutex_destroy(&w.mu);
@@ -1984,6 +1998,8 @@ static int cmd_cache(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    if (fa3_env_warnings(g_env_warning, sizeof g_env_warning))
+        fprintf(stderr, "%s: warning: %s\n", prog, g_env_warning);
     if (argc >= 2 && strcmp(argv[1], "check") == 0)
         return cmd_check(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "bench") == 0)

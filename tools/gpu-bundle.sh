@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Packs what the GPU machine needs into .gpu/ (git-ignored): the stripped shared library, fa3-gen,
-# the GPU test binaries and the two shared libraries the GPU image lacks (cmocka, xxhash). Then the
-# device tool runs tools/gpu-run.sh with carry [".gpu"]. Build first: ninja -C build.
+# Packs what the GPU machine needs into .gpu/ (git-ignored): the stripped shared library (one file,
+# named by its SONAME, which the programs look for), fa3-gen, the GPU test binaries and the two
+# shared libraries the GPU image lacks (cmocka, xxhash). Then the device tool runs
+# tools/gpu-run.sh with carry [".gpu"]. Build first: ninja -C build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+soname() { readelf -d "$1" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'; }
 rm -rf .gpu && mkdir -p .gpu
-strip --strip-unneeded -o .gpu/libfa3jit.so build/libfa3jit.so
+strip --strip-unneeded -o ".gpu/$(soname build/libfa3jit.so)" build/libfa3jit.so
 cp build/fa3-gen build/tests/test_gpu build/tests/test_edge build/tests/test_magnitude .gpu/
 for lib in libcmocka.so.0 libxxhash.so.0; do
   cp "$(readlink -f "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')")" ".gpu/$lib"
@@ -14,8 +16,9 @@ done
 # (bench/ab.py variant gen:.gpu/base/fa3-gen).
 if [ -n "${BASE_BUILD:-}" ]; then
   mkdir -p .gpu/base
-  strip --strip-unneeded -o .gpu/base/libfa3jit.so "$BASE_BUILD/libfa3jit.so"
-  xz -T2 -1 .gpu/base/libfa3jit.so   # two libraries exceed the 64 MiB carry; gpu-run unpacks
+  base_lib=.gpu/base/$(soname "$BASE_BUILD/libfa3jit.so")
+  strip --strip-unneeded -o "$base_lib" "$BASE_BUILD/libfa3jit.so"
+  xz -T2 -1 "$base_lib"   # two libraries exceed the 64 MiB carry; gpu-run unpacks
   cp "$BASE_BUILD/fa3-gen" .gpu/base/
 fi
 du -sh .gpu

@@ -8,7 +8,8 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/fa3jit-gpu}; mkdir -p "$out"
 export LD_LIBRARY_PATH=$root/.gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export FA3JIT_CACHE_DIR=$(mktemp -d) FA3JIT_LIBRARY=$root/.gpu/libfa3jit.so
+lib=$(ls "$root"/.gpu/libfa3jit.so* | head -n 1) # named by its SONAME (gpu-bundle.sh)
+export FA3JIT_CACHE_DIR=$(mktemp -d) FA3JIT_LIBRARY=$lib
 gen=$root/.gpu/fa3-gen
 steps=${*:-tests edge magnitude check pytest checkall compare sass sanitize}
 rc=0
@@ -73,10 +74,11 @@ for step in $steps; do
         | tee "$out/compare_$l.txt" | grep '^|'
     done ;;
   ab) # same-run A/B of FA3JIT_PLAN_DEBUG variants (bench/ab.py); clocks and power logged beside
-    if [ -f "$root/.gpu/base/libfa3jit.so.xz" ]; then  # gpu-bundle BASE_BUILD (variant gen:.gpu/base/fa3-gen)
+    for z in "$root"/.gpu/base/libfa3jit.so*.xz; do  # gpu-bundle BASE_BUILD (variant gen:.gpu/base/fa3-gen)
+      [ -f "$z" ] || continue
       python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
-        "$root/.gpu/base/libfa3jit.so.xz" "$root/.gpu/base/libfa3jit.so"
-    fi
+        "$z" "${z%.xz}"
+    done
     smi_start ab
     for hd in ${AB_HEAD_DIMS:-64 128 256}; do
       v=$(ab_variants $hd)

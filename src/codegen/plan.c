@@ -4,10 +4,9 @@
  * Measured reasons for each choice are recorded beside it (bench/RESULTS.md has the runs).
  */
 #include <stddef.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "codegen/codegen.h"
+#include "codegen/knobs.h"
 
 #define SMEM_LIMIT 232448 /* opt-in dynamic shared memory per block on sm_90 */
 
@@ -31,59 +30,6 @@ void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
     else
         *block_n = 80;
     *stages = 2;
-}
-
-/* Benchmark knob, not API: FA3JIT_PLAN_DEBUG="pingpong=0,arrive_per_warp=0,..." switches
-   scheduling features on or off to time variants against each other in one device run
-   (bench/ab.py, tools/gpu-run.sh ab). Each feature's measured effect (H200, same-run A/B):
-   - l2_sections (masked configs: tiles in L2-sized sections of heads, fwd.c section_hb):
-     causal hd128 1024/2048/8192 352/524/644 vs 325/423/583, hd256 1024/2048 397/528 vs
-     308/467 TFLOP/s; off for non-masked (nc_sections, tried: −5 to −13%);
-   - pp_continuous (ping-pong order kept across tiles): non-causal 512/1024 +3–5%;
-   - q_double, k_before_q: see fa3_plan_make; wg3: three consumer warpgroups for hd64;
-   - dbg_no_softmax (timing only, wrong results): P = S, no softcap/mask/max/exp/sum/rescale;
-     the GEMMs and the pipeline alone. Fair timing, bf16, 16k non-causal (call 3 of 2026-11-29 session 4):
-     hd64/128/256 778/769/757 TFLOP/s vs 527/648/725 with the softmax.
-   Values are one digit: 0/1, or 2..8 for stages (the K/V ring depth). The PTX changes, so cache
-   keys do too. Unknown names and values out of range are ignored. */
-static void apply_debug_overrides(fa3_plan *p)
-{
-    const char *env = getenv("FA3JIT_PLAN_DEBUG");
-    if (!env || !*env)
-        return;
-    static const struct {
-        const char *name;
-        size_t off;
-        int lo, hi; /* accepted values; anything else is ignored */
-    } knobs[] = {
-        {"pingpong", offsetof(fa3_plan, pingpong), 0, 1},
-        {"arrive_per_warp", offsetof(fa3_plan, arrive_per_warp), 0, 1},
-        {"early_q_release", offsetof(fa3_plan, early_q_release), 0, 1},
-        {"l2_sections", offsetof(fa3_plan, l2_sections), 0, 1},
-        {"pp_continuous", offsetof(fa3_plan, pp_continuous), 0, 1},
-        {"q_double", offsetof(fa3_plan, q_double), 0, 1},
-        {"k_before_q", offsetof(fa3_plan, k_before_q), 0, 1},
-        {"wg3", offsetof(fa3_plan, wg3), 0, 1},
-        {"stages", offsetof(fa3_plan, stages), 2, 8}, /* the range config.c accepts */
-        {"o_tma_store", offsetof(fa3_plan, o_tma_store), 0, 1},
-        {"o_stage_in_q", offsetof(fa3_plan, o_stage_in_q), 0, 1},
-        {"dbg_no_o_store", offsetof(fa3_plan, dbg_no_o_store), 0, 1},
-        {"pv_split", offsetof(fa3_plan, pv_split), 0, 1},
-        {"masked_overlap", offsetof(fa3_plan, masked_overlap), 0, 1},
-        {"section_search", offsetof(fa3_plan, section_search), 0, 1},
-        {"dbg_no_softmax", offsetof(fa3_plan, dbg_no_softmax), 0, 1},
-    };
-    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
-        const char *at = strstr(env, knobs[i].name);
-        size_t n = strlen(knobs[i].name);
-        /* name=D with one digit D, then ',' or the end */
-        if (at && (at == env || at[-1] == ',') && at[n] == '=' && at[n + 1] >= '0' &&
-            at[n + 1] <= '9' && (at[n + 2] == ',' || at[n + 2] == '\0')) {
-            int v = at[n + 1] - '0';
-            if (v >= knobs[i].lo && v <= knobs[i].hi)
-                *(int *)((char *)p + knobs[i].off) = v;
-        }
-    }
 }
 
 fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
@@ -110,7 +56,7 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
        blocks). 0 compiles 30-40% faster (hd128 causal 0.30 vs 0.45 s). */
     p->masked_overlap = 1;
     p->section_search = 1;
-    apply_debug_overrides(p);
+    fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
     /* Two consumer warpgroups (block_m 128), or three (block_m 192, FA3's choice) for head_dim
        64. Same-run A/B on the H200 (bench/ab.py, bf16, 2026-11-29, bench/RESULTS.md), wg3=1 vs 0:
        non-causal 2048/4096/16k 502/532/526 vs 428/445/444 TFLOP/s; causal ≥ 2048 +4–17%

@@ -149,12 +149,6 @@ fa3_status fa3_cache_key_for(const fa3_config *canonical, const char *ptx, size_
 
 /* ------------------------------------------------------------------ directory */
 
-static int env_set(const char *name)
-{
-    const char *v = getenv(name);
-    return v && v[0] && strcmp(v, "0") != 0;
-}
-
 static char *join(const char *a, const char *b)
 {
     size_t na = strlen(a), nb = strlen(b);
@@ -169,28 +163,27 @@ static char *join(const char *a, const char *b)
     return s;
 }
 
-fa3_status fa3_cache_dir_resolve(const char *opt_dir, int disable, char **dir, char *warn,
-                                 size_t warn_size)
+fa3_status fa3_cache_dir_resolve(const char *opt_dir, int disable, const fa3_env *env, char **dir,
+                                 char *warn, size_t warn_size)
 {
     *dir = NULL;
     if (warn && warn_size)
         warn[0] = '\0';
-    if (disable || env_set("FA3JIT_CACHE_DISABLE"))
+    if (disable || env->cache_disable)
         return FA3_OK;
-    const char *env;
     char *d = NULL;
     if (opt_dir && opt_dir[0])
         d = strdup(opt_dir);
-    else if ((env = getenv("FA3JIT_CACHE_DIR")) && env[0])
-        d = strdup(env);
-    else if ((env = getenv("XDG_CACHE_HOME")) && env[0] == '/')
-        d = join(env, "fa3jit");
-    else if ((env = getenv("HOME")) && env[0])
-        d = join(env, ".cache/fa3jit");
+    else if (env->cache_dir)
+        d = strdup(env->cache_dir);
+    else if (env->xdg_cache_home)
+        d = join(env->xdg_cache_home, "fa3jit");
+    else if (env->home)
+        d = join(env->home, ".cache/fa3jit");
     else {
         if (warn && warn_size)
             snprintf(warn, warn_size, "disk cache off: none of FA3JIT_CACHE_DIR, XDG_CACHE_HOME, "
-                                      "HOME is set");
+                                      "HOME is set to an absolute path");
         return FA3_OK;
     }
     if (!d)

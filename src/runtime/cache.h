@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "common.h"
+#include "runtime/env.h"
 
 #define FA3_CACHE_FORMAT 2u
 #define FA3_CACHE_HEADER_SIZE 160u
@@ -87,14 +88,14 @@ typedef struct fa3_cache_view {
 } fa3_cache_view;
 
 /*
- * Decides the cache directory: opt_dir if non-empty, else $FA3JIT_CACHE_DIR, else
- * $XDG_CACHE_HOME/fa3jit (absolute XDG_CACHE_HOME only), else $HOME/.cache/fa3jit.
- * *dir receives a malloc'd path, or NULL when the disk cache is off: disable != 0,
- * $FA3JIT_CACHE_DISABLE set to anything but "" or "0", or no directory could be named (then warn
- * receives why; warn may be NULL). Nothing is created here. Errors: FA3_ERR_OUT_OF_MEMORY.
+ * Decides the cache directory: opt_dir if non-empty, else env's FA3JIT_CACHE_DIR, else
+ * XDG_CACHE_HOME/fa3jit, else HOME/.cache/fa3jit (env: fa3_env_read, which has already dropped
+ * relative paths). *dir receives a malloc'd path, or NULL when the disk cache is off: disable != 0,
+ * FA3JIT_CACHE_DISABLE=1, or no directory could be named (then warn receives why; warn may be
+ * NULL). Nothing is created here. Errors: FA3_ERR_OUT_OF_MEMORY.
  */
-FA3_INTERNAL fa3_status fa3_cache_dir_resolve(const char *opt_dir, int disable, char **dir,
-                                              char *warn, size_t warn_size);
+FA3_INTERNAL fa3_status fa3_cache_dir_resolve(const char *opt_dir, int disable, const fa3_env *env,
+                                              char **dir, char *warn, size_t warn_size);
 
 /*
  * Checks the header at data[0..size) (size = the whole file's size; only the first

@@ -1,8 +1,8 @@
 /*
  * Compile backends (see compile.h): PTX → sm_90a cubin with the PTX Compiler API (whole-program,
  * keeps setmaxnreg; only when the build found libnvptxcompiler_static.a) or nvJitLink (relocatable,
- * drops setmaxnreg), plus the parser that reads registers, spills and warnings out of ptxas's
- * verbose log. Every library call's return code is checked; a failure names the call and carries
+ * drops setmaxnreg, serializes wgmma), plus the parser that reads registers, spills and warnings
+ * out of ptxas's verbose log. Every library call's return code is checked; a failure names the call and carries
  * the compiler's logs in the thread's error message.
  */
 #include <ctype.h>

@@ -4,7 +4,8 @@
  *   FA3_BACKEND_PTX_COMPILER — the PTX Compiler API (static library), whole-program: keeps
  *                              setmaxnreg. The AUTO choice when built in.
  *   FA3_BACKEND_NVJITLINK    — nvJitLink; compiles PTX as relocatable code, so ptxas drops
- *                              setmaxnreg (warning C7504, caught by has_warning).
+ *                              setmaxnreg (C7504) and serializes wgmma (C7509; both caught by
+ *                              has_warning).
  *   FA3_BACKEND_DRIVER_JIT   — nothing to do at compile time: the driver JITs the PTX when the
  *                              module is loaded (context.c), so the result has no cubin.
  */

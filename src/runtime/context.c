@@ -44,7 +44,7 @@ static void note_source(const fa3_kernel *k, fa3_kernel_source s)
 }
 
 
-/* Keeps the context's first disk-cache warning (later ones are dropped: reported once). The text
+/* Keeps the context's first warning (later ones are dropped: reported once). The text
    is written before warned is set and never changed after, so readers need no lock. */
 static void set_warning(fa3_context *ctx, const char *fmt, ...) FA3_PRINTF(2, 3);
 static void set_warning(fa3_context *ctx, const char *fmt, ...)
@@ -146,23 +146,24 @@ fa3_status fa3_context_create(fa3_context **out, const fa3_context_options *opts
                           sizeof *ctx);
     ctx->requested = o.backend;
     ctx->backend = resolved;
-    fa3_status st = fa3_cache_dir_resolve(o.cache_dir, o.disable_disk_cache, &ctx->cache_dir,
-                                          ctx->warning, sizeof ctx->warning);
+    /* The warning starts with the environment's problems (bad values, replaced by defaults),
+       then why no cache folder could be named, if so. */
+    fa3_env env;
+    char dir_warning[256];
+    fa3_env_read(&env, ctx->warning, sizeof ctx->warning);
+    fa3_status st = fa3_cache_dir_resolve(o.cache_dir, o.disable_disk_cache, &env, &ctx->cache_dir,
+                                          dir_warning, sizeof dir_warning);
     if (st != FA3_OK) {
         free(ctx);
         return st;
     }
+    size_t n = strlen(ctx->warning);
+    if (dir_warning[0])
+        fa3_append(ctx->warning, sizeof ctx->warning, &n, "%s%s", n ? "; " : "", dir_warning);
     atomic_init(&ctx->disk_state, FA3_DISK_OK);
     atomic_init(&ctx->warned, ctx->warning[0] != '\0');
     /* How long to wait for another process compiling the same kernel before compiling it too. */
-    ctx->lock_timeout_ms = 300 * 1000;
-    const char *lt = getenv("FA3JIT_CACHE_LOCK_TIMEOUT");
-    if (lt && lt[0]) {
-        char *end = NULL;
-        double sec = strtod(lt, &end);
-        if (end != lt && *end == '\0' && sec >= 0 && sec <= 86400)
-            ctx->lock_timeout_ms = (int)(sec * 1000);
-    }
+    ctx->lock_timeout_ms = env.lock_timeout_s * 1000;
     if (pthread_mutex_init(&ctx->mu, NULL) != 0) {
         free(ctx->cache_dir);
         free(ctx);

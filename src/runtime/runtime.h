@@ -75,7 +75,8 @@ struct fa3_context {
     fa3_kernel *kernels;     /* singly linked; few configs per process, so a list suffices */
     atomic_int disk_state;   /* FA3_DISK_*: only ever moves towards OFF */
     atomic_int warned;       /* 1 once warning is set; it never changes after that */
-    char warning[1024];      /* the first disk-cache problem worked around (fa3_context_warning) */
+    char warning[1024];      /* fa3_context_warning: the environment's bad values
+                                (creation), else the first disk-cache problem */
 };
 
 /*

@@ -1,0 +1,47 @@
+#!/bin/sh
+# fa3-gen and the environment: a bad value of a variable the library reads is named once on stderr
+# (the command still runs, with the documented default), whatever the action (--emit-ptx, which
+# makes no context; --info and cache warm, whose contexts carry the same text in their warning;
+# cache ls with the cache off, whose reason stays the real one), and FA3JIT_PLAN_DEBUG's valid
+# items apply beside a refused one. Also --help's wording of head_dim_v's default.
+# $1: the fa3-gen program.
+set -u
+gen=$1
+dir=$(mktemp -d /tmp/fa3jit-test-cli-env-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+. "$(dirname "$0")/sh_util.sh"
+
+unset FA3JIT_CACHE_DIR FA3JIT_CACHE_DISABLE FA3JIT_CACHE_LOCK_TIMEOUT FA3JIT_PLAN_DEBUG FA3JIT_TEST_FAIL
+c="$dir/cache"
+
+check "--emit-ptx with a bad lock timeout" 0 env FA3JIT_CACHE_LOCK_TIMEOUT=abc "$gen" --emit-ptx --head-dim 64
+count "--emit-ptx: the value named once" "$dir/err" "FA3JIT_CACHE_LOCK_TIMEOUT='abc'" 1
+count "--emit-ptx: nothing else on stderr" "$dir/err" "warning" 1
+
+"$gen" --emit-ptx --head-dim 64 > "$dir/default.ptx" 2>/dev/null
+env FA3JIT_PLAN_DEBUG=pingpong=0 "$gen" --emit-ptx --head-dim 64 > "$dir/pp0.ptx" 2>/dev/null
+check "--emit-ptx with an unknown knob before a valid one" 0 env FA3JIT_PLAN_DEBUG=xpingpong=1,pingpong=0 "$gen" --emit-ptx --head-dim 64
+count "knobs: the unknown item named once" "$dir/err" "'xpingpong=1' (unknown knob)" 1
+if cmp -s "$dir/out" "$dir/pp0.ptx" && ! cmp -s "$dir/out" "$dir/default.ptx"; then
+    ok "knobs: pingpong=0 applied beside the refused item"
+else bad "knobs: the PTX is not the pingpong=0 kernel"; fi
+
+check "--info with a bad cache switch" 0 env FA3JIT_CACHE_DISABLE=yes "$gen" --info --head-dim 64 --cache-dir "$c"
+count "--info: the value named once on stderr" "$dir/err" "FA3JIT_CACHE_DISABLE='yes'" 1
+count "--info: not repeated on stdout" "$dir/out" "FA3JIT_CACHE_DISABLE" 0
+
+check "cache warm with a bad lock timeout" 0 env FA3JIT_CACHE_LOCK_TIMEOUT=-5 "$gen" cache warm --cache-dir "$c" --head-dim 64
+count "warm: the value named once" "$dir/err" "FA3JIT_CACHE_LOCK_TIMEOUT='-5'" 1
+
+check "cache ls, cache off, bad lock timeout" 1 env FA3JIT_CACHE_DISABLE=1 FA3JIT_CACHE_LOCK_TIMEOUT=1e9 "$gen" cache ls
+count "ls: the value named once" "$dir/err" "FA3JIT_CACHE_LOCK_TIMEOUT='1e9'" 1
+count "ls: the reason is the cache switch" "$dir/err" "the disk cache is off (FA3JIT_CACHE_DISABLE is set)" 1
+
+check "relative FA3JIT_CACHE_DIR" 0 env FA3JIT_CACHE_DIR=relative/cache XDG_CACHE_HOME="$dir/xdg" "$gen" cache warm --dry-run
+count "relative folder named" "$dir/err" "FA3JIT_CACHE_DIR='relative/cache' is not an absolute path" 1
+
+check "--help" 0 "$gen" --help
+count "--help: head_dim_v defaults to head_dim" "$dir/out" "--head-dim-v N       V/O head dimension (default: the same as head_dim;" 1
+count "--help: 128 with 192 is not called the default" "$dir/out" "head_dim; 128 with head_dim 192" 0
+
+summary
