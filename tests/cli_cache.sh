@@ -38,6 +38,17 @@ has "ls: summary" "$dir/out" "^1 entry \(0 invalid"
 key=$(grep -Eo '[0-9a-f]{32}$' "$dir/out" | head -n 1)
 if [ -f "$c/$key.fa3k" ]; then ok "ls: key names the entry file"; else bad "ls: no $c/$key.fa3k"; fi
 
+# A payload byte changed (the header still checks out): ls reads the payload and says so.
+cp "$c/$key.fa3k" "$dir/good.fa3k"
+size=$(wc -c < "$c/$key.fa3k")
+off=$((size / 2))
+b=$(od -An -tu1 -j "$off" -N1 "$c/$key.fa3k" | tr -d ' ')
+printf "\\$(printf %03o $(( (b + 1) % 256 )))" | dd of="$c/$key.fa3k" bs=1 seek="$off" conv=notrunc 2> /dev/null
+check "ls with a payload byte changed" 0 "$gen" cache ls --cache-dir "$c"
+has "ls: payload damage shown" "$dir/out" "^\(invalid: payload checksum mismatch\) .* $key$"
+has "ls: payload damage counted" "$dir/out" "^1 entry \(1 invalid"
+mv "$dir/good.fa3k" "$c/$key.fa3k"
+
 printf 'garbage' > "$c/ffffffffffffffffffffffffffffffff.fa3k"
 : > "$c/.ffffffffffffffffffffffffffffffff.tmp.Ab12Cd"
 : > "$c/notes.txt"

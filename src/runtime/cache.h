@@ -181,7 +181,8 @@ typedef struct fa3_cache_file {
     fa3_cache_file_kind kind;
     uint64_t file_size;
     int64_t mtime;            /* Unix seconds */
-    int valid;                /* ENTRY: the header checks out (the payload is not read) */
+    int valid;                /* ENTRY: the whole file checks out, as the loader checks it
+                                 (header, sizes, both checksums; not the config wanted) */
     const char *why;          /* ENTRY, !valid: static reason */
     fa3_cache_view view;      /* ENTRY, valid: key, sizes, meta (no payload pointers) */
 } fa3_cache_file;
@@ -190,8 +191,8 @@ typedef struct fa3_cache_file {
 FA3_TOOLS_API fa3_cache_file_kind fa3_cache_file_kind_of(const char *name);
 
 /*
- * Lists fa3jit's files in dir (entries with their headers read, locks, temporaries; other files
- * ignored), sorted by name. *files is malloc'd (release with fa3_free), *count its length; a
+ * Lists fa3jit's files in dir (entries read whole and checked as the loader checks them, locks,
+ * temporaries; other files ignored), sorted by name. *files is malloc'd (release with fa3_free), *count its length; a
  * missing dir gives 0 files. Errors: FA3_ERR_CACHE_IO (opendir failed, named), _OUT_OF_MEMORY.
  */
 FA3_TOOLS_API fa3_status fa3_cache_list(const char *dir, fa3_cache_file **files, size_t *count);
