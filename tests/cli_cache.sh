@@ -96,6 +96,21 @@ rm -f "$f/$fkey.fa3k" && mkfifo "$f/$fkey.fa3k"
 check "a FIFO at the entry path does not block" 0 timeout 60 "$gen" --info --cache-dir "$f" --head-dim 64
 has "FIFO entry: compiled again" "$dir/out" "^source: +compiled"
 
+# Standard output that cannot be written (a full disk): exit 1 and say so, for every action.
+if [ -w /dev/full ]; then
+    for args in "--info --cache-dir $f --head-dim 64" "cache ls --cache-dir $c" \
+                "cache warm --cache-dir $f --head-dim 64" "cache clear --cache-dir $dir/none" \
+                "--help"; do
+        # shellcheck disable=SC2086
+        "$gen" $args > /dev/full 2> "$dir/err"; rc=$?
+        if [ "$rc" = 1 ] && grep -q "cannot write standard output" "$dir/err"; then
+            ok "stdout full: $args (exit 1, said so)"
+        else bad "stdout full: $args: exit $rc"; sed 's/^/  | /' "$dir/err"; fi
+    done
+else
+    echo "skip: no /dev/full"
+fi
+
 check "no action" 64 "$gen" cache
 check "unknown action" 64 "$gen" cache bogus
 check "config flag on ls" 64 "$gen" cache ls --head-dim 64

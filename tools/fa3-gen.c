@@ -6,8 +6,9 @@
  *   fa3-gen bench [--json] [--dtype D] [--head-dim N] [--causal|--non-causal|--both] ... (GPU)
  *   fa3-gen cache ls | clear | warm [--all | config flags] [--jobs N] [--dry-run]
  *
- * Exit status: 0 success; 1 a check failed or an operation failed; 2 no usable GPU / driver /
- * NVRTC for a GPU subcommand; 64 bad command line or an unsupported configuration value.
+ * Exit status: 0 success; 1 a check failed or an operation failed (writing stdout included); 2 no
+ * usable GPU / driver / NVRTC for a GPU subcommand; 64 bad command line or an unsupported
+ * configuration value.
  *
  * Uses the library through include/fa3jit.h, plus src/runtime/driver.h for device memory, events
  * and synchronisation (so it links the static library).
@@ -435,13 +436,15 @@ static int print_version(void)
 
 static int write_file(const char *path, const void *data, size_t size)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "wb");
+    if (strcmp(path, "-") == 0) /* main's last check reports a failed write to stdout */
+        return fwrite(data, 1, size, stdout) == size ? 0 : EXIT_FAIL;
+    FILE *f = fopen(path, "wb");
     if (!f) {
         fprintf(stderr, "%s: cannot open '%s' for writing: %s\n", prog, path, strerror(errno));
         return EXIT_FAIL;
     }
     int bad = fwrite(data, 1, size, f) != size;
-    bad |= f == stdout ? fflush(f) != 0 : fclose(f) != 0;
+    bad |= fclose(f) != 0;
     if (bad) {
         fprintf(stderr, "%s: writing '%s' failed: %s\n", prog, path, strerror(errno));
         return EXIT_FAIL;
@@ -1983,13 +1986,31 @@ static int cmd_cache(int argc, char **argv)
 
 /* ================================================================== main */
 
+/* The exit status once everything is written: a command whose output did not reach stdout (a
+   full disk, a closed pipe's EIO) failed, whatever it did besides. */
+static int stdout_checked(int rc)
+{
+    errno = 0;
+    int flush_failed = fflush(stdout) != 0;
+    if (!flush_failed && !ferror(stdout))
+        return rc;
+    if (flush_failed && errno)
+        fprintf(stderr, "%s: cannot write standard output: %s\n", prog, strerror(errno));
+    else
+        fprintf(stderr, "%s: cannot write standard output (a write failed)\n", prog);
+    return rc ? rc : EXIT_FAIL;
+}
+
 int main(int argc, char **argv)
 {
+    int rc;
     if (argc >= 2 && strcmp(argv[1], "check") == 0)
-        return cmd_check(argc, argv);
-    if (argc >= 2 && strcmp(argv[1], "bench") == 0)
-        return cmd_bench(argc, argv);
-    if (argc >= 2 && strcmp(argv[1], "cache") == 0)
-        return cmd_cache(argc, argv);
-    return cmd_gen(argc, argv);
+        rc = cmd_check(argc, argv);
+    else if (argc >= 2 && strcmp(argv[1], "bench") == 0)
+        rc = cmd_bench(argc, argv);
+    else if (argc >= 2 && strcmp(argv[1], "cache") == 0)
+        rc = cmd_cache(argc, argv);
+    else
+        rc = cmd_gen(argc, argv);
+    return stdout_checked(rc);
 }
