@@ -68,6 +68,11 @@ check "warm --all --jobs 2" 0 "$gen" cache warm --all --jobs 2 --cache-dir "$c"
 has "warm --all: all compiled" "$dir/out" "^warm: $n configurations, $n compiled, 0 already cached, 0 failed, 0 not on disk"
 check "ls after warm --all" 0 "$gen" cache ls --cache-dir "$c"
 has "ls: every config" "$dir/out" "^$n entries \(0 invalid"
+# Columns line up whatever the config's length (hd192x128 fp16 local softcap is the longest):
+# the backend and the key start at one column on every entry line.
+cols=$(awk '/^hd/ { b = match($0, / (ptx-compiler|nvjitlink) /); print b, length($0) - 32 }' "$dir/out" | sort -u)
+if [ "$(printf '%s\n' "$cols" | wc -l)" = 1 ]; then ok "ls: columns aligned ($cols)";
+else bad "ls: columns misaligned (backend column, key column): $(echo $cols)"; grep -E '^hd(192x128|64 )' "$dir/out" | head -4 | sed 's/^/  | /'; fi
 check "warm --all again" 0 "$gen" cache warm --all --jobs 2 --cache-dir "$c"
 has "warm --all again: all cached" "$dir/out" "^warm: $n configurations, 0 compiled, $n already cached"
 if ls -A "$c" | grep -Eqv '^([0-9a-f]{32}\.fa3k|notes\.txt)$'; then bad "stray files: $(ls -A "$c" | grep -Ev '\.fa3k$')";

@@ -1726,6 +1726,11 @@ static int cmp_listed(const void *pa, const void *pb)
     return strcmp(a->name, b->name);
 }
 
+/* One line of cache ls: its columns as text. */
+typedef struct ls_row {
+    char desc[160], backend[24], size[32], age[32], key[33];
+} ls_row;
+
 static int cache_ls(const cache_args *a)
 {
     char *dir = cache_folder(a);
@@ -1740,7 +1745,16 @@ static int cache_ls(const cache_args *a)
         return EXIT_FAIL;
     }
     qsort(files, n, sizeof *files, cmp_listed);
+    ls_row *rows = calloc(n ? n : 1, sizeof *rows);
+    if (!rows) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        fa3_free(files);
+        free(dir);
+        return EXIT_FAIL;
+    }
+    /* The rows first, then each column as wide as its widest cell: configs differ in length. */
     size_t entries = 0, invalid = 0, locks = 0, temps = 0;
+    int w_desc = 0, w_backend = 0, w_size = 0, w_age = 0;
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; ++i) {
         const fa3_cache_file *f = &files[i];
@@ -1753,28 +1767,36 @@ static int cache_ls(const cache_args *a)
             temps++;
             continue;
         }
-        entries++;
-        char desc[160], size[32], age[32], key[33];
-        human_size(size, sizeof size, f->file_size);
-        memcpy(key, f->name, 32);
-        key[32] = '\0';
+        ls_row *r = &rows[entries++];
+        human_size(r->size, sizeof r->size, f->file_size);
+        memcpy(r->key, f->name, 32);
+        r->key[32] = '\0';
         if (f->valid) {
-            fa3_config_describe(&f->view.meta.config, desc, sizeof desc);
-            human_age(age, sizeof age, f->view.meta.created);
-            printf("%-40s %-12s %10s %5s  %s\n", desc, fa3_backend_name(f->view.meta.backend),
-                   size, age, key);
+            fa3_config_describe(&f->view.meta.config, r->desc, sizeof r->desc);
+            snprintf(r->backend, sizeof r->backend, "%s", fa3_backend_name(f->view.meta.backend));
+            human_age(r->age, sizeof r->age, f->view.meta.created);
         } else {
             invalid++;
-            snprintf(desc, sizeof desc, "(invalid: %s)", f->why ? f->why : "?");
-            human_age(age, sizeof age, f->mtime);
-            printf("%-40s %-12s %10s %5s  %s\n", desc, "-", size, age, key);
+            snprintf(r->desc, sizeof r->desc, "(invalid: %s)", f->why ? f->why : "?");
+            snprintf(r->backend, sizeof r->backend, "-");
+            human_age(r->age, sizeof r->age, f->mtime);
         }
+#define WIDEN(w, cell) w = (int)strlen(cell) > w ? (int)strlen(cell) : w
+        WIDEN(w_desc, r->desc);
+        WIDEN(w_backend, r->backend);
+        WIDEN(w_size, r->size);
+        WIDEN(w_age, r->age);
+#undef WIDEN
     }
+    for (size_t i = 0; i < entries; ++i)
+        printf("%-*s  %-*s  %*s  %*s  %s\n", w_desc, rows[i].desc, w_backend, rows[i].backend,
+               w_size, rows[i].size, w_age, rows[i].age, rows[i].key);
     char total[32];
     human_size(total, sizeof total, bytes);
     printf("%zu entr%s (%zu invalid: ignored and rebuilt on use), %zu lock%s, %zu temporary "
            "file%s, %s in %s\n", entries, entries == 1 ? "y" : "ies", invalid, locks,
            locks == 1 ? "" : "s", temps, temps == 1 ? "" : "s", total, dir);
+    free(rows);
     fa3_free(files);
     free(dir);
     return 0;
