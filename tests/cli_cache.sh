@@ -81,6 +81,18 @@ else ok "no lock or temporary files left"; fi
 if command -v script > /dev/null 2>&1; then
     script -qec "'$gen' cache warm --cache-dir '$dir/bar' --head-dim 128" /dev/null > "$dir/out" 2>&1
     has "terminal: progress bar" "$dir/out" "\[#{30}\] 1/1 hd128"
+    # The bar is redrawn in place (\r), so a line longer than the terminal wraps and leaves a
+    # trail: each drawing fits in the width less one column (ioctl, else $COLUMNS, else 80),
+    # for the longest label (hd192x128 fp16 local softcap, cached by now).
+    esc=$(printf '\033')
+    for how in "80:" "60:COLUMNS=60" "50:stty cols 50;" "120:stty cols 120; COLUMNS=60"; do
+        width=${how%%:*}; setup=${how#*:}
+        script -qec "$setup '$gen' cache warm --cache-dir '$c' --head-dim 192 --head-dim-v 128 --dtype fp16 --local --softcap" /dev/null > "$dir/out" 2>&1
+        longest=$(tr '\r' '\n' < "$dir/out" | sed "s/$esc\[K//g" | grep '^\[' | awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }')
+        if [ "$longest" -gt 0 ] && [ "$longest" -lt "$width" ]; then ok "terminal of $width columns ($setup): bar lines of at most $longest"
+        else bad "terminal of $width columns ($setup): a bar line of $longest columns"; tr '\r' '\n' < "$dir/out" | cat -v | sed 's/^/  | /'; fi
+    done
+    has "terminal of 120 columns: the terminal's width wins over COLUMNS, nothing cut" "$dir/out" "\] 1/1 hd192x128 fp16 local softcap sm_90a bn128 st2"
 else
     echo "skip: no script(1) for the progress-bar check"
 fi

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1828,15 +1829,39 @@ typedef struct warm_state {
     pthread_mutex_t mu;
 } warm_state;
 
+/* Columns of the terminal on stdout: its window size, else $COLUMNS (a plain positive number),
+   else 80. Asked at each redraw, so a resized window is followed. */
+static int terminal_columns(void)
+{
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    const char *s = getenv("COLUMNS");
+    char *end = NULL;
+    long v = s && s[0] >= '0' && s[0] <= '9' ? strtol(s, &end, 10) : 0;
+    return end && *end == '\0' && v > 0 && v <= 10000 ? (int)v : 80;
+}
+
+/* Redraws the progress line in place: "[###...] done/n label", in the terminal's width less
+   one column (a line that reached the last column would wrap, and \r would then redraw only its
+   second half). The bar shrinks from 30 to 10 cells to make room for the label; whatever still
+   does not fit is cut. */
 static void warm_bar(const warm_state *w, const char *label)
 {
-    enum { WIDTH = 30 };
-    int fill = w->n ? w->done * WIDTH / w->n : WIDTH;
-    char bar[WIDTH + 1];
-    for (int i = 0; i < WIDTH; ++i)
+    enum { MAX_BAR = 30, MIN_BAR = 10 };
+    char counts[32];
+    snprintf(counts, sizeof counts, "%d/%d", w->done, w->n);
+    int room = terminal_columns() - 1;
+    int cells = room - (int)(strlen("[] ") + strlen(counts) + 1 + strlen(label));
+    cells = cells > MAX_BAR ? MAX_BAR : cells < MIN_BAR ? MIN_BAR : cells;
+    int fill = w->n ? w->done * cells / w->n : cells;
+    char bar[MAX_BAR + 1];
+    for (int i = 0; i < cells; ++i)
         bar[i] = i < fill ? '#' : '.';
-    bar[WIDTH] = '\0';
-    printf("\r\033[K[%s] %d/%d %s", bar, w->done, w->n, label);
+    bar[cells] = '\0';
+    char line[512];
+    snprintf(line, sizeof line, "[%s] %s %s", bar, counts, label);
+    printf("\r\033[K%.*s", room > 0 ? room : 0, line);
     fflush(stdout);
 }
 
