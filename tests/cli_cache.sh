@@ -100,6 +100,14 @@ fi
 check "warm into a read-only folder" 1 env FA3JIT_TEST_FAIL=open "$gen" cache warm --cache-dir "$dir/ro" --head-dim 96
 has "read-only: warning" "$dir/err" "warning: cache directory .* is not writable"
 has "read-only: not on disk" "$dir/out" "1 not on disk"
+# A cache folder that is a file (or under one) fails before anything is compiled.
+: > "$dir/afile"
+for cd in "$dir/afile" "$dir/afile/sub"; do
+    check "warm --cache-dir a file ($cd)" 1 "$gen" cache warm --cache-dir "$cd" --head-dim 64
+    has "warm into a file: said so" "$dir/err" "cache warm: cannot use .*afile.* as the cache folder: .*(not a directory|Not a directory)"
+    if grep -q "compiled\|^\[" "$dir/out"; then bad "warm into a file: compiled first"; sed 's/^/  | /' "$dir/out"; else ok "warm into a file: nothing compiled"; fi
+done
+
 check "warm with the cache off" 1 env FA3JIT_CACHE_DISABLE=1 "$gen" cache warm
 has "cache off: said so" "$dir/err" "disk cache is off"
 check "ls with the cache off" 1 env FA3JIT_CACHE_DISABLE=1 "$gen" cache ls

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1948,6 +1949,19 @@ static int cache_warm(const cache_args *a)
         const char *w = fa3_context_warning(ctx);
         fprintf(stderr, "%s: cache warm: the disk cache is off (%s): nothing to warm\n", prog,
                 w[0] ? w : "FA3JIT_CACHE_DISABLE is set");
+        fa3_context_free(ctx);
+        free(cfgs);
+        return EXIT_FAIL;
+    }
+    /* A folder that cannot be one (a file, or a path through a file) is refused before any
+       compile; a missing folder is created by the first store. A folder the library only warns
+       about (read-only, ...) is reported after the run as entries "not on disk". */
+    struct stat sb;
+    const char *bad_dir = stat(dir, &sb) == 0 ? (S_ISDIR(sb.st_mode) ? NULL : "not a directory")
+                          : errno == ENOENT ? NULL : strerror(errno);
+    if (bad_dir) {
+        fprintf(stderr, "%s: cache warm: cannot use '%s' as the cache folder: %s\n", prog, dir,
+                bad_dir);
         fa3_context_free(ctx);
         free(cfgs);
         return EXIT_FAIL;
