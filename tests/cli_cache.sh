@@ -1,5 +1,6 @@
 #!/bin/sh
-# fa3-gen cache ls | clear | warm, on a fresh folder (removed at the end). $1: the fa3-gen program.
+# fa3-gen cache ls | clear | warm, on a fresh folder (removed at the end). $1: the fa3-gen program,
+# $2: the CUDA toolkit's root (its stub libcuda.so; default /usr/local/cuda).
 #   warm one config (plain lines when stdout is not a terminal), again (already cached), ls (one
 #   line per entry: config, backend, size, age, key), an invalid entry shown as such, clear (only
 #   fa3jit's files), warm --all --dry-run (the library's list), warm --all --jobs 2 (every supported
@@ -7,6 +8,7 @@
 #   a read-only folder (injected: warning, exit 1), the cache turned off, bad command lines (64).
 set -u
 gen=$1
+cuda=${2:-/usr/local/cuda}
 dir=$(mktemp -d /tmp/fa3jit-test-cli-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 pass=0
@@ -134,6 +136,33 @@ if [ -w /dev/full ]; then
     done
 else
     echo "skip: no /dev/full"
+fi
+
+# The toolkit's stub libcuda (link-time only) named as such, not only "cuDriverGetVersion is
+# missing": found as libcuda.so.1 ahead of any driver on LD_LIBRARY_PATH (shadowing), and, where
+# this machine has no libcuda.so.1, as the libcuda.so fallback (no driver installed).
+stub=
+for s in "$cuda/lib64/stubs/libcuda.so" "$cuda"/targets/*/lib/stubs/libcuda.so; do
+    if [ -f "$s" ]; then stub=$s; break; fi
+done
+if [ -n "$stub" ]; then
+    mkdir -p "$dir/shadow"
+    ln -s "$stub" "$dir/shadow/libcuda.so.1"
+    check "stub libcuda.so.1 first on the path" 2 env LD_LIBRARY_PATH="$dir/shadow${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$gen" check --quick
+    has "stub shadowing: named" "$dir/err" "libcuda.so.1 is $dir/shadow/libcuda.so.1 \(-> .*/stubs/libcuda.so\), the CUDA toolkit's stub library .*shadowing"
+    driver=no
+    if (PATH=$PATH:/sbin:/usr/sbin ldconfig -p 2> /dev/null | grep -q 'libcuda\.so\.1 '); then driver=yes; fi
+    for d in $(echo "${LD_LIBRARY_PATH:-}" | tr ':' ' '); do
+        if [ -e "$d/libcuda.so.1" ]; then driver=yes; fi
+    done
+    if [ "$driver" = no ]; then
+        check "stub libcuda.so, no driver" 2 env LD_LIBRARY_PATH="$(dirname "$stub")" "$gen" check --quick
+        has "stub, no driver: named" "$dir/err" "no NVIDIA driver is installed .*libcuda.so is .*/stubs/libcuda.so.*, the CUDA toolkit's stub library"
+    else
+        echo "skip: a libcuda.so.1 is installed (the no-driver case needs a machine without one)"
+    fi
+else
+    echo "skip: no stub libcuda.so under $cuda"
 fi
 
 check "no action" 64 "$gen" cache
