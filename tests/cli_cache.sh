@@ -4,8 +4,11 @@
 #   warm one config (plain lines when stdout is not a terminal), again (already cached), ls (one
 #   line per entry: config, backend, size, age, key), an invalid entry shown as such, clear (only
 #   fa3jit's files), warm --all --dry-run (the library's list), warm --all --jobs 2 (every supported
-#   config compiled and on disk, then all already cached), the progress bar on a terminal (script),
-#   a read-only folder (injected: warning, exit 1), the cache turned off, bad command lines (64).
+#   config compiled and on disk, then all already cached), ls columns aligned, the progress bar on
+#   a terminal (script) fitted to its width, a payload-damaged entry shown as invalid, a read-only
+#   folder (injected: warning, exit 1), a folder that is a file (refused before compiling), the
+#   cache turned off, a FIFO entry, a benchmark variant (FA3JIT_PLAN_DEBUG) marked, a full stdout
+#   (exit 1), the toolkit's stub libcuda named, bad command lines (64).
 set -u
 gen=$1
 cuda=${2:-/usr/local/cuda}
@@ -122,6 +125,21 @@ fkey=$("$gen" --info --cache-dir "$f" --head-dim 64 | awk '/^cache key:/ {print 
 rm -f "$f/$fkey.fa3k" && mkfifo "$f/$fkey.fa3k"
 check "a FIFO at the entry path does not block" 0 timeout 60 "$gen" --info --cache-dir "$f" --head-dim 64
 has "FIFO entry: compiled again" "$dir/out" "^source: +compiled"
+
+# A benchmark variant (FA3JIT_PLAN_DEBUG; dbg_no_softmax gives wrong results on purpose) is
+# marked by --info, cache ls and cache warm; the default kernel is not.
+v="$dir/variant"
+check "--info, default plan" 0 "$gen" --info --cache-dir "$v" --head-dim 64
+has "--info: default plan" "$dir/out" "^plan: +default$"
+check "warm a variant" 0 env FA3JIT_PLAN_DEBUG=dbg_no_softmax=1 "$gen" cache warm --cache-dir "$v" --head-dim 64
+has "warm: variant warned about" "$dir/err" "warning: 1 kernel warmed with DEBUG knobs FA3JIT_PLAN_DEBUG=dbg_no_softmax=1 \(a benchmark variant, not for production\)"
+check "--info, variant" 0 env FA3JIT_PLAN_DEBUG=dbg_no_softmax=1 "$gen" --info --cache-dir "$v" --head-dim 64
+has "--info: variant marked" "$dir/out" "^plan: +DEBUG knobs FA3JIT_PLAN_DEBUG=dbg_no_softmax=1 \(a benchmark variant, not for production\)$"
+has "--info: variant from the disk" "$dir/out" "^source: +disk"
+check "ls, default and variant" 0 "$gen" cache ls --cache-dir "$v"
+has "ls: default entry unmarked" "$dir/out" "^hd64 bf16 none sm_90a bn[0-9]+ st[0-9]+ +(ptx-compiler|nvjitlink) .* [0-9a-f]{32}$"
+has "ls: variant marked" "$dir/out" "^hd64 bf16 none sm_90a bn[0-9]+ st[0-9]+ DEBUG +(ptx-compiler|nvjitlink) .* [0-9a-f]{32}  DEBUG knobs FA3JIT_PLAN_DEBUG=dbg_no_softmax=1 \(a benchmark variant, not for production\)$"
+has "ls: variant counted" "$dir/out" "^2 entries \(0 invalid: ignored and rebuilt on use; 1 DEBUG: FA3JIT_PLAN_DEBUG variant, not for production\)"
 
 # Standard output that cannot be written (a full disk): exit 1 and say so, for every action.
 if [ -w /dev/full ]; then

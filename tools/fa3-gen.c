@@ -483,13 +483,21 @@ static void print_count(const char *key, int v, const char *unit)
         printf("%-18s %d%s\n", key, v, unit);
 }
 
-static void print_info(const fa3_context *ctx, const fa3_kernel_info *in)
+/* How --info and cache ls name a benchmark variant (plan_debug: its FA3JIT_PLAN_DEBUG value). */
+#define DEBUG_PLAN_FMT "DEBUG knobs FA3JIT_PLAN_DEBUG=%s (a benchmark variant, not for production)"
+
+static void print_info(const fa3_context *ctx, const fa3_kernel *kern, const fa3_kernel_info *in)
 {
     char desc[256];
     if (fa3_config_describe(&in->config, desc, sizeof desc) != FA3_OK)
         snprintf(desc, sizeof desc, "?");
     const char *dir = fa3_context_cache_dir(ctx);
     printf("%-18s %s\n", "config:", desc);
+    const char *knobs = fa3_kernel_plan_debug(kern);
+    if (knobs[0])
+        printf("%-18s " DEBUG_PLAN_FMT "\n", "plan:", knobs);
+    else
+        printf("%-18s %s\n", "plan:", "default");
     printf("%-18s %s\n", "backend:", fa3_backend_name(in->backend));
     print_count("registers:", in->num_regs, "");
     print_count("spill stores:", in->spill_store_bytes, " bytes");
@@ -597,7 +605,7 @@ static int cmd_gen(int argc, char **argv)
             lib_error(st, "fa3_kernel_get_info");
             rc = exit_code_for(st);
         } else {
-            print_info(ctx, &in);
+            print_info(ctx, kern, &in);
         }
     }
     fa3_context_free(ctx);
@@ -1720,6 +1728,7 @@ static int cmp_listed(const void *pa, const void *pb)
         int d[] = {x->head_dim - y->head_dim, y->head_dim_v - x->head_dim_v,
                    (int)x->dtype - (int)y->dtype, (int)x->mask - (int)y->mask,
                    x->softcap - y->softcap, x->block_n - y->block_n, x->stages - y->stages,
+                   strcmp(a->view.meta.plan_debug, b->view.meta.plan_debug), /* default first */
                    (int)a->view.meta.backend - (int)b->view.meta.backend};
         for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i)
             if (d[i])
@@ -1731,6 +1740,7 @@ static int cmp_listed(const void *pa, const void *pb)
 /* One line of cache ls: its columns as text. */
 typedef struct ls_row {
     char desc[160], backend[24], size[32], age[32], key[33];
+    const char *plan_debug; /* "" or a benchmark variant's knobs (after the key) */
 } ls_row;
 
 static int cache_ls(const cache_args *a)
@@ -1755,7 +1765,7 @@ static int cache_ls(const cache_args *a)
         return EXIT_FAIL;
     }
     /* The rows first, then each column as wide as its widest cell: configs differ in length. */
-    size_t entries = 0, invalid = 0, locks = 0, temps = 0;
+    size_t entries = 0, invalid = 0, debug = 0, locks = 0, temps = 0;
     int w_desc = 0, w_backend = 0, w_size = 0, w_age = 0;
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -1770,6 +1780,7 @@ static int cache_ls(const cache_args *a)
             continue;
         }
         ls_row *r = &rows[entries++];
+        r->plan_debug = "";
         human_size(r->size, sizeof r->size, f->file_size);
         memcpy(r->key, f->name, 32);
         r->key[32] = '\0';
@@ -1777,6 +1788,12 @@ static int cache_ls(const cache_args *a)
             fa3_config_describe(&f->view.meta.config, r->desc, sizeof r->desc);
             snprintf(r->backend, sizeof r->backend, "%s", fa3_backend_name(f->view.meta.backend));
             human_age(r->age, sizeof r->age, f->view.meta.created);
+            r->plan_debug = f->view.meta.plan_debug;
+            if (r->plan_debug[0]) {
+                debug++;
+                size_t dl = strlen(r->desc);
+                snprintf(r->desc + dl, sizeof r->desc - dl, " DEBUG");
+            }
         } else {
             invalid++;
             snprintf(r->desc, sizeof r->desc, "(invalid: %s)", f->why ? f->why : "?");
@@ -1790,13 +1807,20 @@ static int cache_ls(const cache_args *a)
         WIDEN(w_age, r->age);
 #undef WIDEN
     }
-    for (size_t i = 0; i < entries; ++i)
-        printf("%-*s  %-*s  %*s  %*s  %s\n", w_desc, rows[i].desc, w_backend, rows[i].backend,
+    for (size_t i = 0; i < entries; ++i) {
+        printf("%-*s  %-*s  %*s  %*s  %s", w_desc, rows[i].desc, w_backend, rows[i].backend,
                w_size, rows[i].size, w_age, rows[i].age, rows[i].key);
-    char total[32];
+        if (rows[i].plan_debug[0])
+            printf("  " DEBUG_PLAN_FMT, rows[i].plan_debug);
+        printf("\n");
+    }
+    char total[32], variants[96] = "";
     human_size(total, sizeof total, bytes);
-    printf("%zu entr%s (%zu invalid: ignored and rebuilt on use), %zu lock%s, %zu temporary "
-           "file%s, %s in %s\n", entries, entries == 1 ? "y" : "ies", invalid, locks,
+    if (debug)
+        snprintf(variants, sizeof variants, "; %zu DEBUG: FA3JIT_PLAN_DEBUG variant%s, not for "
+                 "production", debug, debug == 1 ? "" : "s");
+    printf("%zu entr%s (%zu invalid: ignored and rebuilt on use%s), %zu lock%s, %zu temporary "
+           "file%s, %s in %s\n", entries, entries == 1 ? "y" : "ies", invalid, variants, locks,
            locks == 1 ? "" : "s", temps, temps == 1 ? "" : "s", total, dir);
     free(rows);
     fa3_free(files);
@@ -1826,6 +1850,8 @@ typedef struct warm_state {
     const fa3_config *cfgs;
     char (*keys)[33]; /* per config, "" if it failed */
     int n, next, done, failed, compiled, loaded;
+    int debug;        /* kernels of a debug plan (FA3JIT_PLAN_DEBUG) */
+    char knobs[256];  /* the knobs of one of them */
     int bar;          /* progress bar (stdout is a terminal) */
     pthread_mutex_t mu;
 } warm_state;
@@ -1895,6 +1921,9 @@ static void *warm_worker(void *arg)
             w->keys[i][0] = '\0';
         } else {
             memcpy(w->keys[i], in.cache_key, 33);
+            const char *knobs = fa3_kernel_plan_debug(k);
+            if (knobs[0] && w->debug++ == 0)
+                snprintf(w->knobs, sizeof w->knobs, "%s", knobs);
             if (in.source == FA3_SOURCE_COMPILED)
                 w->compiled++;
             else
@@ -2022,6 +2051,9 @@ static int cache_warm(const cache_args *a)
     const char *warning = fa3_context_warning(ctx);
     if (warning[0])
         fprintf(stderr, "%s: warning: %s\n", prog, warning);
+    if (w.debug)
+        fprintf(stderr, "%s: warning: %d kernel%s warmed with " DEBUG_PLAN_FMT "\n", prog,
+                w.debug, w.debug == 1 ? "" : "s", w.knobs);
     pthread_mutex_destroy(&w.mu);
     free(th);
     free(w.keys);

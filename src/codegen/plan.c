@@ -86,6 +86,20 @@ static void apply_debug_overrides(fa3_plan *p)
     }
 }
 
+/* Marks p as a debug plan when FA3JIT_PLAN_DEBUG changed it from def (the same plan before the
+   knobs were applied; fa3_plan holds ints and chars only, so memcmp compares its values). */
+static void note_debug_plan(const fa3_plan *def, fa3_plan *p)
+{
+    const char *env = getenv("FA3JIT_PLAN_DEBUG");
+    if (!env || memcmp(def, p, sizeof *p) == 0)
+        return;
+    size_t n = strlen(env), max = sizeof p->debug - 1;
+    for (size_t i = 0; i < n && i < max; i++)
+        p->debug[i] = env[i] >= 0x20 && env[i] < 0x7f ? env[i] : '?';
+    if (n > max)
+        memcpy(p->debug + max - 3, "...", 3);
+}
+
 fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
 {
     *p = (fa3_plan){0};
@@ -110,7 +124,9 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
        blocks). 0 compiles 30-40% faster (hd128 causal 0.30 vs 0.45 s). */
     p->masked_overlap = 1;
     p->section_search = 1;
+    const fa3_plan def = *p;
     apply_debug_overrides(p);
+    note_debug_plan(&def, p);
     /* Two consumer warpgroups (block_m 128), or three (block_m 192, FA3's choice) for head_dim
        64. Same-run A/B on the H200 (bench/ab.py, bf16, 2026-11-29, bench/RESULTS.md), wg3=1 vs 0:
        non-causal 2048/4096/16k 502/532/526 vs 428/445/444 TFLOP/s; causal ≥ 2048 +4–17%

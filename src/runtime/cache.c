@@ -27,6 +27,7 @@
 #define MAGIC FA3_CACHE_MAGIC
 #define HDR FA3_CACHE_HEADER_SIZE
 #define MAX_ENTRY_BYTES FA3_CACHE_MAX_PART /* refuse to believe in a cubin over 1 GiB */
+_Static_assert(FA3_CACHE_PLAN_DEBUG_SIZE == FA3_PLAN_DEBUG_SIZE, "the header holds fa3_plan.debug");
 
 /* ------------------------------------------------------------------ little-endian helpers */
 
@@ -322,8 +323,20 @@ int fa3_cache_parse_header(const void *data, size_t size, const char *key, fa3_c
         cfg.stages <= 0 || cfg.stages > 64)
         BAD("implausible config");
 
+    /* Printable ASCII, then NULs only: the one spelling fa3_cache_store writes. */
+    const uint8_t *dbg = h + FA3_CACHE_OFF_PLAN_DEBUG;
+    size_t dn = 0;
+    while (dn < FA3_CACHE_PLAN_DEBUG_SIZE && dbg[dn] >= 0x20 && dbg[dn] < 0x7f)
+        dn++;
+    if (dn == FA3_CACHE_PLAN_DEBUG_SIZE)
+        BAD("malformed plan debug text");
+    for (size_t i = dn; i < FA3_CACHE_PLAN_DEBUG_SIZE; i++)
+        if (dbg[i])
+            BAD("malformed plan debug text");
+
     memcpy(v->key, h + FA3_CACHE_OFF_KEY, 32);
     v->key[32] = '\0';
+    memcpy(v->meta.plan_debug, dbg, dn + 1);
     v->cubin_size = (size_t)csize;
     v->log_size = (size_t)lsize;
     const uint8_t *r = h + FA3_CACHE_OFF_RESOURCES;
@@ -553,6 +566,10 @@ fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, 
     put_config(h + FA3_CACHE_OFF_CONFIG, &meta->config);
     put_u64(h + FA3_CACHE_OFF_CREATED,
             (uint64_t)(meta->created ? meta->created : (int64_t)time(NULL)));
+    for (size_t i = 0; i + 1 < FA3_CACHE_PLAN_DEBUG_SIZE && meta->plan_debug[i]; i++) {
+        unsigned char ch = (unsigned char)meta->plan_debug[i];
+        h[FA3_CACHE_OFF_PLAN_DEBUG + i] = ch >= 0x20 && ch < 0x7f ? ch : '?';
+    }
     put_u64(h + FA3_CACHE_OFF_HEADER_SUM, XXH3_64bits(h, FA3_CACHE_OFF_HEADER_SUM));
 
     int fd = inject("open", EROFS) ? -1 : mkstemp(tmp);
