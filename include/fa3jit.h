@@ -190,7 +190,7 @@ typedef struct fa3_context fa3_context;
 
 /*
  * Disk cache: one file <cache_dir>/<key>.fa3k per kernel (a header with magic, format version,
- * key, canonical config, sizes and XXH3 checksums, then the cubin and the compiler log). A file
+ * key, canonical config, sizes, the plan's debug knobs and XXH3 checksums, then the cubin and the compiler log). A file
  * that fails any check (truncated, corrupted, foreign, older format) is ignored, never loaded, and
  * replaced by a fresh compile. Environment (read when the context is created): FA3JIT_CACHE_DIR
  * (folder, an absolute path), FA3JIT_CACHE_DISABLE (0 or 1: memory only), FA3JIT_CACHE_LOCK_TIMEOUT
@@ -292,6 +292,16 @@ typedef struct fa3_kernel_info {
 
 /** Fills info for kernel. Errors: FA3_ERR_INVALID_ARGUMENT. */
 FA3_API fa3_status fa3_kernel_get_info(const fa3_kernel *kernel, fa3_kernel_info *info);
+
+/**
+ * "" for a kernel of the default plan. For a kernel whose plan FA3JIT_PLAN_DEBUG changed (the
+ * benchmark knobs, README "Kernel variants"): that variable's value as it was when the kernel was
+ * planned, e.g. "dbg_no_softmax=1". Such a kernel is a benchmark variant, NOT for production:
+ * some knobs give wrong results on purpose. Never NULL ("" for a NULL kernel); owned by the
+ * kernel. (A function rather than a field of fa3_kernel_info, which callers allocate: a longer
+ * struct would be written past the end of theirs by a newer library.)
+ */
+FA3_API const char *fa3_kernel_plan_debug(const fa3_kernel *kernel);
 
 /** Points *data and *size at the kernel's cubin (owned by the kernel). FA3_ERR_UNSUPPORTED for
  *  DRIVER_JIT kernels, which have no cubin. */

@@ -14,6 +14,8 @@
  *   - the entry parser on an in-memory entry: every truncation and every single-byte flip is
  *     refused; the header keeps the canonical config, backend, resources and creation time;
  *   - cache file patterns: listing and clearing touch fa3jit's files only;
+ *   - a kernel of a FA3JIT_PLAN_DEBUG plan: marked (fa3_kernel_plan_debug, its entry's header),
+ *     apart from the default kernel's entry, loaded back with its mark; the default unmarked;
  *   - disable_disk_cache, or $FA3JIT_CACHE_DISABLE=1 → nothing written, no warning;
  *   - the cache folder's resolution from the options and the environment.
  */
@@ -314,9 +316,9 @@ static void test_roundtrip(void **state)
             free(p);
             break;
         }
-        case 6: { /* version 1 with a valid header checksum: refused, not misread */
+        case 6: { /* the previous format with a valid header checksum: refused, not misread */
             unsigned char *p = slurp(path, &good_size);
-            put32(p + FA3_CACHE_OFF_VERSION, 1);
+            put32(p + FA3_CACHE_OFF_VERSION, FA3_CACHE_FORMAT - 1);
             fix_header_sum(p);
             spit(path, p, good_size);
             free(p);
@@ -381,6 +383,7 @@ static void test_parse(void **state)
     fa3_config c = cfg_default();
     CHECK(fa3_config_canonicalize(&c, &m.config));
     m.created = 1700000000;
+    snprintf(m.plan_debug, sizeof m.plan_debug, "pingpong=0,\tx"); /* stored as "...,?x" */
     CHECK(fa3_cache_store(dir, key, cubin, sizeof cubin, "info: a log", &m, NULL));
     CHECK(fa3_cache_entry_path(dir, key, path, sizeof path));
     size_t size = 0;
@@ -403,6 +406,24 @@ static void test_parse(void **state)
     assert_int_equal(v.meta.backend, FA3_BACKEND_NVJITLINK);
     assert_memory_equal(&v.meta.config, &m.config, sizeof m.config);
     assert_int_equal(v.meta.created, 1700000000);
+    assert_string_equal(v.meta.plan_debug, "pingpong=0,?x");
+    /* the plan debug text: printable, then NULs to the end of its field (checksum fixed up) */
+    for (int bad = 0; bad < 3; bad++) {
+        unsigned char *f = malloc(size);
+        assert_non_null(f);
+        memcpy(f, img, size);
+        unsigned char *t = f + FA3_CACHE_OFF_PLAN_DEBUG;
+        if (bad == 0)
+            t[3] = '\n';
+        else if (bad == 1)
+            t[FA3_CACHE_PLAN_DEBUG_SIZE - 1] = 'x'; /* after the NUL */
+        else
+            memset(t, 'x', FA3_CACHE_PLAN_DEBUG_SIZE); /* no NUL */
+        fix_header_sum(f);
+        assert_false(fa3_cache_parse(f, size, key, &v, &why));
+        assert_string_equal(why, "malformed plan debug text");
+        free(f);
+    }
     assert_true(fa3_cache_parse(img, size, NULL, &v, NULL)); /* any key (listing) */
     assert_false(fa3_cache_parse(img, size, "ffffffffffffffffffffffffffffffff", &v, &why));
     assert_string_equal(why, "key differs from the file name");
@@ -455,6 +476,49 @@ static void test_parse(void **state)
 }
 
 /* fa3jit's file names, and ls/clear touching nothing else. */
+/* A kernel whose plan FA3JIT_PLAN_DEBUG changed (a benchmark variant: dbg_no_softmax gives wrong
+   results on purpose) is marked as such in the kernel and in its cache entry, and its entry is
+   apart from the default kernel's; a default kernel has no mark. */
+static void test_debug_plan(void **state)
+{
+    (void)state;
+    char dir[512];
+    subdir(dir, sizeof dir, "debug-plan");
+    fa3_config cfg = cfg_default();
+    fa3_kernel_info def_info, dbg_info;
+    unsetenv("FA3JIT_PLAN_DEBUG");
+    fa3_context *c = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
+    fa3_kernel *def = get(c, &cfg, FA3_SOURCE_COMPILED, &def_info);
+    assert_string_equal(fa3_kernel_plan_debug(def), "");
+    fa3_context_free(c);
+
+    setenv("FA3JIT_PLAN_DEBUG", "dbg_no_softmax=1", 1);
+    for (int pass = 0; pass < 2; pass++) { /* compiled, then from the disk */
+        c = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
+        fa3_kernel *k = get(c, &cfg, pass ? FA3_SOURCE_DISK : FA3_SOURCE_COMPILED, &dbg_info);
+        assert_string_equal(fa3_kernel_plan_debug(k), "dbg_no_softmax=1");
+        assert_string_not_equal(dbg_info.cache_key, def_info.cache_key);
+        fa3_context_free(c);
+    }
+    unsetenv("FA3JIT_PLAN_DEBUG");
+    assert_string_equal(fa3_kernel_plan_debug(NULL), "");
+
+    fa3_cache_file *files = NULL;
+    size_t n = 0;
+    CHECK(fa3_cache_list(dir, &files, &n));
+    assert_int_equal(n, 2);
+    int marked = 0;
+    for (size_t i = 0; i < n; i++) {
+        assert_true(files[i].valid);
+        const char *want = strcmp(files[i].view.key, dbg_info.cache_key) == 0 ? "dbg_no_softmax=1"
+                                                                                : "";
+        assert_string_equal(files[i].view.meta.plan_debug, want);
+        marked += want[0] != '\0';
+    }
+    assert_int_equal(marked, 1);
+    fa3_free(files);
+}
+
 static void test_listing(void **state)
 {
     (void)state;
@@ -618,6 +682,7 @@ int main(void)
         cmocka_unit_test(test_dir_resolution),
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_listing),
+        cmocka_unit_test(test_debug_plan),
         {"keys_nvjitlink", test_keys, NULL, NULL, &g_nvjitlink},
         {"roundtrip_nvjitlink", test_roundtrip, NULL, NULL, &g_nvjitlink},
         {"disabled_nvjitlink", test_disabled, NULL, NULL, &g_nvjitlink},

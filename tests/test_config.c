@@ -438,6 +438,37 @@ static void test_plan_debug_knobs(void **state)
     fa3_free(w192);
 }
 
+/* A plan that FA3JIT_PLAN_DEBUG changed names the knobs in its PTX header (as set, cut to fit); the
+   default plan's header does not, nor that of knobs that leave the plan as it is. */
+static void test_debug_plan_marked(void **state)
+{
+    (void)state;
+    static const char mark[] = "\n// DEBUG plan, not for production: FA3JIT_PLAN_DEBUG=";
+    char *def = ptx_with(NULL, 128, 0);
+    assert_null(strstr(def, "DEBUG"));
+    char *same = ptx_with("pingpong=1", 128, 0); /* the default value */
+    assert_string_equal(same, def);
+    char *v = ptx_with("dbg_no_softmax=1", 128, 0);
+    char want[128];
+    snprintf(want, sizeof want, "%sdbg_no_softmax=1\n", mark);
+    assert_non_null(strstr(v, want));
+    char knobs[400] = "pingpong=0";
+    while (strlen(knobs) < 300)
+        strcat(knobs, ",pingpong=0");
+    char *cut = ptx_with(knobs, 128, 0);
+    const char *at = strstr(cut, mark);
+    assert_non_null(at);
+    at += strlen(mark);
+    size_t n = strcspn(at, "\n");
+    assert_int_equal(n, 255);
+    assert_memory_equal(at, knobs, 252);
+    assert_memory_equal(at + 252, "...", 3);
+    fa3_free(def);
+    fa3_free(same);
+    fa3_free(v);
+    fa3_free(cut);
+}
+
 static void test_fwd_args_helpers(void **state)
 {
     (void)state;
@@ -513,6 +544,7 @@ int main(void)
         cmocka_unit_test(test_context_options),
         cmocka_unit_test(test_emit_ptx),
         cmocka_unit_test(test_plan_debug_knobs),
+        cmocka_unit_test(test_debug_plan_marked),
         cmocka_unit_test(test_fwd_args_helpers),
         cmocka_unit_test(test_fwd_flops),
     };

@@ -6,8 +6,9 @@
  *   fa3-gen bench [--json] [--dtype D] [--head-dim N] [--causal|--non-causal|--both] ... (GPU)
  *   fa3-gen cache ls | clear | warm [--all | config flags] [--jobs N] [--dry-run]
  *
- * Exit status: 0 success; 1 a check failed or an operation failed; 2 no usable GPU / driver /
- * NVRTC for a GPU subcommand; 64 bad command line or an unsupported configuration value.
+ * Exit status: 0 success; 1 a check failed or an operation failed (writing stdout included); 2 no
+ * usable GPU / driver / NVRTC for a GPU subcommand; 64 bad command line or an unsupported
+ * configuration value.
  *
  * Uses the library through include/fa3jit.h, plus src/runtime/driver.h for device memory, events
  * and synchronisation (so it links the static library).
@@ -23,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -449,13 +452,15 @@ static int print_version(void)
 
 static int write_file(const char *path, const void *data, size_t size)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "wb");
+    if (strcmp(path, "-") == 0) /* main's last check reports a failed write to stdout */
+        return fwrite(data, 1, size, stdout) == size ? 0 : EXIT_FAIL;
+    FILE *f = fopen(path, "wb");
     if (!f) {
         fprintf(stderr, "%s: cannot open '%s' for writing: %s\n", prog, path, strerror(errno));
         return EXIT_FAIL;
     }
     int bad = fwrite(data, 1, size, f) != size;
-    bad |= f == stdout ? fflush(f) != 0 : fclose(f) != 0;
+    bad |= fclose(f) != 0;
     if (bad) {
         fprintf(stderr, "%s: writing '%s' failed: %s\n", prog, path, strerror(errno));
         return EXIT_FAIL;
@@ -492,13 +497,21 @@ static void print_count(const char *key, int v, const char *unit)
         printf("%-18s %d%s\n", key, v, unit);
 }
 
-static void print_info(const fa3_context *ctx, const fa3_kernel_info *in)
+/* How --info and cache ls name a benchmark variant (plan_debug: its FA3JIT_PLAN_DEBUG value). */
+#define DEBUG_PLAN_FMT "DEBUG knobs FA3JIT_PLAN_DEBUG=%s (a benchmark variant, not for production)"
+
+static void print_info(const fa3_context *ctx, const fa3_kernel *kern, const fa3_kernel_info *in)
 {
     char desc[256];
     if (fa3_config_describe(&in->config, desc, sizeof desc) != FA3_OK)
         snprintf(desc, sizeof desc, "?");
     const char *dir = fa3_context_cache_dir(ctx);
     printf("%-18s %s\n", "config:", desc);
+    const char *knobs = fa3_kernel_plan_debug(kern);
+    if (knobs[0])
+        printf("%-18s " DEBUG_PLAN_FMT "\n", "plan:", knobs);
+    else
+        printf("%-18s %s\n", "plan:", "default");
     printf("%-18s %s\n", "backend:", fa3_backend_name(in->backend));
     print_count("registers:", in->num_regs, "");
     print_count("spill stores:", in->spill_store_bytes, " bytes");
@@ -606,7 +619,7 @@ static int cmd_gen(int argc, char **argv)
             lib_error(st, "fa3_kernel_get_info");
             rc = exit_code_for(st);
         } else {
-            print_info(ctx, &in);
+            print_info(ctx, kern, &in);
         }
     }
     fa3_context_free(ctx);
@@ -1602,8 +1615,10 @@ static void print_cache_help(FILE *f)
 "\n"
 "Manages the disk cache of compiled kernels (default folder: $FA3JIT_CACHE_DIR,\n"
 "$XDG_CACHE_HOME/fa3jit, ~/.cache/fa3jit).\n"
-"  ls      one line per entry: config, backend, size, age, key (entries whose header does\n"
-"          not check out are shown as invalid: they are ignored and rebuilt on use)\n"
+"  ls      one line per entry: config, backend, size, age, key (entries that fail the\n"
+"          loader's checks, header and payload checksums included, are shown as invalid:\n"
+"          they are ignored and rebuilt on use; benchmark variants built under\n"
+"          FA3JIT_PLAN_DEBUG are marked DEBUG, with their knobs)\n"
 "  clear   removes fa3jit's files (<key>.fa3k entries, <key>.lock locks, .<key>.tmp.*\n"
 "          temporaries) and nothing else\n"
 "  warm    compiles into the cache the configuration given by the CONFIG flags (as for\n"
@@ -1728,6 +1743,7 @@ static int cmp_listed(const void *pa, const void *pb)
         int d[] = {x->head_dim - y->head_dim, y->head_dim_v - x->head_dim_v,
                    (int)x->dtype - (int)y->dtype, (int)x->mask - (int)y->mask,
                    x->softcap - y->softcap, x->block_n - y->block_n, x->stages - y->stages,
+                   strcmp(a->view.meta.plan_debug, b->view.meta.plan_debug), /* default first */
                    (int)a->view.meta.backend - (int)b->view.meta.backend};
         for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i)
             if (d[i])
@@ -1735,6 +1751,12 @@ static int cmp_listed(const void *pa, const void *pb)
     }
     return strcmp(a->name, b->name);
 }
+
+/* One line of cache ls: its columns as text. */
+typedef struct ls_row {
+    char desc[160], backend[24], size[32], age[32], key[33];
+    const char *plan_debug; /* "" or a benchmark variant's knobs (after the key) */
+} ls_row;
 
 static int cache_ls(const cache_args *a)
 {
@@ -1750,7 +1772,16 @@ static int cache_ls(const cache_args *a)
         return EXIT_FAIL;
     }
     qsort(files, n, sizeof *files, cmp_listed);
-    size_t entries = 0, invalid = 0, locks = 0, temps = 0;
+    ls_row *rows = calloc(n ? n : 1, sizeof *rows);
+    if (!rows) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        fa3_free(files);
+        free(dir);
+        return EXIT_FAIL;
+    }
+    /* The rows first, then each column as wide as its widest cell: configs differ in length. */
+    size_t entries = 0, invalid = 0, debug = 0, locks = 0, temps = 0;
+    int w_desc = 0, w_backend = 0, w_size = 0, w_age = 0;
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; ++i) {
         const fa3_cache_file *f = &files[i];
@@ -1763,28 +1794,50 @@ static int cache_ls(const cache_args *a)
             temps++;
             continue;
         }
-        entries++;
-        char desc[160], size[32], age[32], key[33];
-        human_size(size, sizeof size, f->file_size);
-        memcpy(key, f->name, 32);
-        key[32] = '\0';
+        ls_row *r = &rows[entries++];
+        r->plan_debug = "";
+        human_size(r->size, sizeof r->size, f->file_size);
+        memcpy(r->key, f->name, 32);
+        r->key[32] = '\0';
         if (f->valid) {
-            fa3_config_describe(&f->view.meta.config, desc, sizeof desc);
-            human_age(age, sizeof age, f->view.meta.created);
-            printf("%-40s %-12s %10s %5s  %s\n", desc, fa3_backend_name(f->view.meta.backend),
-                   size, age, key);
+            fa3_config_describe(&f->view.meta.config, r->desc, sizeof r->desc);
+            snprintf(r->backend, sizeof r->backend, "%s", fa3_backend_name(f->view.meta.backend));
+            human_age(r->age, sizeof r->age, f->view.meta.created);
+            r->plan_debug = f->view.meta.plan_debug;
+            if (r->plan_debug[0]) {
+                debug++;
+                size_t dl = strlen(r->desc);
+                snprintf(r->desc + dl, sizeof r->desc - dl, " DEBUG");
+            }
         } else {
             invalid++;
-            snprintf(desc, sizeof desc, "(invalid: %s)", f->why ? f->why : "?");
-            human_age(age, sizeof age, f->mtime);
-            printf("%-40s %-12s %10s %5s  %s\n", desc, "-", size, age, key);
+            snprintf(r->desc, sizeof r->desc, "(invalid: %s)", f->why ? f->why : "?");
+            snprintf(r->backend, sizeof r->backend, "-");
+            human_age(r->age, sizeof r->age, f->mtime);
         }
+#define WIDEN(w, cell) w = (int)strlen(cell) > w ? (int)strlen(cell) : w
+        WIDEN(w_desc, r->desc);
+        WIDEN(w_backend, r->backend);
+        WIDEN(w_size, r->size);
+        WIDEN(w_age, r->age);
+#undef WIDEN
     }
-    char total[32];
+    for (size_t i = 0; i < entries; ++i) {
+        printf("%-*s  %-*s  %*s  %*s  %s", w_desc, rows[i].desc, w_backend, rows[i].backend,
+               w_size, rows[i].size, w_age, rows[i].age, rows[i].key);
+        if (rows[i].plan_debug[0])
+            printf("  " DEBUG_PLAN_FMT, rows[i].plan_debug);
+        printf("\n");
+    }
+    char total[32], variants[96] = "";
     human_size(total, sizeof total, bytes);
-    printf("%zu entr%s (%zu invalid: ignored and rebuilt on use), %zu lock%s, %zu temporary "
-           "file%s, %s in %s\n", entries, entries == 1 ? "y" : "ies", invalid, locks,
+    if (debug)
+        snprintf(variants, sizeof variants, "; %zu DEBUG: FA3JIT_PLAN_DEBUG variant%s, not for "
+                 "production", debug, debug == 1 ? "" : "s");
+    printf("%zu entr%s (%zu invalid: ignored and rebuilt on use%s), %zu lock%s, %zu temporary "
+           "file%s, %s in %s\n", entries, entries == 1 ? "y" : "ies", invalid, variants, locks,
            locks == 1 ? "" : "s", temps, temps == 1 ? "" : "s", total, dir);
+    free(rows);
     fa3_free(files);
     free(dir);
     return 0;
@@ -1812,19 +1865,45 @@ typedef struct warm_state {
     const fa3_config *cfgs;
     char (*keys)[33]; /* per config, "" if it failed */
     int n, next, done, failed, compiled, loaded;
+    int debug;        /* kernels of a debug plan (FA3JIT_PLAN_DEBUG) */
+    char knobs[256];  /* the knobs of one of them */
     int bar;          /* progress bar (stdout is a terminal) */
     pthread_mutex_t mu;
 } warm_state;
 
+/* Columns of the terminal on stdout: its window size, else $COLUMNS (a plain positive number),
+   else 80. Asked at each redraw, so a resized window is followed. */
+static int terminal_columns(void)
+{
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    const char *s = getenv("COLUMNS");
+    char *end = NULL;
+    long v = s && s[0] >= '0' && s[0] <= '9' ? strtol(s, &end, 10) : 0;
+    return end && *end == '\0' && v > 0 && v <= 10000 ? (int)v : 80;
+}
+
+/* Redraws the progress line in place: "[###...] done/n label", in the terminal's width less
+   one column (a line that reached the last column would wrap, and \r would then redraw only its
+   second half). The bar shrinks from 30 to 10 cells to make room for the label; whatever still
+   does not fit is cut. */
 static void warm_bar(const warm_state *w, const char *label)
 {
-    enum { WIDTH = 30 };
-    int fill = w->n ? w->done * WIDTH / w->n : WIDTH;
-    char bar[WIDTH + 1];
-    for (int i = 0; i < WIDTH; ++i)
+    enum { MAX_BAR = 30, MIN_BAR = 10 };
+    char counts[32];
+    snprintf(counts, sizeof counts, "%d/%d", w->done, w->n);
+    int room = terminal_columns() - 1;
+    int cells = room - (int)(strlen("[] ") + strlen(counts) + 1 + strlen(label));
+    cells = cells > MAX_BAR ? MAX_BAR : cells < MIN_BAR ? MIN_BAR : cells;
+    int fill = w->n ? w->done * cells / w->n : cells;
+    char bar[MAX_BAR + 1];
+    for (int i = 0; i < cells; ++i)
         bar[i] = i < fill ? '#' : '.';
-    bar[WIDTH] = '\0';
-    printf("\r\033[K[%s] %d/%d %s", bar, w->done, w->n, label);
+    bar[cells] = '\0';
+    char line[512];
+    snprintf(line, sizeof line, "[%s] %s %s", bar, counts, label);
+    printf("\r\033[K%.*s", room > 0 ? room : 0, line);
     fflush(stdout);
 }
 
@@ -1857,6 +1936,9 @@ static void *warm_worker(void *arg)
             w->keys[i][0] = '\0';
         } else {
             memcpy(w->keys[i], in.cache_key, 33);
+            const char *knobs = fa3_kernel_plan_debug(k);
+            if (knobs[0] && w->debug++ == 0)
+                snprintf(w->knobs, sizeof w->knobs, "%s", knobs);
             if (in.source == FA3_SOURCE_COMPILED)
                 w->compiled++;
             else
@@ -1911,6 +1993,19 @@ static int cache_warm(const cache_args *a)
         const char *w = past_env_warning(fa3_context_warning(ctx));
         fprintf(stderr, "%s: cache warm: the disk cache is off (%s): nothing to warm\n", prog,
                 w[0] ? w : "FA3JIT_CACHE_DISABLE is set");
+        fa3_context_free(ctx);
+        free(cfgs);
+        return EXIT_FAIL;
+    }
+    /* A folder that cannot be one (a file, or a path through a file) is refused before any
+       compile; a missing folder is created by the first store. A folder the library only warns
+       about (read-only, ...) is reported after the run as entries "not on disk". */
+    struct stat sb;
+    const char *bad_dir = stat(dir, &sb) == 0 ? (S_ISDIR(sb.st_mode) ? NULL : "not a directory")
+                          : errno == ENOENT ? NULL : strerror(errno);
+    if (bad_dir) {
+        fprintf(stderr, "%s: cache warm: cannot use '%s' as the cache folder: %s\n", prog, dir,
+                bad_dir);
         fa3_context_free(ctx);
         free(cfgs);
         return EXIT_FAIL;
@@ -1971,6 +2066,9 @@ static int cache_warm(const cache_args *a)
     const char *warning = past_env_warning(fa3_context_warning(ctx));
     if (warning[0])
         fprintf(stderr, "%s: warning: %s\n", prog, warning);
+    if (w.debug)
+        fprintf(stderr, "%s: warning: %d kernel%s warmed with " DEBUG_PLAN_FMT "\n", prog,
+                w.debug, w.debug == 1 ? "" : "s", w.knobs);
     pthread_mutex_destroy(&w.mu);
     free(th);
     free(w.keys);
@@ -1996,15 +2094,33 @@ static int cmd_cache(int argc, char **argv)
 
 /* ================================================================== main */
 
+/* The exit status once everything is written: a command whose output did not reach stdout (a
+   full disk, a closed pipe's EIO) failed, whatever it did besides. */
+static int stdout_checked(int rc)
+{
+    errno = 0;
+    int flush_failed = fflush(stdout) != 0;
+    if (!flush_failed && !ferror(stdout))
+        return rc;
+    if (flush_failed && errno)
+        fprintf(stderr, "%s: cannot write standard output: %s\n", prog, strerror(errno));
+    else
+        fprintf(stderr, "%s: cannot write standard output (a write failed)\n", prog);
+    return rc ? rc : EXIT_FAIL;
+}
+
 int main(int argc, char **argv)
 {
     if (fa3_env_warnings(g_env_warning, sizeof g_env_warning))
         fprintf(stderr, "%s: warning: %s\n", prog, g_env_warning);
+    int rc;
     if (argc >= 2 && strcmp(argv[1], "check") == 0)
-        return cmd_check(argc, argv);
-    if (argc >= 2 && strcmp(argv[1], "bench") == 0)
-        return cmd_bench(argc, argv);
-    if (argc >= 2 && strcmp(argv[1], "cache") == 0)
-        return cmd_cache(argc, argv);
-    return cmd_gen(argc, argv);
+        rc = cmd_check(argc, argv);
+    else if (argc >= 2 && strcmp(argv[1], "bench") == 0)
+        rc = cmd_bench(argc, argv);
+    else if (argc >= 2 && strcmp(argv[1], "cache") == 0)
+        rc = cmd_cache(argc, argv);
+    else
+        rc = cmd_gen(argc, argv);
+    return stdout_checked(rc);
 }

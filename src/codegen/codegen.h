@@ -12,6 +12,9 @@
 /* Bumped whenever generated PTX may change for the same config: part of every cache key. */
 #define FA3_GENERATOR_VERSION "fa3jit-codegen-1"
 
+/* Bytes of fa3_plan.debug, the NUL included. */
+#define FA3_PLAN_DEBUG_SIZE 256
+
 typedef struct fa3_plan {
     fa3_config cfg;        /* canonical config */
     int elem_bytes;        /* 2 for bf16/fp16 */
@@ -61,6 +64,11 @@ typedef struct fa3_plan {
     int smem_bar;          /* mbarriers: q_full[0], k_full[st], v_full[st], k_empty[st],
                               v_empty[st], q_empty[0], (q_full[1], q_empty[1]) */
     int smem_bytes;        /* dynamic shared memory to request (includes 1024 B alignment slack) */
+    /* "" for the default plan; else the FA3JIT_PLAN_DEBUG value that changed it (printable
+       ASCII, other bytes as '?', cut to fit with "..."): a benchmark variant, not for production
+       (some knobs give wrong results on purpose). Named in the PTX header, the kernel
+       (fa3_kernel_plan_debug) and its cache entry. */
+    char debug[FA3_PLAN_DEBUG_SIZE];
 } fa3_plan;
 
 /* Planner's tile choice for a validated (not yet canonical) config: block_n and stages. */

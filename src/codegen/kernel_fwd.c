@@ -1077,6 +1077,9 @@ fa3_status fa3_codegen_ptx(const fa3_plan *plan, char **ptx, size_t *len)
             t += 11;
         } else if (!strncmp(t, "@CONFIG@", 8)) {
             fa3_emitf(g->b, "%s", desc);
+            if (plan->debug[0]) /* a variant says so (the default plan's header is unchanged) */
+                fa3_emitf(g->b, "\n// DEBUG plan, not for production: FA3JIT_PLAN_DEBUG=%s",
+                          plan->debug);
             t += 8;
         } else {
             fa3_emitf(g->b, "%c", *t++);

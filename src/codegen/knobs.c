@@ -105,5 +105,17 @@ int fa3_knobs_parse(const char *text, fa3_plan *plan, char *warn, size_t warn_si
 
 void fa3_knobs_apply_env(fa3_plan *plan)
 {
-    (void)fa3_knobs_parse(getenv(FA3_KNOBS_ENV), plan, NULL, 0);
+    const char *env = getenv(FA3_KNOBS_ENV);
+    const fa3_plan def = *plan;
+    (void)fa3_knobs_parse(env, plan, NULL, 0);
+    /* A plan the knobs changed is a debug plan: it carries their text (printable bytes, cut with
+       "..."), which the PTX header, the cache entry and fa3-gen show. fa3_plan holds ints and
+       chars only, so memcmp compares its values. */
+    if (!env || memcmp(&def, plan, sizeof def) == 0)
+        return;
+    size_t n = strlen(env), max = sizeof plan->debug - 1;
+    for (size_t i = 0; i < n && i < max; i++)
+        plan->debug[i] = env[i] >= 0x20 && env[i] < 0x7f ? env[i] : '?';
+    if (n > max)
+        memcpy(plan->debug + max - 3, "...", 3);
 }

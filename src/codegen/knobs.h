@@ -22,7 +22,8 @@
    line naming the variable, its text and each refused item with the reason (cut to warn_size). */
 FA3_INTERNAL int fa3_knobs_parse(const char *text, fa3_plan *plan, char *warn, size_t warn_size);
 
-/* Applies $FA3JIT_PLAN_DEBUG's valid items to plan (read at each call). */
+/* Applies $FA3JIT_PLAN_DEBUG's valid items to plan (read at each call); when they changed the
+   plan, its debug field receives the variable's text (the kernel is then a benchmark variant). */
 FA3_INTERNAL void fa3_knobs_apply_env(fa3_plan *plan);
 
 #endif

@@ -27,6 +27,7 @@
 #define MAGIC FA3_CACHE_MAGIC
 #define HDR FA3_CACHE_HEADER_SIZE
 #define MAX_ENTRY_BYTES FA3_CACHE_MAX_PART /* refuse to believe in a cubin over 1 GiB */
+_Static_assert(FA3_CACHE_PLAN_DEBUG_SIZE == FA3_PLAN_DEBUG_SIZE, "the header holds fa3_plan.debug");
 
 /* ------------------------------------------------------------------ little-endian helpers */
 
@@ -315,8 +316,20 @@ int fa3_cache_parse_header(const void *data, size_t size, const char *key, fa3_c
         cfg.stages <= 0 || cfg.stages > 64)
         BAD("implausible config");
 
+    /* Printable ASCII, then NULs only: the one spelling fa3_cache_store writes. */
+    const uint8_t *dbg = h + FA3_CACHE_OFF_PLAN_DEBUG;
+    size_t dn = 0;
+    while (dn < FA3_CACHE_PLAN_DEBUG_SIZE && dbg[dn] >= 0x20 && dbg[dn] < 0x7f)
+        dn++;
+    if (dn == FA3_CACHE_PLAN_DEBUG_SIZE)
+        BAD("malformed plan debug text");
+    for (size_t i = dn; i < FA3_CACHE_PLAN_DEBUG_SIZE; i++)
+        if (dbg[i])
+            BAD("malformed plan debug text");
+
     memcpy(v->key, h + FA3_CACHE_OFF_KEY, 32);
     v->key[32] = '\0';
+    memcpy(v->meta.plan_debug, dbg, dn + 1);
     v->cubin_size = (size_t)csize;
     v->log_size = (size_t)lsize;
     const uint8_t *r = h + FA3_CACHE_OFF_RESOURCES;
@@ -378,6 +391,61 @@ static int read_all(int fd, void *buf, size_t n)
     return 0;
 }
 
+#define BAD(reason)        \
+    do {                   \
+        if (why)           \
+            *why = reason; \
+        goto out;          \
+    } while (0)
+
+/* Reads and checks the entry open on fd (key: the key its file name gives): a regular file of a
+   plausible size; the header first, so that sizes are checked before anything large is
+   allocated; the config (expect, may be NULL); then the payload (cubin and log, size - HDR bytes
+   by the header's checks) against its checksum. Returns 1 with *v filled and *payload (malloc'd,
+   v->cubin_size + v->log_size bytes, v's pointers into it); else 0 with *payload NULL and *why
+   (may be NULL) a static reason. The one check of an entry on disk: the loader and the listing
+   share it. */
+static int read_entry(int fd, const char *key, const fa3_config *expect, fa3_cache_view *v,
+                      uint8_t **payload, const char **why)
+{
+    *payload = NULL;
+    uint8_t *buf = NULL;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        BAD("not a regular file");
+    if (sb.st_size < (off_t)HDR)
+        BAD("truncated (shorter than a header)");
+    if ((uint64_t)sb.st_size > HDR + 2 * MAX_ENTRY_BYTES)
+        BAD("inconsistent sizes");
+    size_t size = (size_t)sb.st_size;
+    uint8_t h[HDR];
+    if (read_all(fd, h, HDR) != 0)
+        BAD("unreadable");
+    if (!fa3_cache_parse_header(h, size, key, v, why))
+        goto out;
+    if (expect && !fa3_config_equal(&v->meta.config, expect))
+        BAD("built for another config");
+    buf = fa3_test_fail("oom-cache-load") ? NULL : malloc(size - HDR);
+    if (!buf)
+        BAD("out of memory reading it");
+    if (read_all(fd, buf, size - HDR) != 0)
+        BAD("unreadable");
+    if (!payload_ok(h, buf, v))
+        BAD("payload checksum mismatch");
+    v->cubin = buf;
+    v->log = (const char *)buf + v->cubin_size;
+    *payload = buf;
+    if (why)
+        *why = NULL;
+    return 1;
+out:
+    free(buf);
+    memset(v, 0, sizeof *v);
+    return 0;
+}
+
+#undef BAD
+
 int fa3_cache_load(const char *dir, const char *key, const fa3_config *expect, void **cubin,
                    size_t *cubin_size, char **log, fa3_cache_meta *meta)
 {
@@ -394,45 +462,27 @@ int fa3_cache_load(const char *dir, const char *key, const fa3_config *expect, v
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return 0;
-    int hit = 0;
-    uint8_t *buf = NULL;
-    char *text = NULL;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < (off_t)HDR ||
-        (uint64_t)sb.st_size > HDR + 2 * MAX_ENTRY_BYTES)
-        goto out;
-    size_t size = (size_t)sb.st_size;
-    uint8_t h[HDR];
     fa3_cache_view v;
-    /* The header first: sizes are checked before anything large is allocated; then the payload
-       (cubin and log, size - HDR bytes by the header's checks) against its checksum. */
-    if (read_all(fd, h, HDR) != 0 || !fa3_cache_parse_header(h, size, key, &v, NULL))
-        goto out;
-    if (expect && !fa3_config_equal(&v.meta.config, expect))
-        goto out;
-    buf = fa3_test_fail("oom-cache-load") ? NULL : malloc(size - HDR);
-    text = fa3_test_fail("oom-cache-load") ? NULL : malloc(v.log_size + 1);
-    if (!buf || !text)
-        goto out;
-    if (read_all(fd, buf, size - HDR) != 0 || !payload_ok(h, buf, &v))
-        goto out;
+    uint8_t *buf = NULL;
+    int hit = read_entry(fd, key, expect, &v, &buf, NULL);
+    close(fd);
+    if (!hit)
+        return 0;
+    char *text = fa3_test_fail("oom-cache-load") ? NULL : malloc(v.log_size + 1);
+    if (!text) {
+        free(buf);
+        return 0;
+    }
     size_t csize = v.cubin_size;
-    memcpy(text, buf + csize, v.log_size);
+    memcpy(text, v.log, v.log_size);
     text[v.log_size] = '\0';
     *meta = v.meta;
     /* Keep only the cubin (it comes first): shrink, keeping the block if realloc declines. */
     uint8_t *shrunk = realloc(buf, csize);
     *cubin = shrunk ? shrunk : buf;
-    buf = NULL;
     *cubin_size = csize;
     *log = text;
-    text = NULL;
-    hit = 1;
-out:
-    free(buf);
-    free(text);
-    close(fd);
-    return hit;
+    return 1;
 }
 
 /* ------------------------------------------------------------------ store */
@@ -509,6 +559,10 @@ fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, 
     put_config(h + FA3_CACHE_OFF_CONFIG, &meta->config);
     put_u64(h + FA3_CACHE_OFF_CREATED,
             (uint64_t)(meta->created ? meta->created : (int64_t)time(NULL)));
+    for (size_t i = 0; i + 1 < FA3_CACHE_PLAN_DEBUG_SIZE && meta->plan_debug[i]; i++) {
+        unsigned char ch = (unsigned char)meta->plan_debug[i];
+        h[FA3_CACHE_OFF_PLAN_DEBUG + i] = ch >= 0x20 && ch < 0x7f ? ch : '?';
+    }
     put_u64(h + FA3_CACHE_OFF_HEADER_SUM, XXH3_64bits(h, FA3_CACHE_OFF_HEADER_SUM));
 
     int fd = inject("open", EROFS) ? -1 : mkstemp(tmp);
@@ -728,19 +782,20 @@ fa3_status fa3_cache_list(const char *dir, fa3_cache_file **files, size_t *count
             f->why = "not a regular file";
             continue;
         }
-        uint8_t h[HDR];
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        int ok = fd >= 0 && read_all(fd, h, sb.st_size < (off_t)HDR ? (size_t)sb.st_size : HDR) == 0;
-        if (fd >= 0)
-            close(fd);
-        if (!ok) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0) {
             f->why = "unreadable";
             continue;
         }
         char key[33];
         memcpy(key, de->d_name, 32);
         key[32] = '\0';
-        f->valid = fa3_cache_parse_header(h, (size_t)sb.st_size, key, &f->view, &f->why);
+        uint8_t *payload = NULL;
+        f->valid = read_entry(fd, key, NULL, &f->view, &payload, &f->why);
+        close(fd);
+        free(payload);
+        f->view.cubin = NULL; /* pointed into the payload */
+        f->view.log = NULL;
     }
     closedir(d);
     if (st != FA3_OK) {

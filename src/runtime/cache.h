@@ -17,7 +17,7 @@
  * Linux maps flock onto POSIX locks, which belong to the process: there, threads of one process
  * may both compile; processes still exclude each other.)
  *
- * File layout (all integers little-endian), FA3_CACHE_FORMAT 2:
+ * File layout (all integers little-endian), FA3_CACHE_FORMAT 3:
  *     0  magic "FA3JITK\0"          8 bytes
  *     8  u32 format version          (FA3_CACHE_FORMAT)
  *    12  u32 header size             (FA3_CACHE_HEADER_SIZE)
@@ -32,9 +32,12 @@
  *   104  i32 canonical config: head_dim, head_dim_v, dtype, mask, softcap, arch, block_n, stages
  *   136  i64 created                 (seconds since the Unix epoch)
  *   144  u64 reserved (0)
- *   152  u64 XXH3-64 of header bytes [0, 152)
- *   160  payload: the cubin, then the compiler log
- * Format 1 (no config, 112-byte header) files are refused as foreign and rebuilt.
+ *   152  plan debug text, 256 bytes: fa3_plan.debug (printable ASCII, then NULs to the end;
+ *        all NULs for the default plan), the FA3JIT_PLAN_DEBUG value of a benchmark variant
+ *   408  u64 XXH3-64 of header bytes [0, 408)
+ *   416  payload: the cubin, then the compiler log
+ * Older formats (1: no config, 112-byte header; 2: no plan debug text, 160-byte header) are
+ * refused as foreign and rebuilt.
  */
 #ifndef FA3JIT_CACHE_H
 #define FA3JIT_CACHE_H
@@ -44,8 +47,8 @@
 #include "common.h"
 #include "runtime/env.h"
 
-#define FA3_CACHE_FORMAT 2u
-#define FA3_CACHE_HEADER_SIZE 160u
+#define FA3_CACHE_FORMAT 3u
+#define FA3_CACHE_HEADER_SIZE 416u
 #define FA3_CACHE_SUFFIX ".fa3k"
 #define FA3_CACHE_LOCK_SUFFIX ".lock"
 #define FA3_CACHE_MAGIC "FA3JITK\0"
@@ -63,7 +66,9 @@
 #define FA3_CACHE_OFF_BACKEND 100
 #define FA3_CACHE_OFF_CONFIG 104
 #define FA3_CACHE_OFF_CREATED 136
-#define FA3_CACHE_OFF_HEADER_SUM 152
+#define FA3_CACHE_OFF_PLAN_DEBUG 152
+#define FA3_CACHE_PLAN_DEBUG_SIZE 256
+#define FA3_CACHE_OFF_HEADER_SUM 408
 
 /* Largest cubin (and largest log) an entry may claim. */
 #define FA3_CACHE_MAX_PART ((uint64_t)1 << 30)
@@ -75,6 +80,7 @@ typedef struct fa3_cache_meta {
     fa3_backend backend; /* resolved backend that built the cubin */
     fa3_config config;   /* canonical config */
     int64_t created;     /* Unix seconds when stored (0 = let fa3_cache_store use the clock) */
+    char plan_debug[FA3_CACHE_PLAN_DEBUG_SIZE]; /* fa3_plan.debug: "" for the default plan */
 } fa3_cache_meta;
 
 /* A parsed entry: points into the bytes given to fa3_cache_parse. */
@@ -182,7 +188,8 @@ typedef struct fa3_cache_file {
     fa3_cache_file_kind kind;
     uint64_t file_size;
     int64_t mtime;            /* Unix seconds */
-    int valid;                /* ENTRY: the header checks out (the payload is not read) */
+    int valid;                /* ENTRY: the whole file checks out, as the loader checks it
+                                 (header, sizes, both checksums; not the config wanted) */
     const char *why;          /* ENTRY, !valid: static reason */
     fa3_cache_view view;      /* ENTRY, valid: key, sizes, meta (no payload pointers) */
 } fa3_cache_file;
@@ -191,8 +198,8 @@ typedef struct fa3_cache_file {
 FA3_TOOLS_API fa3_cache_file_kind fa3_cache_file_kind_of(const char *name);
 
 /*
- * Lists fa3jit's files in dir (entries with their headers read, locks, temporaries; other files
- * ignored), sorted by name. *files is malloc'd (release with fa3_free), *count its length; a
+ * Lists fa3jit's files in dir (entries read whole and checked as the loader checks them, locks,
+ * temporaries; other files ignored), sorted by name. *files is malloc'd (release with fa3_free), *count its length; a
  * missing dir gives 0 files. Errors: FA3_ERR_CACHE_IO (opendir failed, named), _OUT_OF_MEMORY.
  */
 FA3_TOOLS_API fa3_status fa3_cache_list(const char *dir, fa3_cache_file **files, size_t *count);

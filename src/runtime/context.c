@@ -275,7 +275,8 @@ static int load_from_disk(fa3_context *ctx, fa3_kernel *k)
     char *log = NULL;
     if (!fa3_cache_load(ctx->cache_dir, k->key, &k->cfg, &k->cubin, &k->cubin_size, &log, &meta))
         return 0;
-    if (meta.backend != k->backend) { /* the key covers it: a forged or damaged entry */
+    /* The key covers both (the PTX header names the plan's knobs): a forged or damaged entry. */
+    if (meta.backend != k->backend || strcmp(meta.plan_debug, k->plan.debug) != 0) {
         free(k->cubin);
         free(log);
         k->cubin = NULL;
@@ -398,6 +399,7 @@ static fa3_status build_kernel(fa3_context *ctx, fa3_kernel *k)
         meta.has_warning = k->has_warning;
         meta.backend = k->backend;
         meta.config = k->cfg;
+        snprintf(meta.plan_debug, sizeof meta.plan_debug, "%s", k->plan.debug);
         int e = 0;
         if (fa3_cache_store(ctx->cache_dir, k->key, k->cubin, k->cubin_size, k->compile_log,
                             &meta, &e) != FA3_OK) {
@@ -504,6 +506,11 @@ fa3_status fa3_kernel_get_info(const fa3_kernel *kernel, fa3_kernel_info *info)
     info->compile_log = k->compile_log ? k->compile_log : "";
     pthread_mutex_unlock(&k->mu);
     return FA3_OK;
+}
+
+const char *fa3_kernel_plan_debug(const fa3_kernel *kernel)
+{
+    return kernel ? kernel->plan.debug : ""; /* immutable once the kernel is published */
 }
 
 int fa3_kernel_has_warning(const fa3_kernel *kernel)

@@ -5,10 +5,12 @@
  * Nothing here runs until a caller needs the GPU, so codegen and compiling work without a driver.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/driver.h"
@@ -20,7 +22,7 @@ typedef CUresult (*get_proc_v1_fn)(const char *, void **, int, cuuint64_t);
 static fa3_driver g_drv;
 static void *g_lib;
 static fa3_status g_load_status = FA3_ERR_NO_DRIVER;
-static char g_load_error[512] = "the CUDA driver was not loaded";
+static char g_load_error[1024] = "the CUDA driver was not loaded";
 static pthread_once_t g_load_once = PTHREAD_ONCE_INIT;
 static atomic_int g_loaded; /* 1 once load_driver succeeded (readable without pthread_once) */
 
@@ -55,6 +57,47 @@ static void load_fail(const char *fmt, ...)
     g_load_status = FA3_ERR_NO_DRIVER;
 }
 
+/*
+ * The CUDA toolkit ships a stub libcuda.so (lib64/stubs, targets/<arch>/lib/stubs) for linking on
+ * machines without a driver; each of its entry points returns CUDA_ERROR_STUB_LIBRARY. dlopen
+ * finds it when no driver is installed and the stubs folder is on the library path (containers
+ * built with the toolkit: then only the "libcuda.so" fallback finds it), or when a libcuda.so.1
+ * made from it sits ahead of the driver's on LD_LIBRARY_PATH. Returns 1, with the failure
+ * recorded, if g_lib is that stub (as_so1: it was found under the driver's name libcuda.so.1;
+ * dl1: why that name failed otherwise).
+ */
+static int fail_if_stub(int as_so1, const char *dl1)
+{
+    CUresult (*init)(unsigned int) = NULL;
+    void *sym = dlsym(g_lib, "cuInit");
+    memcpy(&init, &sym, sizeof sym);
+    if (!init || init(0) != CUDA_ERROR_STUB_LIBRARY)
+        return 0;
+    /* The file dlopen found (a symbolic link: and what it names). */
+    struct link_map *lm = NULL;
+    char path[600];
+    snprintf(path, sizeof path, "%s",
+             dlinfo(g_lib, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name[0]
+                 ? lm->l_name
+                 : as_so1 ? "libcuda.so.1" : "libcuda.so");
+    char *real = realpath(path, NULL);
+    if (real && strcmp(real, path) != 0) {
+        size_t n = strlen(path);
+        snprintf(path + n, sizeof path - n, " (-> %s)", real);
+    }
+    free(real);
+    if (as_so1)
+        load_fail("could not load the CUDA driver: libcuda.so.1 is %s, the CUDA toolkit's stub "
+                  "library (cuInit returns CUDA_ERROR_STUB_LIBRARY), not a driver: it is "
+                  "shadowing the NVIDIA driver's libcuda.so.1, if one is installed; take its "
+                  "folder off LD_LIBRARY_PATH (or the ld.so configuration)", path);
+    else
+        load_fail("could not load the CUDA driver: no NVIDIA driver is installed "
+                  "(dlopen(\"libcuda.so.1\"): %s); libcuda.so is %s, the CUDA toolkit's stub "
+                  "library (cuInit returns CUDA_ERROR_STUB_LIBRARY), not a driver", dl1, path);
+    return 1;
+}
+
 static void load_driver(void)
 {
     const char *dl1 = NULL;
@@ -83,7 +126,8 @@ static void load_driver(void)
     if (!g_get_proc_v2)
         g_get_proc_v1 = (get_proc_v1_fn)dlsym(g_lib, "cuGetProcAddress");
     if (!g_get_proc_v2 && !g_get_proc_v1) {
-        load_fail("the CUDA driver has no cuGetProcAddress (driver older than CUDA 11.3)");
+        if (!fail_if_stub(dl1 == NULL, dl1))
+            load_fail("the CUDA driver has no cuGetProcAddress (driver older than CUDA 11.3)");
         return;
     }
 
@@ -94,7 +138,8 @@ static void load_driver(void)
     void *dgv = lookup("cuDriverGetVersion", 12000);
     memcpy(&d.cuDriverGetVersion, &dgv, sizeof dgv);
     if (!d.cuDriverGetVersion || d.cuDriverGetVersion(&d.version) != CUDA_SUCCESS) {
-        load_fail("cuDriverGetVersion is missing from the CUDA driver or failed");
+        if (!fail_if_stub(dl1 == NULL, dl1))
+            load_fail("cuDriverGetVersion is missing from the CUDA driver or failed");
         return;
     }
     if (d.version < 12000) {

@@ -124,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fa3_cache_file *files = NULL;
         size_t n = 0;
         CHECK(fa3_cache_list(g_dir, &files, &n) == FA3_OK);
-        CHECK(n == 1 && files[0].kind == FA3_CACHE_FILE_ENTRY && files[0].valid == ok_header);
+        CHECK(n == 1 && files[0].kind == FA3_CACHE_FILE_ENTRY && files[0].valid == ok);
         fa3_free(files);
         CHECK(unlink(path) == 0);
     }
