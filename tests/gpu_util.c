@@ -279,3 +279,40 @@ fa3_context *gpu_test_context(void)
     }
     return ctx;
 }
+
+static fa3_context **main_ctx;
+static uint64_t *main_seed;
+
+static int main_setup(void **state)
+{
+    (void)state;
+    *main_seed = test_seed();
+    printf("seed = %llu (repeat with FA3JIT_TEST_SEED=%llu)\n", (unsigned long long)*main_seed,
+           (unsigned long long)*main_seed);
+    *main_ctx = gpu_test_context();
+    return *main_ctx ? 0 : -1;
+}
+
+static int main_teardown(void **state)
+{
+    (void)state;
+    fa3_context_free(*main_ctx);
+    *main_ctx = NULL;
+    return 0;
+}
+
+int gpu_test_main(const char *name, const struct CMUnitTest *tests, size_t n, int gpu_tests,
+                  fa3_context **ctx, uint64_t *seed, const int *skipped)
+{
+    main_ctx = ctx;
+    main_seed = seed;
+    const char *filter = getenv("FA3JIT_TEST_FILTER");
+    if (filter && *filter)
+        cmocka_set_test_filter(filter);
+    int failed = _cmocka_run_group_tests(name, tests, n, main_setup, main_teardown);
+    if (failed == 0 && gpu_tests > 0 && *skipped == gpu_tests) {
+        printf("all %d GPU tests skipped (no usable GPU)\n", gpu_tests);
+        return 77; /* meson: SKIP */
+    }
+    return failed;
+}

@@ -61,4 +61,14 @@ uint16_t nan16_bits(fa3_dtype dt);
    so every kernel is compiled by today's generator. NULL (message printed) on failure. */
 fa3_context *gpu_test_context(void);
 
+/* The GPU test programs' main (include <cmocka.h> before this header to use it): the run's seed
+   (test_seed, printed) into *seed and the tests' context into *ctx before the tests, freed after;
+   FA3JIT_TEST_FILTER (a cmocka test-name pattern) picks tests. Returns cmocka's failure count, or
+   77 (meson's SKIP) when nothing failed and *skipped (the tests' REQUIRE_GPU count) reached
+   gpu_tests. */
+#ifdef cmocka_unit_test
+int gpu_test_main(const char *name, const struct CMUnitTest *tests, size_t n, int gpu_tests,
+                  fa3_context **ctx, uint64_t *seed, const int *skipped);
+#endif
+
 #endif

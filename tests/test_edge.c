@@ -1610,29 +1610,12 @@ static void test_head_dims(void **state)
 
 /* ------------------------------------------------------------------------------------------- */
 
-static int group_setup(void **state)
+int main(void)
 {
-    (void)state;
-    g_seed = test_seed();
-    printf("seed = %llu (repeat with FA3JIT_TEST_SEED=%llu)\n", (unsigned long long)g_seed,
-           (unsigned long long)g_seed);
     const char *sm = getenv("FA3JIT_TEST_SMALL");
     g_small = sm && *sm && strcmp(sm, "0") != 0;
     if (g_small)
         printf("FA3JIT_TEST_SMALL: E10 at seqlen 1024 with 4 heads, E13 at seqlen 8192\n");
-    g_ctx = gpu_test_context();
-    return g_ctx ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    fa3_context_free(g_ctx);
-    return 0;
-}
-
-int main(void)
-{
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_e9_bad_head_dim), /* the one test that runs without a GPU */
         cmocka_unit_test(test_e1_tile_boundaries),
@@ -1652,16 +1635,10 @@ int main(void)
         cmocka_unit_test(test_l2_sections),
         cmocka_unit_test(test_o_unaligned),
     };
-    const char *filter = getenv("FA3JIT_TEST_FILTER");
-    if (filter && *filter)
-        cmocka_set_test_filter(filter);
+    const size_t n = sizeof tests / sizeof tests[0];
     const double t0 = now_s();
-    int failed = cmocka_run_group_tests_name("edge", tests, group_setup, group_teardown);
+    /* all but E9 need a GPU */
+    int rc = gpu_test_main("edge", tests, n, (int)n - 1, &g_ctx, &g_seed, &g_skipped);
     printf("test_edge: %.1f s\n", now_s() - t0);
-    int gpu_tests = (int)(sizeof tests / sizeof tests[0]) - 1; /* all but E9 */
-    if (failed == 0 && g_skipped > 0 && g_skipped == gpu_tests) {
-        printf("all %d GPU tests skipped (no usable GPU)\n", gpu_tests);
-        return 77; /* meson: SKIP */
-    }
-    return failed;
+    return rc;
 }

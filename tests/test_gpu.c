@@ -589,23 +589,6 @@ static void test_g_bad_arguments(void **state)
         attn_free(tp);
 }
 
-static int group_setup(void **state)
-{
-    (void)state;
-    g_seed = test_seed();
-    printf("seed = %llu (repeat with FA3JIT_TEST_SEED=%llu)\n", (unsigned long long)g_seed,
-           (unsigned long long)g_seed);
-    g_ctx = gpu_test_context();
-    return g_ctx ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    fa3_context_free(g_ctx);
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -619,11 +602,7 @@ int main(void)
         cmocka_unit_test(test_f_single_key),
         cmocka_unit_test(test_g_bad_arguments),
     };
-    int failed = cmocka_run_group_tests_name("gpu", tests, group_setup, group_teardown);
-    int gpu_tests = (int)(sizeof tests / sizeof tests[0]) - 3; /* all but the three host tests */
-    if (failed == 0 && g_skipped == gpu_tests) {
-        printf("all %d GPU tests skipped (no usable GPU)\n", gpu_tests);
-        return 77; /* meson: SKIP */
-    }
-    return failed;
+    const size_t n = sizeof tests / sizeof tests[0];
+    /* all but the three host tests need a GPU */
+    return gpu_test_main("gpu", tests, n, (int)n - 3, &g_ctx, &g_seed, &g_skipped);
 }

@@ -459,23 +459,6 @@ static void test_reported_case(void **state)
     printf("  reported case (1 and 128 keys): passed, max|O-ref|/tol %.3f\n", worst);
 }
 
-static int group_setup(void **state)
-{
-    (void)state;
-    g_seed = test_seed();
-    printf("seed = %llu (repeat with FA3JIT_TEST_SEED=%llu)\n", (unsigned long long)g_seed,
-           (unsigned long long)g_seed);
-    g_ctx = gpu_test_context();
-    return g_ctx ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    fa3_context_free(g_ctx);
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -483,14 +466,6 @@ int main(void)
         cmocka_unit_test(test_sweep),
         cmocka_unit_test(test_every_config),
     };
-    const char *filter = getenv("FA3JIT_TEST_FILTER");
-    if (filter && *filter)
-        cmocka_set_test_filter(filter);
-    int failed = cmocka_run_group_tests_name("magnitude", tests, group_setup, group_teardown);
-    int n = (int)(sizeof tests / sizeof tests[0]);
-    if (failed == 0 && g_skipped == n) {
-        printf("all %d GPU tests skipped (no usable GPU)\n", n);
-        return 77;
-    }
-    return failed;
+    const size_t n = sizeof tests / sizeof tests[0];
+    return gpu_test_main("magnitude", tests, n, (int)n, &g_ctx, &g_seed, &g_skipped);
 }
