@@ -19,15 +19,15 @@ count "--emit-ptx: the value named once" "$dir/err" "FA3JIT_CACHE_LOCK_TIMEOUT='
 count "--emit-ptx: nothing else on stderr" "$dir/err" "warning" 1
 
 "$gen" --emit-ptx --head-dim 64 > "$dir/default.ptx" 2>/dev/null
-env FA3JIT_PLAN_DEBUG=pingpong=0 "$gen" --emit-ptx --head-dim 64 > "$dir/pp0.ptx" 2>/dev/null
-check "--emit-ptx with an unknown knob before a valid one" 0 env FA3JIT_PLAN_DEBUG=xpingpong=1,pingpong=0 "$gen" --emit-ptx --head-dim 64
-count "knobs: the unknown item named once" "$dir/err" "'xpingpong=1' (unknown knob)" 1
+env FA3JIT_PLAN_DEBUG=wg3=0 "$gen" --emit-ptx --head-dim 64 > "$dir/pp0.ptx" 2>/dev/null
+check "--emit-ptx with an unknown knob before a valid one" 0 env FA3JIT_PLAN_DEBUG=xwg3=1,wg3=0 "$gen" --emit-ptx --head-dim 64
+count "knobs: the unknown item named once" "$dir/err" "'xwg3=1' (unknown knob)" 1
 # the PTX header names the knobs as given (a debug plan): compare the code below it
 grep -v '^// DEBUG plan' "$dir/out" > "$dir/out.code"
 grep -v '^// DEBUG plan' "$dir/pp0.ptx" > "$dir/pp0.code"
 if cmp -s "$dir/out.code" "$dir/pp0.code" && ! cmp -s "$dir/out" "$dir/default.ptx"; then
-    ok "knobs: pingpong=0 applied beside the refused item"
-else bad "knobs: the PTX is not the pingpong=0 kernel"; fi
+    ok "knobs: wg3=0 applied beside the refused item"
+else bad "knobs: the PTX is not the wg3=0 kernel"; fi
 
 check "--info with a bad cache switch" 0 env FA3JIT_CACHE_DISABLE=yes "$gen" --info --head-dim 64 --cache-dir "$c"
 count "--info: the value named once on stderr" "$dir/err" "FA3JIT_CACHE_DISABLE='yes'" 1

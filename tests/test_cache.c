@@ -383,7 +383,7 @@ static void test_parse(void **state)
     fa3_config c = cfg_default();
     CHECK(fa3_config_canonicalize(&c, &m.config));
     m.created = 1700000000;
-    snprintf(m.plan_debug, sizeof m.plan_debug, "pingpong=0,\tx"); /* stored as "...,?x" */
+    snprintf(m.plan_debug, sizeof m.plan_debug, "wg3=0,\tx"); /* stored as "...,?x" */
     CHECK(fa3_cache_store(dir, key, cubin, sizeof cubin, "info: a log", &m, NULL));
     CHECK(fa3_cache_entry_path(dir, key, path, sizeof path));
     size_t size = 0;
@@ -406,7 +406,7 @@ static void test_parse(void **state)
     assert_int_equal(v.meta.backend, FA3_BACKEND_NVJITLINK);
     assert_memory_equal(&v.meta.config, &m.config, sizeof m.config);
     assert_int_equal(v.meta.created, 1700000000);
-    assert_string_equal(v.meta.plan_debug, "pingpong=0,?x");
+    assert_string_equal(v.meta.plan_debug, "wg3=0,?x");
     /* the plan debug text: printable, then NULs to the end of its field (checksum fixed up) */
     for (int bad = 0; bad < 3; bad++) {
         unsigned char *f = malloc(size);

@@ -7,7 +7,7 @@
  *     variable and the value (FA3JIT_CACHE_LOCK_TIMEOUT: abc, -5, 1e9, 0.5, 86401, " 30", 30s,
  *     0x10; FA3JIT_CACHE_DISABLE: yes, true, 2, " 1"; relative FA3JIT_CACHE_DIR, XDG_CACHE_HOME,
  *     HOME: ignored, the next folder in the chain used);
- *   - FA3JIT_PLAN_DEBUG: exact names (xpingpong=1 does not hide pingpong=0), values in range, each
+ *   - FA3JIT_PLAN_DEBUG: exact names (xwg3=1 does not hide wg3=0), values in range, each
  *     refused item named while the rest still applies;
  *   - several bad variables: every one named in the one warning.
  */
@@ -165,38 +165,39 @@ static void test_plan_debug(void **state)
 {
     (void)state;
     fa3_plan def = plan_with("");
-    assert_int_equal(def.pingpong, 1);
     assert_int_equal(def.wg3, 1);
-    assert_int_equal(def.stages, 2);
+    assert_int_equal(def.dbg_no_softmax, 0);
+    assert_int_equal(def.dbg_no_o_store, 0);
     /* names match exactly: a longer name that ends in one does not hide it */
-    fa3_plan p = plan_with("xpingpong=1,pingpong=0");
-    assert_int_equal(p.pingpong, 0);
-    p = plan_with("pingpong=0,stages=3,wg3=0");
-    assert_int_equal(p.pingpong, 0);
-    assert_int_equal(p.stages, 3);
+    fa3_plan p = plan_with("xwg3=1,wg3=0");
     assert_int_equal(p.wg3, 0);
-    p = plan_with("stages=9,pingpong=0"); /* the bad item is skipped, the rest applies */
-    assert_int_equal(p.stages, 2);
-    assert_int_equal(p.pingpong, 0);
-    p = plan_with("pingpong=1,pingpong=0"); /* the later one wins */
-    assert_int_equal(p.pingpong, 0);
+    p = plan_with("wg3=0,dbg_no_o_store=1,dbg_no_softmax=1");
+    assert_int_equal(p.wg3, 0);
+    assert_int_equal(p.dbg_no_o_store, 1);
+    assert_int_equal(p.dbg_no_softmax, 1);
+    p = plan_with("dbg_no_softmax=9,wg3=0"); /* the bad item is skipped, the rest applies */
+    assert_int_equal(p.dbg_no_softmax, 0);
+    assert_int_equal(p.wg3, 0);
+    p = plan_with("wg3=1,wg3=0"); /* the later one wins */
+    assert_int_equal(p.wg3, 0);
 
-    fa3_context *c = ctx_with("FA3JIT_PLAN_DEBUG", "pingpong=0,stages=3");
+    fa3_context *c = ctx_with("FA3JIT_PLAN_DEBUG", "wg3=0,dbg_no_softmax=1");
     warning_names(c, NULL);
     fa3_context_free(c);
     static const struct {
         const char *knobs, *named;
     } bad[] = {
-        {"xpingpong=1,pingpong=0", "'xpingpong=1' (unknown knob)"},
-        {"stages=9", "'stages=9' (stages takes 2..8)"},
-        {"stages=1", "'stages=1' (stages takes 2..8)"},
-        {"pingpong=2", "'pingpong=2' (pingpong takes 0..1)"},
-        {"pingpong=-1", "'pingpong=-1'"},
-        {"pingpong= 0", "'pingpong= 0'"},
-        {"pingpong=", "'pingpong='"},
-        {"pingpong", "'pingpong' (not name=value)"},
-        {"pingpong=0,,wg3=0", "'' (an empty item)"},
-        {"Pingpong=0", "'Pingpong=0' (unknown knob)"},
+        {"xwg3=1,wg3=0", "'xwg3=1' (unknown knob)"},
+        {"dbg_no_softmax=9", "'dbg_no_softmax=9' (dbg_no_softmax takes 0..1)"},
+        {"wg3=2", "'wg3=2' (wg3 takes 0..1)"},
+        {"wg3=-1", "'wg3=-1'"},
+        {"wg3= 0", "'wg3= 0'"},
+        {"wg3=", "'wg3='"},
+        {"wg3", "'wg3' (not name=value)"},
+        {"wg3=0,,dbg_no_softmax=1", "'' (an empty item)"},
+        {"Wg3=0", "'Wg3=0' (unknown knob)"},
+        {"pingpong=0", "'pingpong=0' (unknown knob)"}, /* retired: settled by A/B */
+        {"stages=3", "'stages=3' (unknown knob)"},     /* a config field (fa3_config.stages) */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         c = ctx_with("FA3JIT_PLAN_DEBUG", bad[i].knobs);
@@ -206,9 +207,9 @@ static void test_plan_debug(void **state)
         fa3_context_free(c);
     }
     /* both refused items named; the known names listed for an unknown one */
-    c = ctx_with("FA3JIT_PLAN_DEBUG", "wg4=0,stages=0,pingpong=0");
-    warning_names(c, "'wg4=0' (unknown knob)", "'stages=0'", "dbg_no_softmax", NULL);
-    assert_null(strstr(fa3_context_warning(c), "'pingpong=0' ("));
+    c = ctx_with("FA3JIT_PLAN_DEBUG", "wg4=0,dbg_no_o_store=2,wg3=0");
+    warning_names(c, "'wg4=0' (unknown knob)", "'dbg_no_o_store=2'", "dbg_no_softmax", NULL);
+    assert_null(strstr(fa3_context_warning(c), "'wg3=0' ("));
     fa3_context_free(c);
 }
 

@@ -54,7 +54,7 @@ typedef struct ptxas_case {
 } ptxas_case;
 
 /* (head_dim, head_dim_v) x dtype x mask x softcap, then the benchmark-knob variants */
-enum { NDEFAULT = 6 * 2 * 3 * 2, NKNOB = 4, NKNOBSETS = 2, NCASES = NDEFAULT + NKNOBSETS * NKNOB };
+enum { NDEFAULT = 6 * 2 * 3 * 2, NKNOB = 4, NKNOBSETS = 3, NCASES = NDEFAULT + NKNOBSETS * NKNOB };
 static ptxas_case g_cases[NCASES];
 
 /* Resources read from a ptxas -v log (-1 = not found). */
@@ -459,14 +459,14 @@ int main(void)
                     tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
                     n++;
                 }
-    /* knob variants that change the code (plan.c): masked blocks sharing the first block's
-       code, PV wgmmas of at most 128 columns (n128 + n64 for head_dim_v 192); the timing-only
-       kernel without the softmax */
+    /* knob variants that change the code (knobs.c): two consumer warpgroups for head_dim 64,
+       the timing-only kernels without the softmax and without the O store */
     static const struct { int hd, hdv, mask; } kv[NKNOB] = {
-        {64, 64, 1}, {128, 128, 1}, {192, 192, 2}, {256, 256, 1}};
+        {64, 64, 1}, {64, 64, 2}, {192, 192, 2}, {256, 256, 1}};
     static const struct { const char *knobs, *tag; } ks[NKNOBSETS] = {
-        {"masked_overlap=0,pv_split=1", "masked_overlap0_pv_split1"},
-        {"dbg_no_softmax=1", "dbg_no_softmax1"}};
+        {"wg3=0", "wg3_0"},
+        {"dbg_no_softmax=1", "dbg_no_softmax1"},
+        {"dbg_no_o_store=1", "dbg_no_o_store1"}};
     for (int k = 0; k < NKNOBSETS; k++)
         for (int i = 0; i < NKNOB; i++) {
             ptxas_case *pc = &g_cases[n];

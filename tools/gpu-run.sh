@@ -28,7 +28,7 @@ smi_start() {
 # ab_variants HD: the A/B variants for head_dim HD (AB_VARIANTS_<HD>, else AB_VARIANTS)
 ab_variants() {
   local v=AB_VARIANTS_$1
-  echo "${!v:-${AB_VARIANTS:-o_tma_store=0 q_double=0}}"
+  echo "${!v:-${AB_VARIANTS:-wg3=0 dbg_no_softmax=1}}"
 }
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
 $gen --version

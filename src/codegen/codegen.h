@@ -26,26 +26,11 @@ typedef struct fa3_plan {
     int producer_regs;     /* setmaxnreg.dec target of the producer warpgroup */
     int consumer_regs;     /* setmaxnreg.inc target of the consumer warpgroups */
     int entry_regs;        /* register cap at entry (65536 / threads, rounded down to 8) */
-    int pingpong;          /* 1: consumers alternate GEMMs through named barriers */
-    int arrive_per_warp;   /* 1: consumers release K/V stages with one arrive per warp */
-    int early_q_release;   /* 1: Q released after a tile's last QK, 0: after its last PV */
-    int l2_sections;       /* masked: 1 = tiles in L2-sized sections of heads (fwd.c), 0 = one */
-    int pp_continuous;     /* 1: the ping-pong order runs on across tiles (no handover per tile) */
-    int q_double;          /* 1: two Q buffers where shared memory allows (q_bufs = 2) */
-    int k_before_q;        /* 1 (single Q buffer): a tile's first K load is issued before its Q
-                              load, which waits for the previous tile's last QK */
     int dbg_no_o_store;    /* timing only (O not written): no TMA store, and the stores from
                               registers predicated off at run time */
     int wg3;               /* 1: three consumer warpgroups (block_m 192) for head_dim 64 */
-    int o_tma_store;       /* 1: TMA-store epilogue where its staging buffer fits (o_stage) */
-    int o_stage_in_q;      /* 1: without room for staging, stage O in the Q buffer (o_stage 2) */
-    int masked_overlap;    /* 1: masked key blocks after the first get their own overlapped loop
-                              body; 0: they run PV alone, then QK alone (smaller kernel) */
-    int section_search;    /* masked: 1 = the host picks the L2 section size whose static rounds
-                              balance best (runtime/schedule.c), 0 = the largest that fits L2 */
     int dbg_no_softmax;    /* timing only (wrong results): P = S, no softcap/mask/max/exp/sum/
                               rescale */
-    int pv_split;          /* 1: the PV GEMM as wgmmas of at most 128 columns (n256 → 2 × n128) */
     int o_stage;           /* O staged in shared memory and stored with TMA when the runtime finds
                               O TMA-aligned (else st.global from registers): 0 never, 1 in its
                               own buffer (smem_o), 2 in the tile's Q buffer (Q released after) */

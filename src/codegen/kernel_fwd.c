@@ -91,10 +91,10 @@ static void emit_decls(gen *g)
 }
 
 /* Arrivals that complete one phase of a consumer-release barrier (k_empty, v_empty, q_empty):
-   one per consumer warp (lane 0, after the warp's wgmma.wait_group) or one per thread. */
+   one per consumer warp (lane 0, after the warp's wgmma.wait_group). */
 static int release_count(const fa3_plan *p)
 {
-    return p->arrive_per_warp ? 4 * p->num_consumer_wg : 128 * p->num_consumer_wg;
+    return 4 * p->num_consumer_wg;
 }
 
 /* mbarrier byte offsets from %bars: q_full[0] first, q_empty[0] after the stage barriers, then
@@ -126,12 +126,8 @@ static void emit_qempty_addr(gen *g, const char *dst)
 
 static void emit_release_arrive(gen *g, const char *bar)
 {
-    if (g->p->arrive_per_warp) {
-        E("setp.eq.u32 %%p9, %%lane, 0;");
-        E("@%%p9 mbarrier.arrive.shared::cta.b64 _, [%s];", bar);
-    } else {
-        E("mbarrier.arrive.shared::cta.b64 _, [%s];", bar);
-    }
+    E("setp.eq.u32 %%p9, %%lane, 0;");
+    E("@%%p9 mbarrier.arrive.shared::cta.b64 _, [%s];", bar);
 }
 
 /* ------------------------------------------------------------------ prologue (all threads) */
@@ -343,7 +339,7 @@ static void emit_producer(gen *g)
     emit_tile_decode(g);
     E("setp.le.s32 %%p5, %%niters, 0;");
     E("@%%p5 bra $Lprod_next;");
-    if (p->q_bufs == 2 || !p->k_before_q)
+    if (p->q_bufs == 2)
         emit_prod_q(g);
 
     E("mov.u32 %%it, 0;");
@@ -366,7 +362,7 @@ static void emit_producer(gen *g)
         E("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%%r21], "
           "[%%tmk, {%d, %%r15, %%kvhead, %%batch}], [%%r19];", c * 64);
     }
-    if (p->q_bufs == 1 && p->k_before_q) {
+    if (p->q_bufs == 1) {
         /* the tile's first K is on its way; now wait for the Q buffer and load Q */
         int lab = new_label(g);
         E("setp.ne.u32 %%p5, %%it, 0;");
@@ -444,7 +440,7 @@ static void emit_pv(gen *g)
 {
     const fa3_plan *p = g->p;
     const int ncols = p->hdv_chunks * 64;
-    const int step = p->pv_split && ncols > 128 ? 128 : ncols;
+    const int step = ncols;
     char oregs[4096], aregs[128];
     E("wgmma.fence.sync.aligned;");
     for (int kk = 0; kk < p->block_n / 16; kk++) {
@@ -634,7 +630,7 @@ static void emit_v_release(gen *g)
    tile's first K/V, while this tile's last softmax, PV and epilogue run. */
 static void emit_q_release_if_last(gen *g)
 {
-    if (!g->p->early_q_release || g->p->o_stage == 2)
+    if (g->p->o_stage == 2)
         return;
     E("add.u32 %%r53, %%it, 1;");
     E("setp.eq.s32 %%p13, %%r53, %%niters;");
@@ -660,8 +656,7 @@ static void emit_consumer(gen *g)
     E("mov.u32 %%qc, 0;");
     E("mov.u32 %%round, 0;");
 
-    const int ppc = p->pingpong && nwg >= 2 && p->pp_continuous;
-    if (ppc) {
+    {
         /* Ping-pong across the whole persistent loop: all consumers run the same GEMM sections
            (tile by tile) in turn 0, 1, .., nwg-1, 0, ..; the last consumer gives consumer 0 the
            first turn once, here, and consumer 0 takes the one arrive left over at the end
@@ -726,14 +721,6 @@ static void emit_consumer(gen *g)
     E("setp.le.s32 %%p5, %%niters, 0;");
     E("@%%p5 bra $Lepilogue;");
 
-    if (p->pingpong && nwg == 2 && !p->pp_continuous) {
-        /* consumer 1 lets consumer 0 issue first */
-        int lab = new_label(g);
-        E("setp.ne.u32 %%p12, %%r40, 1;");
-        E("@%%p12 bra $Lpp%d;", lab);
-        E("bar.arrive %d, 256;", BAR_WG_FIRST);
-        fa3_emitf(g->b, "$Lpp%d:\n", lab);
-    }
     /* this warpgroup's Q descriptor: rows 64·cw of each box; K-major, 128B swizzle,
        LBO 16 B (encoded 1), SBO 1024 B (encoded 64) */
     if (p->q_bufs == 2) {
@@ -753,7 +740,7 @@ static void emit_consumer(gen *g)
     E("shr.u32 %%r49, %%r49, 4;");
     E("or.b32 %%r49, %%r49, 0x10000;");
     E("mov.b64 %%descq, {%%r49, 0x40000040};");
-    const int pp = p->pingpong && (nwg == 2 || ppc);
+    const int pp = 1;
     if (pp) {
         E("add.u32 %%r55, %%r40, %d;", BAR_WG_FIRST);   /* my scheduling barrier */
         E("add.u32 %%r56, %%r40, 1;");
@@ -774,7 +761,7 @@ static void emit_consumer(gen *g)
        windows have them) thus run their two GEMMs one after the other; masked_overlap emits a
        masked copy of the overlapped body for them instead (a kernel 30-40% longer to compile). */
     const int windows = p->cfg.mask != FA3_MASK_NONE;
-    const int masked_body = windows && p->masked_overlap;
+    const int masked_body = windows;
     E("mov.u32 %%it, 0;");
     E("sub.s32 %%n, %%nmax, 1;");
     if (windows && !masked_body)
@@ -843,27 +830,13 @@ static void emit_consumer(gen *g)
     if (pp)
         E("bar.sync %%r55, 256;");
     emit_pv(g);
-    if (pp && p->pp_continuous) {
+    if (pp)
         E("bar.arrive %%r56, 256;");
-    } else if (pp) {
-        /* consumer 1 skips its very last arrive: consumer 0 has no GEMM left to order */
-        int lab = new_label(g);
-        E("setp.eq.u32 %%p13, %%r40, 1;");
-        E("setp.ge.and.s32 %%p13, %%it, %%niters, %%p13;");
-        E("@%%p13 bra $Lpp%d;", lab);
-        E("bar.arrive %%r56, 256;");
-        fa3_emitf(g->b, "$Lpp%d:\n", lab);
-    }
     E("wgmma.wait_group.sync.aligned 0;");
     emit_v_release(g);
     if (windows && !masked_body) {
         E("setp.lt.s32 %%p6, %%it, %%niters;");
         E("@%%p6 bra $Lcons_qk;");
-    }
-    if (!p->early_q_release && p->o_stage != 2) {
-        emit_qempty_addr(g, "%r53");
-        E("setp.eq.u32 %%p13, %%lane, 0;");
-        E("@%%p13 mbarrier.arrive.shared::cta.b64 _, [%%r53];"); /* q_empty after the last PV */
     }
     E("add.u32 %%qc, %%qc, 1;");
 }
@@ -1047,7 +1020,7 @@ static void emit_epilogue(gen *g)
         E("setp.eq.u32 %%p13, %%r62, 0;");
         E("@%%p13 cp.async.bulk.wait_group 0;");
     }
-    if (p->pingpong && p->num_consumer_wg >= 2 && p->pp_continuous) {
+    {
         E("setp.ne.u32 %%p12, %%r40, 0;");
         E("@%%p12 bra $Ldone;");
         E("bar.sync %d, 256;", BAR_WG_FIRST); /* the last consumer's last arrive */

@@ -7,38 +7,25 @@
 
 #include "codegen/knobs.h"
 
-/* Benchmark knob, not API: FA3JIT_PLAN_DEBUG="pingpong=0,arrive_per_warp=0,..." switches
-   scheduling features on or off to time variants against each other in one device run
-   (bench/ab.py, tools/gpu-run.sh ab). Each feature's measured effect (H200, same-run A/B):
-   - l2_sections (masked configs: tiles in L2-sized sections of heads, fwd.c section_hb):
-     causal hd128 1024/2048/8192 352/524/644 vs 325/423/583, hd256 1024/2048 397/528 vs
-     308/467 TFLOP/s; off for non-masked (nc_sections, tried: −5 to −13%);
-   - pp_continuous (ping-pong order kept across tiles): non-causal 512/1024 +3–5%;
-   - q_double, k_before_q: see fa3_plan_make; wg3: three consumer warpgroups for hd64;
-   - dbg_no_softmax (timing only, wrong results): P = S, no softcap/mask/max/exp/sum/rescale;
-     the GEMMs and the pipeline alone. Fair timing, bf16, 16k non-causal (call 3 of 2026-11-29 session 4):
-     hd64/128/256 778/769/757 TFLOP/s vs 527/648/725 with the softmax.
-   The PTX changes, so cache keys do too. */
+/* Benchmark knobs, not API (bench/ab.py, tools/gpu-run.sh ab): leave-one-stage-out variants and
+   the one tile choice still open. The PTX changes, so cache keys do too.
+   - wg3=0: two consumer warpgroups for head_dim 64 instead of three (plan.c has the A/B);
+   - dbg_no_softmax=1 (timing only, wrong results): P = S, no softcap/mask/max/exp/sum/rescale;
+     the GEMMs and the pipeline alone. Fair timing, bf16, 16k non-causal (call 3 of 2026-11-29
+     session 4): hd64/128/256 778/769/757 TFLOP/s vs 527/648/725 with the softmax;
+   - dbg_no_o_store=1 (timing only, O not written): no TMA store, the register stores
+     predicated off at run time.
+   The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
+   l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
+   section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
+   in plan.c and docs/notes.md; stages remains a config field (fa3_config.stages). */
 static const struct knob {
     const char *name;
     size_t off;
     int lo, hi; /* accepted values */
 } knobs[] = {
-    {"pingpong", offsetof(fa3_plan, pingpong), 0, 1},
-    {"arrive_per_warp", offsetof(fa3_plan, arrive_per_warp), 0, 1},
-    {"early_q_release", offsetof(fa3_plan, early_q_release), 0, 1},
-    {"l2_sections", offsetof(fa3_plan, l2_sections), 0, 1},
-    {"pp_continuous", offsetof(fa3_plan, pp_continuous), 0, 1},
-    {"q_double", offsetof(fa3_plan, q_double), 0, 1},
-    {"k_before_q", offsetof(fa3_plan, k_before_q), 0, 1},
     {"wg3", offsetof(fa3_plan, wg3), 0, 1},
-    {"stages", offsetof(fa3_plan, stages), 2, 8}, /* the range config.c accepts */
-    {"o_tma_store", offsetof(fa3_plan, o_tma_store), 0, 1},
-    {"o_stage_in_q", offsetof(fa3_plan, o_stage_in_q), 0, 1},
     {"dbg_no_o_store", offsetof(fa3_plan, dbg_no_o_store), 0, 1},
-    {"pv_split", offsetof(fa3_plan, pv_split), 0, 1},
-    {"masked_overlap", offsetof(fa3_plan, masked_overlap), 0, 1},
-    {"section_search", offsetof(fa3_plan, section_search), 0, 1},
     {"dbg_no_softmax", offsetof(fa3_plan, dbg_no_softmax), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])

@@ -32,6 +32,15 @@ void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
     *stages = 2;
 }
 
+/* The kernel's scheduling is fixed (docs/kernel.md); each feature was kept by a same-run A/B on
+   the H200 against the kernel without it (bench/RESULTS.md, docs/notes.md "Retired knobs"):
+   ping-pong between consumers through named barriers, its order kept across tiles
+   (non-causal 512/1024 +3–5%), one release arrive per consumer warp, Q released after the tile's
+   last QK, a second Q buffer where shared memory allows (neutral to +2%), the tile's first K
+   before its Q with one Q buffer, masked key blocks after the first in their own overlapped loop
+   body (causal hd64/128/256 1024: 273/391/446 vs 254/368/398, 16k 492/658/735 vs 492/613/681
+   TFLOP/s; costs 30–40% more ptxas time), the TMA-store epilogue (below), L2 sections for
+   masked tile orders and their simulated size (runtime/fwd.c, schedule.c). */
 fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
 {
     *p = (fa3_plan){0};
@@ -39,23 +48,7 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     p->elem_bytes = 2;
     p->block_n = cfg->block_n;
     p->stages = cfg->stages;
-    p->pingpong = 1;
-    p->arrive_per_warp = 1;
-    p->early_q_release = 1;
-    p->l2_sections = 1;
-    p->pp_continuous = 1;
-    p->q_double = 1;
-    p->k_before_q = 1;
     p->wg3 = 1;
-    p->o_tma_store = 1;
-    p->o_stage_in_q = 1;
-    /* Masked key blocks after the first (causal/local: a diagonal or window edge that spans
-       several key blocks) in their own overlapped loop body. Same-run A/B (H200, bf16, call 2 of
-       2026-11-29 session 3), masked_overlap=1 vs 0: causal hd64/128/256 at 1024 273/391/446 vs
-       254/368/398, 16k 492/658/735 vs 492/613/681 TFLOP/s, non-causal equal (it has no such
-       blocks). 0 compiles 30-40% faster (hd128 causal 0.30 vs 0.45 s). */
-    p->masked_overlap = 1;
-    p->section_search = 1;
     fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
     /* Two consumer warpgroups (block_m 128), or three (block_m 192, FA3's choice) for head_dim
        64. Same-run A/B on the H200 (bench/ab.py, bf16, 2026-11-29, bench/RESULTS.md), wg3=1 vs 0:
@@ -69,8 +62,6 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     const int live3 = p->block_n / 2 + p->block_n / 4 + 32;
     p->num_consumer_wg =
         p->wg3 && cfg->head_dim <= 64 && cfg->head_dim_v <= 64 && live3 <= 128 ? 3 : 2;
-    if (p->num_consumer_wg == 3)
-        p->pp_continuous = 1; /* the per-tile ping-pong handover exists for two only */
     p->block_m = 64 * p->num_consumer_wg;
     p->threads = 128 * (1 + p->num_consumer_wg);
     p->entry_regs = (65536 / p->threads) & ~7; /* 168 for 384 threads, 128 for 512 */
@@ -98,14 +89,12 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
          register-to-global stores were most of the per-tile cost;
        - a second Q buffer (q_bufs 2): the producer loads the next tile's Q while this one runs.
          Measured neutral to +2% at seqlen ≥ 4096, within noise (±3%) below (q_double=0). */
-    if (p->dbg_no_o_store)
-        p->o_tma_store = 0; /* the knob times the register-to-global stores, predicated off */
     static const int tries[4][2] = {{2, 1}, {1, 1}, {2, 0}, {1, 0}}; /* {q_bufs, o_stage} */
     for (int t = 0; t < 4; t++) {
         p->q_bufs = tries[t][0];
         p->o_stage = tries[t][1];
-        if ((p->q_bufs == 2 && !p->q_double) || (p->o_stage && !p->o_tma_store))
-            continue;
+        if (p->o_stage && p->dbg_no_o_store)
+            continue; /* the knob times the register-to-global stores, predicated off */
         int off = 0;
         p->smem_q = off;
         p->smem_q_buf = p->hd_chunks * p->block_m * 128;
@@ -129,8 +118,7 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
        (o_stage 2), each warpgroup in its own Q rows, which only its own QK reads. Q is then
        released after the TMA store has read the staging (not after the last QK), so the next
        tile's Q load waits for the epilogue. */
-    if (!p->o_stage && p->o_tma_store && p->o_stage_in_q && p->q_bufs == 1 &&
-        p->hdv_chunks <= p->hd_chunks)
+    if (!p->o_stage && !p->dbg_no_o_store && p->q_bufs == 1 && p->hdv_chunks <= p->hd_chunks)
         p->o_stage = 2;
     if (p->smem_bytes > SMEM_LIMIT)
         return fa3_seterr(FA3_ERR_BAD_BLOCK,

@@ -455,7 +455,7 @@ static fa3_status device_props(const fa3_driver *d, CUdevice dev, int *cc, int *
    unbalanced, and the H200 ran hd256 causal seqlen 4096 at 398 instead of 599 TFLOP/s). Within
    [grid/4, that size] the size is the smallest whose static rounds share the work about as
    evenly as the best (schedule.c); up to all pairs when even grid/4 pairs overflow the whole L2
-   (then L2 cannot hold a section anyway). Same-run A/B (H200, bf16, session 3 call 7, section_search=0 = the
+   (then L2 cannot hold a section anyway). Same-run A/B (H200, bf16, session 3 call 7, against the
    largest size that fits): causal hd128 512/1024 356/490 vs 326/411, hd256 512 324 vs 276,
    hd64 1024/8192 296/505 vs 287/482 TFLOP/s, the other causal shapes equal. Letting sections
    grow past the budget whenever the floor exceeded it (call 6) lost hd256 1024 (372 vs 477).
@@ -465,7 +465,7 @@ static uint32_t section_hb(fa3_kernel *k, const fa3_fwd_args *a, int wl, int wr,
 {
     const fa3_config *c = &k->cfg;
     const fa3_plan *p = &k->plan;
-    if (!p->l2_sections || hb_total == 0 || c->mask == FA3_MASK_NONE)
+    if (hb_total == 0 || c->mask == FA3_MASK_NONE)
         return hb_total ? hb_total : 1;
     const uint64_t budget = 32ull << 20, l2 = 50ull << 20;
     const uint64_t kv_head = (uint64_t)a->seqlen_k * (uint64_t)(c->head_dim + c->head_dim_v) *
@@ -478,8 +478,6 @@ static uint32_t section_hb(fa3_kernel *k, const fa3_fwd_args *a, int wl, int wr,
     uint64_t hi = s;
     if (kv_head && (floor_ + gqa - 1) / gqa * kv_head > l2) /* KV heads of grid/4 pairs */
         hi = hb_total; /* no section fits L2: balance alone decides */
-    if (!p->section_search)
-        return s < hb_total ? (uint32_t)s : hb_total;
     uint32_t lo = floor_ < hb_total ? (uint32_t)floor_ : hb_total;
     return fa3_choose_section_hb(k, a, wl, wr, hb_total, grid, lo,
                                  hi < hb_total ? (uint32_t)hi : hb_total);
