@@ -10,7 +10,9 @@
 #include "common.h"
 
 /* Bumped whenever generated PTX may change for the same config: part of every cache key. */
-#define FA3_GENERATOR_VERSION "fa3jit-codegen-1"
+#define FA3_GENERATOR_VERSION "fa3jit-codegen-2"
+
+#define FA3_MAX_STAGES 8 /* the K/V ring depth config.c accepts at most */
 
 /* Bytes of fa3_plan.debug, the NUL included. */
 #define FA3_PLAN_DEBUG_SIZE 256
@@ -49,6 +51,18 @@ typedef struct fa3_plan {
     int smem_bar;          /* mbarriers: q_full[0], k_full[st], v_full[st], k_empty[st],
                               v_empty[st], q_empty[0], (q_full[1], q_empty[1]) */
     int smem_bytes;        /* dynamic shared memory to request (includes 1024 B alignment slack) */
+    /* The barrier table. mbarriers, as byte offsets from smem_bar: one per Q buffer, and the K/V
+       ring groups (stage 0 given; stage s at +8·s). Arrival counts per phase: a "full" barrier
+       completes on the producer's one arrive.expect_tx plus the TMA bytes; a release ("empty")
+       barrier on one arrive per consumer warp. */
+    int bar_q_full[2], bar_q_empty[2];
+    int bar_k_full, bar_v_full, bar_k_empty, bar_v_empty;
+    int bar_full_count;    /* 1 */
+    int bar_release_count; /* 4 · num_consumer_wg */
+    /* Named barriers: consumer g's "may issue" (ping-pong) barrier is nb_pingpong + g, synced by
+       g and arrived on by the consumer before it (2 × 128 threads); its own epilogue barrier is
+       nb_epilogue + g (128 threads); id 0 is the whole CTA. */
+    int nb_pingpong, nb_epilogue;
     /* "" for the default plan; else the FA3JIT_PLAN_DEBUG value that changed it (printable
        ASCII, other bytes as '?', cut to fit with "..."): a benchmark variant, not for production
        (some knobs give wrong results on purpose). Named in the PTX header, the kernel

@@ -120,6 +120,19 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
        tile's Q load waits for the epilogue. */
     if (!p->o_stage && !p->dbg_no_o_store && p->q_bufs == 1 && p->hdv_chunks <= p->hd_chunks)
         p->o_stage = 2;
+    /* The barrier table (layout as described at smem_bar). */
+    p->bar_q_full[0] = 0;
+    p->bar_k_full = 8;
+    p->bar_v_full = 8 + 8 * p->stages;
+    p->bar_k_empty = 8 + 16 * p->stages;
+    p->bar_v_empty = 8 + 24 * p->stages;
+    p->bar_q_empty[0] = 8 + 32 * p->stages;
+    p->bar_q_full[1] = p->bar_q_empty[0] + 8;
+    p->bar_q_empty[1] = p->bar_q_empty[0] + 16;
+    p->bar_full_count = 1;
+    p->bar_release_count = 4 * p->num_consumer_wg;
+    p->nb_pingpong = 1;
+    p->nb_epilogue = 4;
     if (p->smem_bytes > SMEM_LIMIT)
         return fa3_seterr(FA3_ERR_BAD_BLOCK,
                           "block_n %d with %d stages needs %d bytes of shared memory (limit %d)",

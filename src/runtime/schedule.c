@@ -2,8 +2,8 @@
  * Section size of the masked tile order (fa3_kernel_params.section_hb): the kernel walks the
  * tiles of causal/local configs in sections of section_hb (head, batch) pairs, each section
  * longest rows first, dealt to the CTAs in rounds of `grid` tiles that alternate direction
- * (kernel_fwd.c, emit_tile_index / emit_tile_decode). Small sections keep the K/V that one
- * round reads inside L2; but how evenly the static rounds share the work depends on the section
+ * (codegen/tile_order.h describes the order once, for the kernel and for this simulation).
+ * Small sections keep the K/V that one round reads inside L2; but how evenly the static rounds share the work depends on the section
  * size in a way no simple rule captures (hd128 causal seqlen 1024 on 132 SMs: 64 pairs give a
  * busiest CTA 1.19x the mean, 33 pairs 1.01x; ncu saw the SMs idle 21% of the kernel with 64).
  * So the host simulates the kernel's order for a few candidate sizes and keeps the smallest of
@@ -12,43 +12,25 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "codegen/tile_order.h"
 #include "runtime/runtime.h"
 
-/* Key blocks of the tile at m_block m: the kernel's [nmin, nmax) (tile decode) for rows
-   m·bm .. m·bm+bm-1, bottom-right aligned, windows wl/wr (-1 = unlimited). */
-static int tile_blocks(int m, int bm, int bn, int sq, int sk, int wl, int wr)
-{
-    int64_t d = (int64_t)sk - sq, m0 = (int64_t)m * bm;
-    int64_t end = sk;
-    if (wr >= 0) {
-        int64_t e = m0 + bm + d + wr;
-        end = e < sk ? e : sk;
-    }
-    if (end < 0)
-        end = 0;
-    int64_t nmax = (end + bn - 1) / bn, nmin = 0;
-    if (wl >= 0) {
-        int64_t f = m0 + d - wl;
-        nmin = (f > 0 ? f : 0) / bn;
-    }
-    return nmax > nmin ? (int)(nmax - nmin) : 0;
-}
-
-/* Work of the busiest CTA (in key blocks, plus tile_cost per tile) under the kernel's order. */
+/* Work of the busiest CTA (in key blocks, plus tile_cost per tile) under the kernel's order:
+   the tile index and decode of codegen/tile_order.h, the same description the kernel's PTX is
+   written from (test_tile_order checks the two against each other). */
 static double makespan(const int *blocks, uint32_t M, uint32_t hb, uint32_t s, unsigned grid,
                        double tile_cost, double *load)
 {
     for (unsigned i = 0; i < grid; i++)
         load[i] = 0;
-    const uint64_t ntiles = (uint64_t)M * hb, per = (uint64_t)s * M;
-    for (uint64_t t = 0; t < ntiles; t++) {
-        uint64_t sec = t / per, w = t - sec * per, first = sec * s;
-        uint64_t pairs = hb - first < s ? hb - first : s;
-        uint32_t m = M - 1 - (uint32_t)(w / pairs);
-        uint64_t r = t / grid, pos = t - r * grid;
-        unsigned cta = (unsigned)((r & 1) ? grid - 1 - pos : pos);
-        load[cta] += tile_cost + blocks[m];
-    }
+    const uint32_t ntiles = M * hb;
+    for (uint32_t r = 0; (uint64_t)r * grid < ntiles; r++)
+        for (unsigned c = 0; c < grid; c++) {
+            uint32_t t = fa3_tile_index(1, r, c, grid), pair;
+            if (t >= ntiles)
+                continue;
+            load[c] += tile_cost + blocks[fa3_tile_decode(1, t, ntiles, M, s, &pair)];
+        }
     double mx = 0;
     for (unsigned i = 0; i < grid; i++)
         mx = load[i] > mx ? load[i] : mx;
@@ -86,7 +68,8 @@ uint32_t fa3_section_search(const fa3_plan *p, int seqlen_q, int seqlen_k, int w
     uint32_t best_s = hi;
     if (blocks && load) {
         for (uint32_t m = 0; m < M; m++)
-            blocks[m] = tile_blocks((int)m, p->block_m, p->block_n, seqlen_q, seqlen_k, wl, wr);
+            blocks[m] = fa3_tile_range(p->block_m, p->block_n, (int)m * p->block_m, seqlen_q,
+                                       seqlen_k, wl, wr, NULL);
         uint32_t n = hi - lo + 1;
         if (n > MAX_CANDIDATES)
             n = MAX_CANDIDATES;

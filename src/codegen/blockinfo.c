@@ -1,0 +1,110 @@
+/*
+ * Which keys each query row sees, in one place (FA4's BlockInfo and Mask): the tile's key-block
+ * range comes from the tile decode (tile_order.h); here the bounds of each row, the test of whether
+ * a key block needs the mask at all, and the mask itself.
+ *
+ * Row i sees keys [i + sk - sq - wl, i + sk - sq + wr] ∩ [0, sk - 1] (bottom-right aligned; wl or
+ * wr = -1: unlimited on that side; mask none and causal reach the kernel as windows (-1, -1) and
+ * (-1, 0)). A key block needs the mask when it ends past the last key every row of the tile sees
+ * or starts before the first; the loop decides that at its top, where no wgmma is in flight.
+ */
+#include "codegen/kgen.h"
+
+void kg_rows_init(kgen *g, cons *c)
+{
+    const fa3_plan *p = g->p;
+    /* r0 = m0 + 64·cw + 16·warp + lane/4, r1 = r0 + 8 */
+    ptx_r a = ptx_reg(g->f, PTX_B32, "rowa"), b = ptx_reg(g->f, PTX_B32, "rowb");
+    ptx_r d = ptx_reg(g->f, PTX_B32, "rowc"), e = ptx_reg(g->f, PTX_B32, "rowd");
+    c->row[0] = ptx_reg(g->f, PTX_B32, "row0");
+    c->row[1] = ptx_reg(g->f, PTX_B32, "row1");
+    INS("shl.b32 $, $, 6;", a, c->cw);
+    INS("add.s32 $, $, $;", b, a, c->t.m0);
+    INS("shl.b32 $, $, 4;", d, g->warp);
+    INS("add.s32 $, $, $;", e, b, d);
+    ptx_r q = ptx_reg(g->f, PTX_B32, "lane4");
+    INS("shr.u32 $, $, 2;", q, g->lane);
+    INS("add.s32 $, $, $;", c->row[0], e, q);
+    INS("add.s32 $, $, 8;", c->row[1], c->row[0]);
+    ptx_r diag = ptx_reg(g->f, PTX_B32, "diag");
+    ptx_r klim = ptx_reg(g->f, PTX_B32, "klim");
+    ptx_r wl_none = ptx_reg(g->f, PTX_PRED, "wlnone"), wr_none = ptx_reg(g->f, PTX_PRED, "wrnone");
+    INS("sub.s32 $, $, $;", diag, g->sk, g->sq);
+    INS("sub.s32 $, $, 1;", klim, g->sk);
+    INS("setp.lt.s32 $, $, 0;", wl_none, g->wl);
+    INS("setp.lt.s32 $, $, 0;", wr_none, g->wr);
+    for (int r = 0; r < 2; r++) {
+        ptx_r at = ptx_reg(g->f, PTX_B32, "rdiag");
+        ptx_r f0 = ptx_reg(g->f, PTX_B32, "kf"), l0 = ptx_reg(g->f, PTX_B32, "kl");
+        ptx_r l1 = ptx_reg(g->f, PTX_B32, "kl");
+        c->kfirst[r] = ptx_reg(g->f, PTX_B32, r ? "kfirst1" : "kfirst0");
+        c->klast[r] = ptx_reg(g->f, PTX_B32, r ? "klast1" : "klast0");
+        INS("add.s32 $, $, $;", at, c->row[r], diag);
+        INS("sub.s32 $, $, $;", f0, at, g->wl);
+        INS("selp.b32 $, 0, $, $;", c->kfirst[r], f0, wl_none);
+        INS("add.s32 $, $, $;", l0, at, g->wr);
+        INS("min.s32 $, $, $;", l1, l0, klim);
+        INS("selp.b32 $, $, $, $;", c->klast[r], klim, l1, wr_none);
+    }
+    /* the tile's bounds: the first row's last key, the last row's first key */
+    ptx_r t0 = ptx_reg(g->f, PTX_B32, "al"), t1 = ptx_reg(g->f, PTX_B32, "al");
+    ptx_r t2 = ptx_reg(g->f, PTX_B32, "al");
+    c->all_last = ptx_reg(g->f, PTX_B32, "alllast");
+    c->all_first = ptx_reg(g->f, PTX_B32, "allfirst");
+    INS("add.s32 $, $, $;", t0, c->t.m0, diag);
+    INS("add.s32 $, $, $;", t1, t0, g->wr);
+    INS("selp.b32 $, $, $, $;", t2, klim, t1, wr_none);
+    INS("min.s32 $, $, $;", c->all_last, t2, klim);
+    ptx_r u0 = ptx_reg(g->f, PTX_B32, "af"), u1 = ptx_reg(g->f, PTX_B32, "af");
+    ptx_r u2 = ptx_reg(g->f, PTX_B32, "af");
+    INS("add.s32 $, $, %d;", u0, c->t.m0, p->block_m - 1);
+    INS("add.s32 $, $, $;", u1, u0, diag);
+    INS("sub.s32 $, $, $;", u2, u1, g->wl);
+    INS("selp.b32 $, 0, $, $;", c->all_first, u2, wl_none);
+}
+
+/* 1 when key block c->n ends past the tile's all_last or starts before its all_first. */
+ptx_r kg_block_needs_mask(kgen *g, cons *c)
+{
+    const int bn = g->p->block_n;
+    ptx_r k0 = ptx_reg(g->f, PTX_B32, "bk0"), k1 = ptx_reg(g->f, PTX_B32, "bk1");
+    ptx_r need = ptx_reg(g->f, PTX_PRED, "needmask");
+    INS("mul.lo.s32 $, $, %d;", k0, c->n, bn);
+    INS("add.s32 $, $, %d;", k1, k0, bn - 1); /* last key of the block */
+    INS("setp.gt.s32 $, $, $;", need, k1, c->all_last);
+    INS("setp.lt.or.s32 $, $, $, $;", need, k0, c->all_first, need);
+    return need;
+}
+
+/* S = -inf where the key is outside its row's bounds. Relative to the thread's base column the
+   bounds become offsets, so each element costs one compare per bound against its column, an
+   immediate; only local windows have a first visible key above 0. */
+void kg_apply_mask(kgen *g, cons *c)
+{
+    const fa3_plan *p = g->p;
+    const int lower = p->cfg.mask == FA3_MASK_LOCAL;
+    ptx_r base = ptx_reg(g->f, PTX_B32, "kbase"), l2 = ptx_reg(g->f, PTX_B32, "lanecol");
+    ptx_r l3 = ptx_reg(g->f, PTX_B32, "lanecol"), col0 = ptx_reg(g->f, PTX_B32, "col0");
+    INS("mul.lo.s32 $, $, %d;", base, c->n, p->block_n);
+    INS("shl.b32 $, $, 1;", l2, g->lane);
+    INS("and.b32 $, $, 6;", l3, l2);
+    INS("add.s32 $, $, $;", col0, base, l3); /* this thread's base key column */
+    ptx_r last[2], first[2];
+    for (int r = 0; r < 2; r++) {
+        last[r] = ptx_reg(g->f, PTX_B32, "relast");
+        INS("sub.s32 $, $, $;", last[r], c->klast[r], col0);
+        if (lower) {
+            first[r] = ptx_reg(g->f, PTX_B32, "refirst");
+            INS("sub.s32 $, $, $;", first[r], c->kfirst[r], col0);
+        }
+    }
+    const int ns = p->block_n / 2;
+    for (int i = 0; i < ns; i++) {
+        const int r = acc_row(i);
+        ptx_r out = ptx_reg(g->f, PTX_PRED, "out");
+        INS("setp.lt.s32 $, $, %d;", out, last[r], acc_col(i)); /* past the last key */
+        if (lower) /* before the first key */
+            INS("setp.gt.or.s32 $, $, %d, $;", out, first[r], acc_col(i), out);
+        INS("selp.f32 $, " NEG_INF ", $, $;", ptx_at(c->s, i), ptx_at(c->s, i), out);
+    }
+}

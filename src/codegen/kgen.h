@@ -1,0 +1,117 @@
+/*
+ * Internal interface of the forward kernel's generator: the state one kernel's emitters share and
+ * the entry point of each role. The plan (plan.c) decides; these files only write PTX:
+ *   kernel.c     the kernel: header, parameters, prologue (barrier init), the roles' dispatch
+ *   pipeline.c   mbarriers (the plan's table) and the K/V ring's stage/phase state
+ *   tile_order.c the persistent tile loop's index and decode (tile_order.h describes them)
+ *   producer.c   warpgroup 0: TMA loads of Q, K, V
+ *   blockinfo.c  which keys each row sees, which key blocks need the mask
+ *   mainloop.c   the consumers: QK and PV wgmmas, their overlap, the ping-pong
+ *   softmax.c    softcap, mask, online softmax, O rescale, P fragments
+ *   epilogue.c   O (TMA store or st.global) and LSE
+ */
+#ifndef FA3JIT_CODEGEN_KGEN_H
+#define FA3JIT_CODEGEN_KGEN_H
+
+#include "codegen/codegen.h"
+#include "codegen/ptx.h"
+
+#define NEG_INF "0fFF800000"
+#define ZERO_F "0f00000000"
+#define ONE_F "0f3F800000"
+
+/* The K/V ring position of one role: stage index and phase bit (FA4's PipelineState). */
+typedef struct pipe_state {
+    ptx_r stage, phase;
+} pipe_state;
+
+/* A tile's coordinates and key-block range (tile_order.c). */
+typedef struct tile_info {
+    ptx_r tile, mblk, head, batch, kvhead, m0;
+    ptx_r nmin, nmax, niters;
+} tile_info;
+
+/* A consumer warpgroup's state (mainloop.c owns it; blockinfo.c, softmax.c, epilogue.c use it). */
+typedef struct cons {
+    ptx_r cw;                   /* consumer index 0 .. num_consumer_wg-1 */
+    ptx_r ptrue, pfalse;        /* wgmma scale-d operands */
+    ptx_r score_mul, scale_log2, lse_mul;
+    pipe_state ps, pps;         /* ring position of this block, and of the previous (its V) */
+    ptx_r qc, qbuf;             /* Q uses so far; this tile's Q buffer (two buffers) */
+    tile_info t;
+    ptx_r it, n;                /* block count within the tile, key block index */
+    ptx_r row[2];               /* the thread's two query rows (absolute) */
+    ptx_r kfirst[2], klast[2];  /* keys each row sees: [kfirst, klast] */
+    ptx_r all_last, all_first;  /* last key every row of the tile sees, first key every row sees */
+    ptx_r descq, desck, descv;
+    ptx_r pp_own, pp_next;      /* ping-pong barrier ids */
+    ptx_r s, a, o;              /* arrays: S then P (fp32), P fragments, O accumulators */
+    ptx_r m[2], l[2], alpha[2]; /* row max, partial row sum, rescale factor of each row */
+    int lab_epilogue;
+} cons;
+
+typedef struct kgen {
+    ptx_fn *f;
+    const fa3_plan *p;
+    const char *ab;  /* wgmma operand type: "bf16" or "f16" */
+    const char *cvt; /* P and O packing: "bf16x2" or "f16x2" */
+    /* every thread */
+    ptx_r thr, wg, warp, lane, sbase, bars, pw;
+    ptx_r sq, sk, wl, wr, ntiles;
+    ptx_r round; /* this role's tile round */
+    int lab_done;
+    /* the barrier table (indices into f->mbar), from the plan */
+    int mb_q_full[2], mb_q_empty[2];
+    int mb_k_full[FA3_MAX_STAGES], mb_v_full[FA3_MAX_STAGES];
+    int mb_k_empty[FA3_MAX_STAGES], mb_v_empty[FA3_MAX_STAGES];
+} kgen;
+
+#define INS(...) ptx_ins(g->f, __VA_ARGS__)
+
+/* pipeline.c */
+ptx_r kg_param(kgen *g, ptx_cls cls, const char *type, int off, const char *name);
+void kg_mbar_wait(kgen *g, ptx_r addr, ptx_r parity, int mbar);
+/* Address of ring barrier mb[stage] (a group of plan->stages barriers 8 bytes apart). */
+ptx_r kg_ring_bar(kgen *g, const int *mb, ptx_r stage);
+/* Address of Q barrier mb[buffer] (buf: 0 or 1 in a register; one Q buffer: mb[0]). */
+ptx_r kg_q_bar(kgen *g, const int *mb, ptx_r buf);
+/* One arrive per consumer warp (lane 0) on the barrier at addr: a release site of mbar. */
+void kg_release_warp(kgen *g, ptx_r addr, int mbar, const char *site);
+pipe_state kg_pipe_init(kgen *g, const char *who);
+void kg_pipe_advance(kgen *g, pipe_state *s);
+void kg_pipe_assign(kgen *g, pipe_state *dst, pipe_state src);
+
+/* tile_order.c */
+ptx_r kg_tile_index(kgen *g);
+tile_info kg_tile_decode(kgen *g, ptx_r tile);
+
+/* producer.c, mainloop.c */
+void kg_producer(kgen *g);
+void kg_consumer(kgen *g);
+
+/* blockinfo.c */
+void kg_rows_init(kgen *g, cons *c);
+ptx_r kg_block_needs_mask(kgen *g, cons *c);
+void kg_apply_mask(kgen *g, cons *c);
+
+/* softmax.c */
+void kg_softmax(kgen *g, cons *c, int masked);
+void kg_rescale_o(kgen *g, cons *c);
+void kg_pack_p(kgen *g, cons *c);
+
+/* epilogue.c */
+ptx_r kg_q_empty_bar(kgen *g, cons *c); /* address of q_empty of this tile's Q buffer */
+void kg_epilogue(kgen *g, cons *c);
+
+/* Row (0 or 1) and column (relative to the thread's base column 2·(lane%4)) of the thread's
+   accumulator register i (the wgmma f32 accumulator layout: ../shared/docs/hopper-ptx-facts.md). */
+static inline int acc_row(int i)
+{
+    return (i >> 1) & 1;
+}
+static inline int acc_col(int i)
+{
+    return 8 * (i >> 2) + (i & 1);
+}
+
+#endif

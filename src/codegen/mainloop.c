@@ -1,0 +1,324 @@
+/*
+ * The consumer warpgroups (setmaxnreg.inc; each owns 64 query rows of the tile): the persistent
+ * tile loop, Q, the QK and PV wgmmas, their overlap inside a warpgroup and the ping-pong between
+ * warpgroups (FA3, arXiv 2407.08608, §3.1-3.2).
+ *
+ * Per tile (skipped when the range is empty: O = 0, LSE = -inf):
+ *   1. key block nmax-1 (peeled): wait k_full, S = Q·Kᵀ (wgmma SS m64n{bn}k16 × hd/16), wait,
+ *      release K, masked softmax, P packed to 16-bit A fragments;
+ *   2. every other block: wait K and the previous block's V; issue S = Q·K_jᵀ and
+ *      O += P_{j-1}·V_{j-1} (wgmma RS, V MN-major) together; wait_group 1 (S ready) → release
+ *      K; softmax of S while PV runs; wait_group 0 → release V_{j-1}; O *= alpha; pack P. Blocks
+ *      that need the mask (blockinfo.c; decided at the loop top, where no wgmma is in flight)
+ *      take a masked copy of this body;
+ *   3. the last PV alone; release V; the epilogue (epilogue.c).
+ * No control flow may sit between a wgmma and its wait: a branch around a wgmma serializes every
+ * wgmma (C7514), and a branch or label inside the stage makes ptxas move the wait up to it.
+ *
+ * Ping-pong: named barriers nb_pingpong + g ("consumer g may issue"); each GEMM section is
+ * bar.sync own → issue → bar.arrive next. Every consumer runs the same sections (blocks + 1 per
+ * tile), so the order runs on across tiles: the last consumer gives consumer 0 its first turn
+ * once before the tile loop, and consumer 0 takes the arrive left over at exit.
+ */
+#include "codegen/kgen.h"
+#include "kernel_abi.h"
+
+/* S = Q·Kᵀ for this warpgroup's 64 rows: hd/16 SS wgmmas of m64n{bn}k16. */
+static void qk(kgen *g, cons *c)
+{
+    const fa3_plan *p = g->p;
+    INS("wgmma.fence.sync.aligned;");
+    for (int ks = 0; ks < p->hd_chunks * 4; ks++) { /* padded columns are zeros (TMA fill) */
+        const int chunk = ks / 4, within = ks % 4;
+        const int qoff = (chunk * p->block_m * 128 + within * 32) >> 4;
+        const int koff = (chunk * p->block_n * 128 + within * 32) >> 4;
+        ptx_r dq = ptx_reg(g->f, PTX_B64, "dq"), dk = ptx_reg(g->f, PTX_B64, "dk");
+        INS("add.s64 $, $, %d;", dq, c->descq, qoff);
+        INS("add.s64 $, $, %d;", dk, c->desck, koff);
+        INS("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s ${, $, $, $, 1, 1, 0, 0;",
+            p->block_n, g->ab, g->ab, c->s, p->block_n / 2, dq, dk, ks ? c->ptrue : c->pfalse);
+    }
+    INS("wgmma.commit_group.sync.aligned;");
+}
+
+/* O += P·V: bn/16 RS wgmmas of m64n{hdv}k16, P from registers, V MN-major (tB = 1). */
+static void pv(kgen *g, cons *c)
+{
+    const fa3_plan *p = g->p;
+    const int ncols = p->hdv_chunks * 64;
+    INS("wgmma.fence.sync.aligned;");
+    for (int kk = 0; kk < p->block_n / 16; kk++) {
+        ptx_r dv = ptx_reg(g->f, PTX_B64, "dv");
+        INS("add.s64 $, $, %d;", dv, c->descv, (kk * 16 * 128) >> 4);
+        INS("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s ${, ${, $, $, 1, 1, 1;", ncols,
+            g->ab, g->ab, c->o, ncols / 2, ptx_at(c->a, 4 * kk), 4, dv, c->ptrue);
+    }
+    INS("wgmma.commit_group.sync.aligned;");
+}
+
+/* A K-major (Q, K) or MN-major (V) descriptor: start address, LBO, SBO 1024 B, 128B swizzle. */
+static void make_desc(kgen *g, ptx_r desc, ptx_r addr, int lbo_enc)
+{
+    ptx_r a = ptx_reg(g->f, PTX_B32, "da"), b = ptx_reg(g->f, PTX_B32, "da");
+    INS("shr.u32 $, $, 4;", a, addr);
+    INS("or.b32 $, $, %d;", b, a, lbo_enc << 16);
+    INS("mov.b64 $, {$, 0x40000040};", desc, b);
+}
+
+/* Wait for K of block n (stage ps) and build its descriptor. */
+static void k_wait_desc(kgen *g, cons *c)
+{
+    const fa3_plan *p = g->p;
+    ptx_r full = kg_ring_bar(g, g->mb_k_full, c->ps.stage);
+    kg_mbar_wait(g, full, c->ps.phase, g->mb_k_full[0]);
+    ptx_r st = ptx_reg(g->f, PTX_B32, "kst"), a = ptx_reg(g->f, PTX_B32, "ka");
+    INS("mad.lo.u32 $, $, %d, $;", st, c->ps.stage, p->smem_k_stage, g->sbase);
+    INS("add.u32 $, $, %d;", a, st, p->smem_k);
+    make_desc(g, c->desck, a, 1);
+}
+
+static void k_release(kgen *g, cons *c)
+{
+    kg_release_warp(g, kg_ring_bar(g, g->mb_k_empty, c->ps.stage), g->mb_k_empty[0],
+                    "consumer after QK");
+}
+
+/* Wait for V of the previous block (stage pps); MN-major: LBO = the distance between 64-column
+   boxes (bn·128 B). */
+static void v_wait_desc(kgen *g, cons *c)
+{
+    const fa3_plan *p = g->p;
+    ptx_r full = kg_ring_bar(g, g->mb_v_full, c->pps.stage);
+    kg_mbar_wait(g, full, c->pps.phase, g->mb_v_full[0]);
+    ptx_r st = ptx_reg(g->f, PTX_B32, "vst"), a = ptx_reg(g->f, PTX_B32, "va");
+    INS("mad.lo.u32 $, $, %d, $;", st, c->pps.stage, p->smem_v_stage, g->sbase);
+    INS("add.u32 $, $, %d;", a, st, p->smem_v);
+    make_desc(g, c->descv, a, p->block_n * 128 >> 4);
+}
+
+static void v_release(kgen *g, cons *c)
+{
+    kg_release_warp(g, kg_ring_bar(g, g->mb_v_empty, c->pps.stage), g->mb_v_empty[0],
+                    "consumer after PV");
+}
+
+/* q_empty arrive when block it is the tile's last QK (predicated: no branch may sit between a
+   wgmma and its wait). The producer then loads the next tile's Q, and behind it the next tile's
+   first K/V, while this tile's last softmax, PV and epilogue run. With O staged in Q (o_stage 2)
+   the epilogue releases Q instead. */
+static void q_release_if_last(kgen *g, cons *c)
+{
+    if (g->p->o_stage == 2)
+        return;
+    ptx_r next = ptx_reg(g->f, PTX_B32, "itn"), last = ptx_reg(g->f, PTX_PRED, "lastqk");
+    INS("add.u32 $, $, 1;", next, c->it);
+    INS("setp.eq.s32 $, $, $;", last, next, c->t.niters);
+    INS("setp.eq.and.u32 $, $, 0, $;", last, g->lane, last);
+    ptx_r qe = kg_q_empty_bar(g, c);
+    ptx_mbar_release(g->f, g->mb_q_empty[0], 4 * g->p->num_consumer_wg,
+                     "consumer after the last QK");
+    INS("@$ mbarrier.arrive.shared::cta.b64 _, [$];", last, qe);
+}
+
+static void pp_sync(kgen *g, cons *c)
+{
+    INS("bar.sync $, 256;", c->pp_own);
+}
+
+static void pp_arrive(kgen *g, cons *c)
+{
+    INS("bar.arrive $, 256;", c->pp_next);
+}
+
+/* Wait for this tile's Q and build the warpgroup's Q descriptor: rows 64·cw of each box. */
+static void q_wait_desc(kgen *g, cons *c)
+{
+    const fa3_plan *p = g->p;
+    ptx_r par = ptx_reg(g->f, PTX_B32, "qpar"), a = ptx_reg(g->f, PTX_B32, "qa");
+    ptx_r b = ptx_reg(g->f, PTX_B32, "qa");
+    if (p->q_bufs == 2) {
+        ptx_r t = ptx_reg(g->f, PTX_B32, "qpar"), qb = ptx_reg(g->f, PTX_B32, "qa");
+        INS("and.b32 $, $, 1;", c->qbuf, c->qc); /* the tile's Q buffer */
+        INS("shr.u32 $, $, 1;", t, c->qc);
+        INS("and.b32 $, $, 1;", par, t);         /* parity of the buffer's use */
+        ptx_r full = kg_q_bar(g, g->mb_q_full, c->qbuf);
+        kg_mbar_wait(g, full, par, g->mb_q_full[0]);
+        INS("mad.lo.u32 $, $, %d, $;", qb, c->qbuf, p->smem_q_buf, g->sbase);
+        INS("mad.lo.u32 $, $, 8192, $;", a, c->cw, qb);
+    } else {
+        INS("and.b32 $, $, 1;", par, c->qc);
+        ptx_r full = kg_q_bar(g, g->mb_q_full, c->qbuf);
+        kg_mbar_wait(g, full, par, g->mb_q_full[0]);
+        INS("mad.lo.u32 $, $, 8192, $;", a, c->cw, g->sbase);
+    }
+    INS("add.u32 $, $, %d;", b, a, p->smem_q);
+    make_desc(g, c->descq, b, 1);
+}
+
+/* One overlapped key block (step 2 above); masked: with the mask. */
+static void block_body(kgen *g, cons *c, int masked, int lab_loop)
+{
+    k_wait_desc(g, c);
+    v_wait_desc(g, c);
+    pp_sync(g, c);
+    qk(g, c);
+    pv(g, c);
+    pp_arrive(g, c);
+    INS("wgmma.wait_group.sync.aligned 1;"); /* S_j ready; PV may still run */
+    k_release(g, c);
+    q_release_if_last(g, c);
+    kg_softmax(g, c, masked);
+    INS("wgmma.wait_group.sync.aligned 0;");
+    v_release(g, c);
+    kg_rescale_o(g, c);
+    kg_pack_p(g, c);
+    kg_pipe_assign(g, &c->pps, c->ps);
+    kg_pipe_advance(g, &c->ps);
+    INS("add.u32 $, $, 1;", c->it, c->it);
+    INS("bra.uni %s;", ptx_lab(g->f, lab_loop));
+}
+
+void kg_consumer(kgen *g)
+{
+    const fa3_plan *p = g->p;
+    const int nwg = p->num_consumer_wg;
+    cons c = {0};
+    INS("setmaxnreg.inc.sync.aligned.u32 %d;", p->consumer_regs);
+    c.cw = ptx_reg(g->f, PTX_B32, "cw");
+    c.ptrue = ptx_reg(g->f, PTX_PRED, "ptrue");
+    c.pfalse = ptx_reg(g->f, PTX_PRED, "pfalse");
+    INS("sub.u32 $, $, 1;", c.cw, g->wg);
+    INS("setp.eq.u32 $, $, $;", c.ptrue, c.cw, c.cw);
+    INS("setp.ne.u32 $, $, $;", c.pfalse, c.cw, c.cw);
+    c.score_mul = kg_param(g, PTX_F32, "f32", FA3P_OFF_SCORE_MUL, "score_mul");
+    c.scale_log2 = kg_param(g, PTX_F32, "f32", FA3P_OFF_SCALE_LOG2, "scale_log2");
+    c.lse_mul = kg_param(g, PTX_F32, "f32", FA3P_OFF_LSE_MUL, "lse_mul");
+    c.ps = kg_pipe_init(g, "consumer");
+    c.pps = (pipe_state){ptx_reg(g->f, PTX_B32, "pstage"), ptx_reg(g->f, PTX_B32, "pphase")};
+    c.qc = ptx_reg(g->f, PTX_B32, "qc");
+    c.qbuf = ptx_reg(g->f, PTX_B32, "qbuf");
+    g->round = ptx_reg(g->f, PTX_B32, "round");
+    INS("mov.u32 $, 0;", c.qc);
+    INS("mov.u32 $, 0;", c.qbuf);
+    INS("mov.u32 $, 0;", g->round);
+    c.s = ptx_array(g->f, PTX_F32, "s", p->block_n / 2); /* S = Q·Kᵀ, then P in fp32 */
+    c.a = ptx_array(g->f, PTX_B32, "a", p->block_n / 4); /* P as 16-bit A fragments */
+    c.o = ptx_array(g->f, PTX_F32, "o", p->hdv_chunks * 32); /* O (padded head_dim_v) */
+    c.descq = ptx_reg(g->f, PTX_B64, "descq");
+    c.desck = ptx_reg(g->f, PTX_B64, "desck");
+    c.descv = ptx_reg(g->f, PTX_B64, "descv");
+    for (int r = 0; r < 2; r++) {
+        c.m[r] = ptx_reg(g->f, PTX_F32, "m");
+        c.l[r] = ptx_reg(g->f, PTX_F32, "l");
+        c.alpha[r] = ptx_reg(g->f, PTX_F32, "alpha");
+    }
+    /* the ping-pong barriers: mine (nb_pingpong + cw) and the next consumer's */
+    for (int w = 0; w < nwg; w++)
+        ptx_named_bar(g->f, p->nb_pingpong + w, 256);
+    c.pp_own = ptx_reg(g->f, PTX_B32, "ppown");
+    c.pp_next = ptx_reg(g->f, PTX_B32, "ppnext");
+    ptx_r nx = ptx_reg(g->f, PTX_B32, "ppnext"), nx2 = ptx_reg(g->f, PTX_B32, "ppnext");
+    INS("add.u32 $, $, %d;", c.pp_own, c.cw, p->nb_pingpong);
+    INS("add.u32 $, $, 1;", nx, c.cw);
+    INS("rem.u32 $, $, %d;", nx2, nx, nwg);
+    INS("add.u32 $, $, %d;", c.pp_next, nx2, p->nb_pingpong);
+    {
+        /* the last consumer gives consumer 0 the first turn, once */
+        const int lab = ptx_label(g->f, "pp");
+        ptx_r notlast = ptx_reg(g->f, PTX_PRED, "notlast");
+        INS("setp.ne.u32 $, $, %d;", notlast, c.cw, nwg - 1);
+        INS("@$ bra %s;", notlast, ptx_lab(g->f, lab));
+        INS("bar.arrive %d, 256;", p->nb_pingpong);
+        ptx_place(g->f, lab);
+    }
+
+    const int lab_tile = ptx_label(g->f, "cons_tile"), lab_exit = ptx_label(g->f, "cons_exit");
+    const int lab_loop = ptx_label(g->f, "cons_loop"), lab_pv = ptx_label(g->f, "cons_pv");
+    c.lab_epilogue = ptx_label(g->f, "epilogue");
+    ptx_place(g->f, lab_tile);
+    ptx_r tile = kg_tile_index(g);
+    ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
+    INS("setp.ge.u32 $, $, $;", past, tile, g->ntiles);
+    INS("@$ bra %s;", past, ptx_lab(g->f, lab_exit));
+    c.t = kg_tile_decode(g, tile);
+    for (int i = 0; i < p->hdv_chunks * 32; i++)
+        INS("mov.f32 $, " ZERO_F ";", ptx_at(c.o, i));
+    for (int r = 0; r < 2; r++) {
+        INS("mov.f32 $, " NEG_INF ";", c.m[r]);
+        INS("mov.f32 $, " ZERO_F ";", c.l[r]);
+    }
+    kg_rows_init(g, &c);
+    ptx_r empty = ptx_reg(g->f, PTX_PRED, "notile");
+    INS("setp.le.s32 $, $, 0;", empty, c.t.niters);
+    INS("@$ bra %s;", empty, ptx_lab(g->f, c.lab_epilogue));
+    q_wait_desc(g, &c);
+
+    const int windows = p->cfg.mask != FA3_MASK_NONE;
+    c.it = ptx_reg(g->f, PTX_B32, "it");
+    c.n = ptx_reg(g->f, PTX_B32, "n");
+    INS("mov.u32 $, 0;", c.it);
+    INS("sub.s32 $, $, 1;", c.n, c.t.nmax);
+    /* 1. the tile's first block (the key tail or diagonal: always masked) */
+    k_wait_desc(g, &c);
+    pp_sync(g, &c);
+    qk(g, &c);
+    pp_arrive(g, &c);
+    INS("wgmma.wait_group.sync.aligned 0;");
+    k_release(g, &c);
+    q_release_if_last(g, &c);
+    kg_softmax(g, &c, 1);
+    kg_pack_p(g, &c);
+    kg_pipe_assign(g, &c.pps, c.ps);
+    kg_pipe_advance(g, &c.ps);
+    INS("add.u32 $, $, 1;", c.it, c.it);
+
+    /* 2. the other blocks */
+    ptx_place(g->f, lab_loop);
+    ptx_r done = ptx_reg(g->f, PTX_PRED, "alldone");
+    ptx_r n1 = ptx_reg(g->f, PTX_B32, "n");
+    INS("setp.ge.s32 $, $, $;", done, c.it, c.t.niters);
+    INS("@$ bra %s;", done, ptx_lab(g->f, lab_pv));
+    INS("sub.s32 $, $, $;", n1, c.t.nmax, c.it);
+    INS("sub.s32 $, $, 1;", c.n, n1);
+    const int lab_masked = ptx_label(g->f, "cons_masked");
+    if (windows) {
+        ptx_r need = kg_block_needs_mask(g, &c);
+        INS("@$ bra %s;", need, ptx_lab(g->f, lab_masked));
+    }
+    block_body(g, &c, 0, lab_loop);
+    if (windows) {
+        ptx_place(g->f, lab_masked);
+        block_body(g, &c, 1, lab_loop);
+    }
+
+    /* 3. the last PV alone */
+    ptx_place(g->f, lab_pv);
+    v_wait_desc(g, &c);
+    pp_sync(g, &c);
+    pv(g, &c);
+    pp_arrive(g, &c);
+    INS("wgmma.wait_group.sync.aligned 0;");
+    v_release(g, &c);
+    INS("add.u32 $, $, 1;", c.qc, c.qc);
+
+    kg_epilogue(g, &c);
+    INS("add.u32 $, $, 1;", g->round, g->round);
+    INS("bra.uni %s;", ptx_lab(g->f, lab_tile));
+
+    ptx_place(g->f, lab_exit);
+    if (p->o_stage) {
+        /* the TMA stores of O must finish before the CTA (and its shared memory) goes away */
+        ptx_r tid = ptx_reg(g->f, PTX_B32, "wgtid"), lead = ptx_reg(g->f, PTX_PRED, "wglead");
+        INS("and.b32 $, $, 127;", tid, g->thr);
+        INS("setp.eq.u32 $, $, 0;", lead, tid);
+        INS("@$ cp.async.bulk.wait_group 0;", lead);
+    }
+    {
+        /* consumer 0 takes the last consumer's last arrive */
+        ptx_r not0 = ptx_reg(g->f, PTX_PRED, "notcw0");
+        INS("setp.ne.u32 $, $, 0;", not0, c.cw);
+        INS("@$ bra %s;", not0, ptx_lab(g->f, g->lab_done));
+        INS("bar.sync %d, 256;", p->nb_pingpong);
+    }
+    INS("bra.uni %s;", ptx_lab(g->f, g->lab_done));
+}

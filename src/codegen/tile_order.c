@@ -1,0 +1,92 @@
+/*
+ * The persistent tile loop's index and decode in PTX: the expansion of tile_order.h's lists into
+ * instructions (the host expands the same lists into C for its simulation of the order).
+ */
+#include "codegen/kgen.h"
+#include "codegen/tile_order.h"
+#include "kernel_abi.h"
+
+typedef enum to_op { ADD, SUB, MUL, DIVU, REMU, DIVS, MINS, MAXS, MINU, AND } to_op;
+typedef enum to_cond { NZ, GE0 } to_cond;
+
+static const char *const op_text[] = {"add.u32", "sub.u32", "mul.lo.u32", "div.u32", "rem.u32",
+                                      "div.s32", "min.s32", "max.s32",    "min.u32", "and.b32"};
+
+static ptx_r op_rr(kgen *g, const char *name, to_op op, ptx_r a, ptx_r b)
+{
+    ptx_r d = ptx_reg(g->f, PTX_B32, name);
+    INS("%s $, $, $;", op_text[op], d, a, b);
+    return d;
+}
+
+static ptx_r op_ri(kgen *g, const char *name, to_op op, ptx_r a, int imm)
+{
+    ptx_r d = ptx_reg(g->f, PTX_B32, name);
+    INS("%s $, $, %d;", op_text[op], d, a, imm);
+    return d;
+}
+
+static ptx_r op_sel(kgen *g, const char *name, to_cond c, ptx_r a, ptx_r x, ptx_r y)
+{
+    ptx_r p = ptx_reg(g->f, PTX_PRED, name);
+    ptx_r d = ptx_reg(g->f, PTX_B32, name);
+    INS(c == NZ ? "setp.ne.u32 $, $, 0;" : "setp.ge.s32 $, $, 0;", p, a);
+    INS("selp.b32 $, $, $, $;", d, x, y, p);
+    return d;
+}
+
+#define TO_S(d, op, a, b) ptx_r d = op_rr(g, #d, op, a, b);
+#define TO_K(d, op, a, imm) ptx_r d = op_ri(g, #d, op, a, (int)(imm));
+#define TO_P(d, c, a, x, y) ptx_r d = op_sel(g, #d, c, a, x, y);
+
+ptx_r kg_tile_index(kgen *g)
+{
+    ptx_r round = g->round;
+    ptx_r ncta = ptx_reg(g->f, PTX_B32, "ncta"), cta = ptx_reg(g->f, PTX_B32, "cta");
+    INS("mov.u32 $, %%nctaid.x;", ncta);
+    INS("mov.u32 $, %%ctaid.x;", cta);
+    if (g->p->cfg.mask != FA3_MASK_NONE) {
+        FA3_TILE_INDEX_MASKED(TO_S, TO_K, TO_P)
+        return tile;
+    }
+    FA3_TILE_INDEX_NONE(TO_S, TO_K, TO_P)
+    return tile;
+}
+
+tile_info kg_tile_decode(kgen *g, ptx_r tile)
+{
+    const fa3_plan *p = g->p;
+    tile_info t = {.tile = tile};
+    ptx_r nmb = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_M_BLOCKS, "nmb");
+    ptx_r nh = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_HEADS, "nheads");
+    ptx_r hpk = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "hpkv");
+    ptx_r ntiles = g->ntiles;
+    ptx_r mblk_out, pair_out;
+    if (p->cfg.mask == FA3_MASK_NONE) {
+        FA3_TILE_DECODE_NONE(TO_S, TO_K, TO_P)
+        mblk_out = mblk;
+        pair_out = pair;
+        (void)ntiles;
+    } else {
+        ptx_r section_hb = kg_param(g, PTX_B32, "u32", FA3P_OFF_SECTION_HB, "sechb");
+        FA3_TILE_DECODE_MASKED(TO_S, TO_K, TO_P)
+        mblk_out = mblk;
+        pair_out = pair;
+    }
+    t.mblk = mblk_out;
+    t.head = op_rr(g, "head", REMU, pair_out, nh);
+    t.batch = op_rr(g, "batch", DIVU, pair_out, nh);
+    t.kvhead = op_rr(g, "kvhead", DIVU, t.head, hpk);
+    t.m0 = op_ri(g, "m0", MUL, t.mblk, p->block_m);
+    /* the key blocks [nmin, nmax) the tile's rows see */
+    ptx_r m0 = t.m0, sq = g->sq, sk = g->sk, wl = g->wl, wr = g->wr;
+#define FA3_TO_BM p->block_m
+#define FA3_TO_BN p->block_n
+    FA3_TILE_RANGE(TO_S, TO_K, TO_P)
+#undef FA3_TO_BM
+#undef FA3_TO_BN
+    t.nmin = nmin;
+    t.nmax = nmax;
+    t.niters = niters;
+    return t;
+}
