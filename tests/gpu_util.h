@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "fa3jit.h"
-#include "runtime/driver.h"
+#include "runtime/tools_api.h"
 
 /* 1 if a CUDA driver and an sm_90 device (compute capability 9.x) are usable; else 0 with the
    reason (the library's message) in why. Probes once per process. */

@@ -36,7 +36,6 @@
 
 #include "fa3jit.h"
 #include "gpu_util.h"
-#include "runtime/reference.h"
 #include "check.h"
 
 static fa3_context *g_ctx;

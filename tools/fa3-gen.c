@@ -10,8 +10,9 @@
  * usable GPU / driver / NVRTC for a GPU subcommand; 64 bad command line or an unsupported
  * configuration value.
  *
- * Uses the library through include/fa3jit.h, plus src/runtime/driver.h for device memory, events
- * and synchronisation (so it links the static library).
+ * Uses the library through include/fa3jit.h, plus what src/runtime/tools_api.h lists (the driver
+ * table for device memory, events and synchronisation; the cache listing; the environment's
+ * warnings; the compile log's diagnostic lines), which libfa3jit.so exports for its own tools.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -30,10 +31,7 @@
 #include <unistd.h>
 
 #include "fa3jit.h"
-#include "runtime/cache.h"
-#include "runtime/compile.h"
-#include "runtime/driver.h"
-#include "runtime/env.h"
+#include "runtime/tools_api.h"
 
 enum { EXIT_FAIL = 1, EXIT_NO_GPU = 2, EXIT_USAGE = 64 };
 
@@ -1735,16 +1733,16 @@ static char *cache_folder(const cache_args *a)
 
 static int cmp_listed(const void *pa, const void *pb)
 {
-    const fa3_cache_file *a = pa, *b = pb;
+    const fa3_tools_cache_item *a = pa, *b = pb;
     if (a->valid != b->valid)
         return b->valid - a->valid;
     if (a->valid) {
-        const fa3_config *x = &a->view.meta.config, *y = &b->view.meta.config;
+        const fa3_config *x = &a->config, *y = &b->config;
         int d[] = {x->head_dim - y->head_dim, y->head_dim_v - x->head_dim_v,
                    (int)x->dtype - (int)y->dtype, (int)x->mask - (int)y->mask,
                    x->softcap - y->softcap, x->block_n - y->block_n, x->stages - y->stages,
-                   strcmp(a->view.meta.plan_debug, b->view.meta.plan_debug), /* default first */
-                   (int)a->view.meta.backend - (int)b->view.meta.backend};
+                   strcmp(a->plan_debug, b->plan_debug), /* default first */
+                   (int)a->backend - (int)b->backend};
         for (size_t i = 0; i < sizeof d / sizeof d[0]; ++i)
             if (d[i])
                 return d[i];
@@ -1763,9 +1761,9 @@ static int cache_ls(const cache_args *a)
     char *dir = cache_folder(a);
     if (!dir)
         return EXIT_FAIL;
-    fa3_cache_file *files = NULL;
+    fa3_tools_cache_item *files = NULL;
     size_t n = 0;
-    fa3_status st = fa3_cache_list(dir, &files, &n);
+    fa3_status st = fa3_tools_cache_list(dir, &files, &n);
     if (st != FA3_OK) {
         lib_error(st, "cache ls");
         free(dir);
@@ -1775,7 +1773,7 @@ static int cache_ls(const cache_args *a)
     ls_row *rows = calloc(n ? n : 1, sizeof *rows);
     if (!rows) {
         fprintf(stderr, "%s: out of memory\n", prog);
-        fa3_free(files);
+        free(files);
         free(dir);
         return EXIT_FAIL;
     }
@@ -1784,7 +1782,7 @@ static int cache_ls(const cache_args *a)
     int w_desc = 0, w_backend = 0, w_size = 0, w_age = 0;
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; ++i) {
-        const fa3_cache_file *f = &files[i];
+        const fa3_tools_cache_item *f = &files[i];
         bytes += f->file_size;
         if (f->kind == FA3_CACHE_FILE_LOCK) {
             locks++;
@@ -1800,10 +1798,10 @@ static int cache_ls(const cache_args *a)
         memcpy(r->key, f->name, 32);
         r->key[32] = '\0';
         if (f->valid) {
-            fa3_config_describe(&f->view.meta.config, r->desc, sizeof r->desc);
-            snprintf(r->backend, sizeof r->backend, "%s", fa3_backend_name(f->view.meta.backend));
-            human_age(r->age, sizeof r->age, f->view.meta.created);
-            r->plan_debug = f->view.meta.plan_debug;
+            fa3_config_describe(&f->config, r->desc, sizeof r->desc);
+            snprintf(r->backend, sizeof r->backend, "%s", fa3_backend_name(f->backend));
+            human_age(r->age, sizeof r->age, f->created);
+            r->plan_debug = f->plan_debug;
             if (r->plan_debug[0]) {
                 debug++;
                 size_t dl = strlen(r->desc);
@@ -1838,7 +1836,7 @@ static int cache_ls(const cache_args *a)
            "file%s, %s in %s\n", entries, entries == 1 ? "y" : "ies", invalid, variants, locks,
            locks == 1 ? "" : "s", temps, temps == 1 ? "" : "s", total, dir);
     free(rows);
-    fa3_free(files);
+    free(files);
     free(dir);
     return 0;
 }
@@ -2046,9 +2044,9 @@ static int cache_warm(const cache_args *a)
 
     /* Every kernel that built must now have a valid entry on disk. */
     int missing = 0;
-    fa3_cache_file *files = NULL;
+    fa3_tools_cache_item *files = NULL;
     size_t nf = 0;
-    if (fa3_cache_list(dir, &files, &nf) != FA3_OK)
+    if (fa3_tools_cache_list(dir, &files, &nf) != FA3_OK)
         nf = 0;
     for (int i = 0; i < n; ++i) {
         if (!w.keys[i][0])
@@ -2056,10 +2054,10 @@ static int cache_warm(const cache_args *a)
         int found = 0;
         for (size_t f = 0; f < nf && !found; ++f)
             found = files[f].kind == FA3_CACHE_FILE_ENTRY && files[f].valid &&
-                    strcmp(files[f].view.key, w.keys[i]) == 0;
+                    strcmp(files[f].key, w.keys[i]) == 0;
         missing += !found;
     }
-    fa3_free(files);
+    free(files);
     printf("warm: %d configuration%s, %d compiled, %d already cached, %d failed, %d not on disk "
            "(%.1f s)\n", n, n == 1 ? "" : "s", w.compiled, w.loaded, w.failed, missing,
            now_s() - t0);
