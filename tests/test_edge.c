@@ -220,13 +220,13 @@ typedef struct prob {
 } prob;
 
 /* Seeds each case's generator from the run's seed and the case's identity. */
-static void case_rng(test_rng *r, uint64_t salt)
+static void case_rng(host_rng *r, uint64_t salt)
 {
     rng_init(r, g_seed ^ (salt * 0x9E3779B97F4A7C15ull));
 }
 
 /* Normal inputs (uniform for tensors above 4M elements, where Box–Muller takes seconds). */
-static void fill_random(test_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double scale)
+static void fill_random(host_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double scale)
 {
     if (n > ((size_t)1 << 22))
         fill_uniform(r, dst, n, dt, scale);
@@ -271,7 +271,7 @@ static void prob_init(prob *p, const spec *s, uint64_t salt)
     p->lo = (layout){LAY_BSHD, 0, 256, 4096};
     p->lse_pre = 64;
     p->lse_post = 1024;
-    test_rng r;
+    host_rng r;
     case_rng(&r, salt);
     fill_random(&r, p->q, p->nq, s->dt, 1.0);
     fill_random(&r, p->k, p->nk, s->dt, 1.0);
@@ -376,7 +376,7 @@ static fa3_status prob_run(prob *p)
             continue;
         uint32_t u;
         memcpy(&u, &limg[i], 4);
-        p->lse_outside_written += u != GPU_NAN32_BITS;
+        p->lse_outside_written += u != NAN32_BITS;
     }
     free(limg);
     return st;

@@ -112,7 +112,7 @@ static void attn_init(attn *t, int hd, fa3_dtype dt, fa3_mask mask, int batch, i
     fa3_fwd_args_set_contiguous(a, hd, hd);
 }
 
-static void attn_random(attn *t, test_rng *r)
+static void attn_random(attn *t, host_rng *r)
 {
     fill_normal(r, t->q, t->nq, t->cfg.dtype, 1.0);
     fill_normal(r, t->k, t->nk, t->cfg.dtype, 1.0);
@@ -272,7 +272,7 @@ static void run_case(const char *what, int hd, fa3_dtype dt, fa3_mask mask, int 
                      int sk, int h, int hk)
 {
     attn t;
-    test_rng r;
+    host_rng r;
     rng_init(&r, g_seed ^ (uint64_t)(sq * 7919 + sk * 104729 + hd));
     attn_init(&t, hd, dt, mask, batch, sq, sk, h, hk);
     attn_random(&t, &r);
@@ -324,7 +324,7 @@ static void test_host_conversions(void **state)
             fail_msg("bf16 0x%04x -> %g -> 0x%04x", h, (double)y, f32_to_bf16(y));
     }
     /* the normal generator: mean ≈ 0, variance ≈ 1 */
-    test_rng r;
+    host_rng r;
     rng_init(&r, 12345);
     double s = 0, s2 = 0;
     for (int i = 0; i < 100000; i++) {
@@ -396,7 +396,7 @@ static void test_d_deterministic(void **state)
     (void)state;
     REQUIRE_GPU();
     attn t;
-    test_rng r;
+    host_rng r;
     rng_init(&r, g_seed ^ 0xD);
     attn_init(&t, 128, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, 2, 1000, 1000, 4, 4);
     attn_random(&t, &r);
@@ -427,7 +427,7 @@ static void test_e_nan_row(void **state)
     (void)state;
     REQUIRE_GPU();
     attn t;
-    test_rng r;
+    host_rng r;
     rng_init(&r, g_seed ^ 0xE);
     attn_init(&t, 128, FA3_DTYPE_BF16, FA3_MASK_NONE, 1, 200, 200, 2, 2);
     attn_random(&t, &r);
@@ -450,7 +450,7 @@ static void test_f_single_key(void **state)
     (void)state;
     REQUIRE_GPU();
     attn t;
-    test_rng r;
+    host_rng r;
     rng_init(&r, g_seed ^ 0xF);
     attn_init(&t, 64, FA3_DTYPE_FP16, FA3_MASK_NONE, 2, 1, 1, 4, 2);
     attn_random(&t, &r);

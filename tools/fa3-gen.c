@@ -32,6 +32,8 @@
 
 #include "fa3jit.h"
 #include "runtime/tools_api.h"
+#include "tools/common/device.h"
+#include "tools/common/numerics.h"
 
 enum { EXIT_FAIL = 1, EXIT_NO_GPU = 2, EXIT_USAGE = 64 };
 
@@ -624,103 +626,7 @@ static int cmd_gen(int argc, char **argv)
     return rc;
 }
 
-/* ================================================================== host numerics */
-
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Standard normal values (Box–Muller on 53-bit uniforms in (0, 1)). */
-static void fill_normal(float *x, size_t n, uint64_t *state)
-{
-    const double two_pi = 6.283185307179586476925;
-    for (size_t i = 0; i < n; i += 2) {
-        double u1 = ((double)(splitmix64(state) >> 11) + 0.5) * 0x1.0p-53;
-        double u2 = ((double)(splitmix64(state) >> 11) + 0.5) * 0x1.0p-53;
-        double r = sqrt(-2.0 * log(u1));
-        x[i] = (float)(r * cos(two_pi * u2));
-        if (i + 1 < n)
-            x[i + 1] = (float)(r * sin(two_pi * u2));
-    }
-}
-
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* float → bf16, round to nearest even; NaN stays NaN. */
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x0040u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static float bf16_to_f32(uint16_t h)
-{
-    return bits_f32((uint32_t)h << 16);
-}
-
-/* float → IEEE half, round to nearest even, overflow to inf, subnormals kept. */
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t x = f32_bits(f);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u)
-        return sign | 0x7e00u;  /* NaN */
-    if (ax >= 0x477ff000u)      /* ≥ 65520 rounds to inf */
-        return sign | 0x7c00u;
-    if (ax <= 0x33000000u)      /* ≤ 2^-25 rounds to 0 (2^-25 is a tie, even = 0) */
-        return sign;
-    uint32_t e = ax >> 23;
-    uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
-    uint32_t shift, h;
-    if (e >= 113) { /* normal half: exponent ≥ -14 */
-        shift = 13;
-        h = ((e - 112) << 10) + ((mant >> 13) & 0x3ffu); /* implicit bit dropped */
-    } else {        /* subnormal half: units of 2^-24 */
-        shift = 126 - e;
-        h = mant >> shift;
-    }
-    uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1u)))
-        ++h; /* a carry into the exponent field is the correct next value */
-    return sign | (uint16_t)h;
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0)
-        return (h & 0x8000u ? -1.0f : 1.0f) * (float)m * 0x1.0p-24f;
-    if (e == 31)
-        return bits_f32(sign | 0x7f800000u | (m << 13));
-    return bits_f32(sign | ((e + 112) << 23) | (m << 13));
-}
-
-static void to_dtype(uint16_t *dst, const float *src, size_t n, fa3_dtype dt)
-{
-    for (size_t i = 0; i < n; ++i)
-        dst[i] = dt == FA3_DTYPE_FP16 ? f32_to_f16(src[i]) : f32_to_bf16(src[i]);
-}
+/* ================================================================== clock */
 
 static double now_s(void)
 {
@@ -731,57 +637,27 @@ static double now_s(void)
 
 /* ================================================================== GPU helpers */
 
-typedef struct dbuf {
-    CUdeviceptr p;
-    size_t bytes;
-} dbuf;
-
-/* Loads the driver and makes a context current; on failure prints why and returns EXIT_NO_GPU. */
+/* Opens the device (dev_open) and names it on stderr; on failure prints why and returns
+   EXIT_NO_GPU. */
 static int gpu_open(const char *cmd, const fa3_driver **drv)
 {
-    fa3_status st = fa3_driver_get(drv);
-    CUcontext cuctx = NULL;
-    CUdevice dev = 0;
-    if (st == FA3_OK)
-        st = fa3_driver_ensure_context(&cuctx, &dev);
+    dev_info d;
+    fa3_status st = dev_open(&d);
     if (st != FA3_OK) {
         const char *msg = fa3_last_error_message();
         fprintf(stderr, "%s %s: needs an NVIDIA GPU with a working CUDA driver: %s (%s)\n", prog,
                 cmd, msg && msg[0] ? msg : fa3_strerror(st), fa3_strerror(st));
         return EXIT_NO_GPU;
     }
-    char name[256] = "?";
-    int major = 0, minor = 0;
-    if ((*drv)->cuDeviceGetName(name, (int)sizeof name, dev) != CUDA_SUCCESS)
-        snprintf(name, sizeof name, "device %d", (int)dev);
-    if ((*drv)->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) !=
-            CUDA_SUCCESS ||
-        (*drv)->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) !=
-            CUDA_SUCCESS)
-        major = minor = 0;
-    fprintf(stderr, "%s %s: device %s (sm_%d%d)\n", prog, cmd, name, major, minor);
+    *drv = d.drv;
+    fprintf(stderr, "%s %s: device %s (sm_%d%d)\n", prog, cmd, d.name, d.major, d.minor);
     return 0;
 }
 
-static fa3_status dalloc(const fa3_driver *drv, dbuf *b, size_t bytes)
-{
-    b->bytes = (bytes + 3) & ~(size_t)3;
-    if (b->bytes == 0)
-        b->bytes = 4;
-    return FA3_CU(drv, cuMemAlloc(&b->p, b->bytes));
-}
-
-static void dfree(const fa3_driver *drv, dbuf *b)
-{
-    if (b->p)
-        drv->cuMemFree(b->p);
-    b->p = 0;
-}
-
 /* Fills the whole buffer with 0xFF bytes: NaN for fp32 and for 16-bit floats. */
-static fa3_status dfill_nan(const fa3_driver *drv, const dbuf *b)
+static fa3_status dfill_nan(const fa3_driver *drv, const dev_buf *b)
 {
-    return FA3_CU(drv, cuMemsetD32(b->p, 0xffffffffu, b->bytes / 4));
+    return dev_fill32(drv, b->p, b->bytes / 4, 0xffffffffu);
 }
 
 /* ================================================================== check */
@@ -852,7 +728,7 @@ typedef struct check_state {
     fa3_context *ctx;
     int batch;
     /* device */
-    dbuf q, k, v, o, lse, o_ref, o_emu, lse_ref, lse_emu;
+    dev_buf q, k, v, o, lse, o_ref, o_emu, lse_ref, lse_emu;
     /* host */
     float *qf, *kf, *vf;       /* random normal pools */
     uint16_t *h16;             /* conversion scratch (largest of q/k/v) and O readback */
@@ -874,10 +750,10 @@ static fa3_status upload_inputs(check_state *S, fa3_dtype dt)
 {
     if (S->uploaded_dtype == (int)dt)
         return FA3_OK;
-    const struct { const float *src; size_t n; const dbuf *dst; } t[3] = {
+    const struct { const float *src; size_t n; const dev_buf *dst; } t[3] = {
         {S->qf, S->max_q, &S->q}, {S->kf, S->max_k, &S->k}, {S->vf, S->max_v, &S->v}};
     for (int i = 0; i < 3; ++i) {
-        to_dtype(S->h16, t[i].src, t[i].n, dt);
+        floats_to_dtype(S->h16, t[i].src, t[i].n, dt);
         FA3_TRY(FA3_CU(S->drv, cuMemcpyHtoD(t[i].dst->p, S->h16, t[i].n * 2)));
     }
     S->uploaded_dtype = (int)dt;
@@ -916,7 +792,7 @@ static int run_case(check_state *S, const check_cfg *cc, fa3_kernel *kern, int s
     const size_t n_lse = (size_t)S->batch * (size_t)cc->num_heads * (size_t)sq;
 
     fa3_status st = upload_inputs(S, cc->cfg.dtype);
-    const dbuf *fills[] = {&S->o, &S->lse, &S->o_ref, &S->o_emu, &S->lse_ref, &S->lse_emu};
+    const dev_buf *fills[] = {&S->o, &S->lse, &S->o_ref, &S->o_emu, &S->lse_ref, &S->lse_emu};
     for (size_t i = 0; i < sizeof fills / sizeof fills[0] && st == FA3_OK; ++i)
         st = dfill_nan(drv, fills[i]);
     if (st != FA3_OK) {
@@ -954,7 +830,7 @@ static int run_case(check_state *S, const check_cfg *cc, fa3_kernel *kern, int s
     }
 
     /* Read everything back. */
-    struct { void *dst; const dbuf *src; size_t bytes; } rd[] = {
+    struct { void *dst; const dev_buf *src; size_t bytes; } rd[] = {
         {S->h16, &S->o, (n_o + CHECK_GUARD) * 2},
         {S->hlse, &S->lse, (n_lse + CHECK_GUARD) * 4},
         {S->ho_ref, &S->o_ref, n_o * 4},
@@ -974,7 +850,7 @@ static int run_case(check_state *S, const check_cfg *cc, fa3_kernel *kern, int s
     /* O: max abs error against the fp32 reference, and the dtype's own error (tolerance). */
     double err = 0.0, err_emu = 0.0;
     for (size_t i = 0; i < n_o; ++i) {
-        float o = cc->cfg.dtype == FA3_DTYPE_FP16 ? f16_to_f32(S->h16[i]) : bf16_to_f32(S->h16[i]);
+        float o = dtype_to_f32(cc->cfg.dtype, S->h16[i]);
         float ref = S->ho_ref[i], emu = S->ho_emu[i];
         if (isnan(o) != isnan(ref)) {
             r->bad_o++;
@@ -1009,9 +885,12 @@ static int run_case(check_state *S, const check_cfg *cc, fa3_kernel *kern, int s
         if (!(d <= err_l))
             err_l = d;
     }
-    for (size_t i = n_lse; i < n_lse + CHECK_GUARD; ++i)
-        if (f32_bits(S->hlse[i]) != 0xffffffffu)
+    for (size_t i = n_lse; i < n_lse + CHECK_GUARD; ++i) {
+        uint32_t bits;
+        memcpy(&bits, &S->hlse[i], sizeof bits);
+        if (bits != 0xffffffffu)
             r->guard_lse = 1;
+    }
 
     r->err_o = err;
     r->tol = 2.0 * err_emu + 1e-3;
@@ -1064,10 +943,10 @@ static void print_case(const check_cfg *cc, int batch, int sq, int sk, const cas
 static void check_free(check_state *S)
 {
     if (S->drv) {
-        dbuf *b[] = {&S->q, &S->k, &S->v, &S->o, &S->lse,
+        dev_buf *b[] = {&S->q, &S->k, &S->v, &S->o, &S->lse,
                      &S->o_ref, &S->o_emu, &S->lse_ref, &S->lse_emu};
         for (size_t i = 0; i < sizeof b / sizeof b[0]; ++i)
-            dfree(S->drv, b[i]);
+            dev_free(S->drv, b[i]);
     }
     free(S->qf);
     free(S->kf);
@@ -1270,20 +1149,21 @@ static int cmd_check(int argc, char **argv)
         free(cfgs);
         return EXIT_FAIL;
     }
-    uint64_t rs = seed;
-    fill_normal(S.qf, S.max_q, &rs);
-    fill_normal(S.kf, S.max_k, &rs);
-    fill_normal(S.vf, S.max_v, &rs);
+    host_rng rng;
+    rng_init(&rng, seed);
+    fill_normal_f32(&rng, S.qf, S.max_q);
+    fill_normal_f32(&rng, S.kf, S.max_k);
+    fill_normal_f32(&rng, S.vf, S.max_v);
 
     fa3_status st = FA3_OK;
-    struct { dbuf *b; size_t bytes; } al[] = {
+    struct { dev_buf *b; size_t bytes; } al[] = {
         {&S.q, S.max_q * 2}, {&S.k, S.max_k * 2}, {&S.v, S.max_v * 2},
         {&S.o, (S.max_o + CHECK_GUARD) * 2}, {&S.lse, (S.max_lse + CHECK_GUARD) * 4},
         {&S.o_ref, S.max_o * 4}, {&S.o_emu, S.max_o * 4},
         {&S.lse_ref, S.max_lse * 4}, {&S.lse_emu, S.max_lse * 4},
     };
     for (size_t i = 0; i < sizeof al / sizeof al[0] && st == FA3_OK; ++i)
-        st = dalloc(S.drv, al[i].b, al[i].bytes);
+        st = dev_alloc(S.drv, al[i].b, al[i].bytes);
     if (st == FA3_OK)
         st = fa3_context_create(&S.ctx, &o.ctx_opts);
     if (st != FA3_OK) {
@@ -1436,7 +1316,7 @@ static int cmd_bench(int argc, char **argv)
         if ((size_t)seqlens[s] > max_tokens)
             max_tokens = (size_t)seqlens[s];
     const size_t n = max_tokens * 2048;
-    dbuf q = {0}, k = {0}, v = {0}, ob = {0};
+    dev_buf q = {0}, k = {0}, v = {0}, ob = {0};
     fa3_context *ctx = NULL;
     CUevent *ev = calloc((size_t)reps + 1, sizeof *ev);
     float *ms = calloc((size_t)reps, sizeof *ms);
@@ -1450,13 +1330,13 @@ static int cmd_bench(int argc, char **argv)
         rc = EXIT_FAIL;
         goto done;
     }
-    st = dalloc(drv, &q, n * 2);
+    st = dev_alloc(drv, &q, n * 2);
     if (st == FA3_OK)
-        st = dalloc(drv, &k, n * 2);
+        st = dev_alloc(drv, &k, n * 2);
     if (st == FA3_OK)
-        st = dalloc(drv, &v, n * 2);
+        st = dev_alloc(drv, &v, n * 2);
     if (st == FA3_OK)
-        st = dalloc(drv, &ob, n * 2);
+        st = dev_alloc(drv, &ob, n * 2);
     while (st == FA3_OK && nev < reps + 1) {
         st = FA3_CU(drv, cuEventCreate(&ev[nev], CU_EVENT_DEFAULT));
         if (st == FA3_OK)
@@ -1464,13 +1344,14 @@ static int cmd_bench(int argc, char **argv)
     }
     if (st == FA3_OK) {
         /* Random normal inputs: a 4M-value pool, tiled with a different phase per tensor. */
-        uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
-        fill_normal(pool, pool_n, &seed);
-        const dbuf *dst[3] = {&q, &k, &v};
+        host_rng rng;
+        rng_init(&rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20));
+        fill_normal_f32(&rng, pool, pool_n);
+        const dev_buf *dst[3] = {&q, &k, &v};
         for (int t = 0; t < 3 && st == FA3_OK; ++t) {
             for (size_t i = 0; i < n; ++i) {
                 float x = pool[(i + (size_t)t * 1234567u) & (pool_n - 1)];
-                h16[i] = o.cfg.dtype == FA3_DTYPE_FP16 ? f32_to_f16(x) : f32_to_bf16(x);
+                h16[i] = f32_to_dtype(o.cfg.dtype, x);
             }
             st = FA3_CU(drv, cuMemcpyHtoD(dst[t]->p, h16, n * 2));
         }
@@ -1580,10 +1461,10 @@ end_output:
 done:
     for (int i = 0; i < nev; ++i)
         drv->cuEventDestroy(ev[i]);
-    dfree(drv, &q);
-    dfree(drv, &k);
-    dfree(drv, &v);
-    dfree(drv, &ob);
+    dev_free(drv, &q);
+    dev_free(drv, &k);
+    dev_free(drv, &v);
+    dev_free(drv, &ob);
     fa3_context_free(ctx);
     free(ev);
     free(ms);
