@@ -3,7 +3,7 @@
  * the current cmocka test (fail_msg, naming the call) when the driver fails, the run's seed and
  * the tests' shared main. The random inputs, dtype conversions and NaN patterns are the host
  * helpers fa3-gen uses too (tools/common/numerics.h), and so is the device layer under these
- * (tools/common/device.h).
+ * (tools/common/device.h); the accuracy rule is tools/common/tolerance.h.
  */
 #ifndef FA3JIT_TESTS_GPU_UTIL_H
 #define FA3JIT_TESTS_GPU_UTIL_H
@@ -15,6 +15,7 @@
 #include "runtime/tools_api.h"
 #include "tools/common/device.h"
 #include "tools/common/numerics.h"
+#include "tools/common/tolerance.h"
 
 /* 1 if a CUDA driver and an sm_90 device (compute capability 9.x) are usable; else 0 with the
    reason (the library's message) in why. Probes once per process. */

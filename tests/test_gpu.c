@@ -196,14 +196,14 @@ static int visible_keys(const attn *t, int i)
 }
 
 /*
- * The tolerance rule over every (b, i, h) row except skip_row (b, i, h; pass -1s for none).
- * Rows that see no key must be exactly O = 0, LSE = −inf (and so must the reference's LSE).
- * Prints the errors and the first offending element.
+ * The tolerance rule (tools/common/tolerance.h) over every (b, i, h) row except skip_row (b, i, h;
+ * pass -1s for none). Rows that see no key must be exactly O = 0, LSE = −inf; every other O element
+ * finite, and the references finite. Prints the errors and the worst element.
  */
 static void attn_check(const attn *t, const char *what, int skip_b, int skip_i, int skip_h)
 {
-    double err = 0, err_emul = 0, err_lse = 0;
-    size_t worst = 0, worst_lse = 0, nonfinite = 0, first_nonfinite = (size_t)-1;
+    tol_acc acc = {0};
+    size_t nonfinite = 0, first_nonfinite = (size_t)-1;
     int empty_rows = 0;
     for (int b = 0; b < t->batch; b++)
         for (int i = 0; i < t->sq; i++)
@@ -225,13 +225,7 @@ static void attn_check(const attn *t, const char *what, int skip_b, int skip_i, 
                     }
                     continue;
                 }
-                double dl = fabs((double)t->lse[li] - (double)t->ref_lse[li]);
-                if (!isfinite(t->lse[li]) || !isfinite(t->ref_lse[li]))
-                    dl = INFINITY;
-                if (!(dl <= err_lse)) {
-                    err_lse = dl;
-                    worst_lse = li;
-                }
+                tol_add_lse(&acc, li, t->lse[li], t->ref_lse[li]);
                 for (int c = 0; c < t->d; c++) {
                     size_t oi = o_index(t, b, i, h, c);
                     float x = dtype_to_f32(t->cfg.dtype, t->o[oi]);
@@ -240,31 +234,24 @@ static void attn_check(const attn *t, const char *what, int skip_b, int skip_i, 
                             first_nonfinite = oi;
                         continue;
                     }
-                    double e = fabs((double)x - t->ref[oi]);
-                    double ee = fabs((double)t->emul[oi] - t->ref[oi]);
                     if (!isfinite(t->ref[oi]) || !isfinite(t->emul[oi]))
                         fail_msg("%s: the reference is not finite at O[%zu]", what, oi);
-                    if (e > err) {
-                        err = e;
-                        worst = oi;
-                    }
-                    if (ee > err_emul)
-                        err_emul = ee;
+                    tol_add_o(&acc, oi, x, t->ref[oi], t->emul[oi]);
                 }
             }
-    double tol = 2.0 * err_emul + 1e-3;
-    printf("  %s: max|O-ref| = %.3g (at %zu: %g vs %g), max|emul-ref| = %.3g, tol %.3g; "
-           "max|LSE-ref| = %.3g; %d rows see no key\n",
-           what, err, worst, (double)dtype_to_f32(t->cfg.dtype, t->o[worst]),
-           (double)t->ref[worst], err_emul, tol, err_lse, empty_rows);
+    char line[256];
+    size_t worst = acc.worst_o;
+    printf("  %s: %s; worst O[%zu] = %g vs %g; %d rows see no key\n", what,
+           tol_format(&acc, line, sizeof line), worst,
+           (double)dtype_to_f32(t->cfg.dtype, t->o[worst]), (double)t->ref[worst], empty_rows);
     if (nonfinite)
         fail_msg("%s: %zu output elements not finite (unwritten or NaN), first at index %zu", what,
                  nonfinite, first_nonfinite);
-    if (!(err <= tol))
-        fail_msg("%s: max|O-ref| = %g exceeds 2*%g + 1e-3", what, err, err_emul);
-    if (!(err_lse <= 1e-3))
-        fail_msg("%s: max|LSE-ref| = %g at %zu (%g vs %g) exceeds 1e-3", what, err_lse,
-                 worst_lse, (double)t->lse[worst_lse], (double)t->ref_lse[worst_lse]);
+    if (!tol_o_ok(&acc))
+        fail_msg("%s: max|O-ref| = %g exceeds 2*%g + 1e-3", what, acc.err_o, acc.err_emul);
+    if (!tol_lse_ok(&acc))
+        fail_msg("%s: max|LSE-ref| = %g at %zu (%g vs %g) exceeds 1e-3", what, acc.err_lse,
+                 acc.worst_lse, (double)t->lse[acc.worst_lse], (double)t->ref_lse[acc.worst_lse]);
 }
 
 /* Runs one full case: random inputs, kernel, references, tolerance check. */

@@ -295,7 +295,7 @@ static int run_case(const mcase *c, host_rng *rng, const char *what, double *wor
     free(oimg);
     free(limg);
 
-    const double tol = 2.0 * err_emul + 1e-3 * c->v_mag;
+    const double tol = tol_o_bound_scaled(err_emul, c->v_mag); /* tools/common/tolerance.h */
     const int failed = guards || bad_empty || nonfinite || !(err <= tol) || lse_tol_worst > 1.0;
     if (tol > 0 && err / tol > *worst_ratio)
         *worst_ratio = err / tol;

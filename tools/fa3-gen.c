@@ -34,6 +34,7 @@
 #include "runtime/tools_api.h"
 #include "tools/common/device.h"
 #include "tools/common/numerics.h"
+#include "tools/common/tolerance.h"
 
 enum { EXIT_FAIL = 1, EXIT_NO_GPU = 2, EXIT_USAGE = 64 };
 
@@ -738,7 +739,7 @@ typedef struct check_state {
 } check_state;
 
 typedef struct case_result {
-    double err_o, tol, err_lse;
+    tol_acc acc;               /* the measures of the tolerance rule (tools/common/tolerance.h) */
     long long bad_o, bad_lse;  /* NaN / unwritten where a value is expected (or vice versa) */
     int guard_o, guard_lse;    /* 1 if something was written past the end */
     int ran;                   /* 0 if fa3_fwd or a reference could not run */
@@ -847,32 +848,23 @@ static int run_case(check_state *S, const check_cfg *cc, fa3_kernel *kern, int s
     }
     r->ran = 1;
 
-    /* O: max abs error against the fp32 reference, and the dtype's own error (tolerance). */
-    double err = 0.0, err_emu = 0.0;
+    /* O against the fp32 reference and the dtype's own error, where both are numbers (an
+       element NaN in one only is counted apart). */
     for (size_t i = 0; i < n_o; ++i) {
         float o = dtype_to_f32(cc->cfg.dtype, S->h16[i]);
-        float ref = S->ho_ref[i], emu = S->ho_emu[i];
+        float ref = S->ho_ref[i];
         if (isnan(o) != isnan(ref)) {
             r->bad_o++;
             continue;
         }
-        if (isnan(ref))
-            continue;
-        double d = fabs((double)o - (double)ref);
-        if (!(d <= err))
-            err = d; /* also catches inf */
-        if (!isnan(emu)) {
-            double de = fabs((double)emu - (double)ref);
-            if (de > err_emu)
-                err_emu = de;
-        }
+        if (!isnan(ref))
+            tol_add_o(&r->acc, i, o, ref, S->ho_emu[i]);
     }
     for (size_t i = n_o; i < n_o + CHECK_GUARD; ++i)
         if (S->h16[i] != 0xffffu)
             r->guard_o = 1;
 
     /* LSE: absolute error; -inf = -inf. */
-    double err_l = 0.0;
     for (size_t i = 0; i < n_lse; ++i) {
         float l = S->hlse[i], ref = S->hlse_ref[i];
         if (isnan(l) != isnan(ref)) {
@@ -881,9 +873,7 @@ static int run_case(check_state *S, const check_cfg *cc, fa3_kernel *kern, int s
         }
         if (isnan(ref) || (isinf(l) && isinf(ref) && (l < 0) == (ref < 0)))
             continue;
-        double d = fabs((double)l - (double)ref);
-        if (!(d <= err_l))
-            err_l = d;
+        tol_add_lse(&r->acc, i, l, ref);
     }
     for (size_t i = n_lse; i < n_lse + CHECK_GUARD; ++i) {
         uint32_t bits;
@@ -891,17 +881,13 @@ static int run_case(check_state *S, const check_cfg *cc, fa3_kernel *kern, int s
         if (bits != 0xffffffffu)
             r->guard_lse = 1;
     }
-
-    r->err_o = err;
-    r->tol = 2.0 * err_emu + 1e-3;
-    r->err_lse = err_l;
     return 0;
 }
 
 static int case_passed(const case_result *r)
 {
     return r->ran && r->bad_o == 0 && r->bad_lse == 0 && !r->guard_o && !r->guard_lse &&
-           r->err_o <= r->tol && r->err_lse <= 1e-3;
+           tol_o_ok(&r->acc) && tol_lse_ok(&r->acc);
 }
 
 static void print_case(const check_cfg *cc, int batch, int sq, int sk, const case_result *r)
@@ -909,7 +895,8 @@ static void print_case(const check_cfg *cc, int batch, int sq, int sk, const cas
     int pass = case_passed(r);
     printf("%-40s b%d sq=%-5d sk=%-5d ", cc->label, batch, sq, sk);
     if (r->ran)
-        printf("err_o=%.3e tol=%.3e err_lse=%.3e ", r->err_o, r->tol, r->err_lse);
+        printf("err_o=%.3e tol=%.3e err_lse=%.3e ", r->acc.err_o, tol_o_bound(&r->acc),
+               r->acc.err_lse);
     else
         printf("err_o=-         tol=-         err_lse=-         ");
     printf("%s", pass ? "PASS" : "FAIL");
@@ -928,9 +915,9 @@ static void print_case(const check_cfg *cc, int batch, int sq, int sk, const cas
                 WHY("; wrote past the end of O");
             if (r->guard_lse)
                 WHY("; wrote past the end of LSE");
-            if (r->err_o > r->tol)
+            if (!tol_o_ok(&r->acc))
                 WHY("; O error above tolerance");
-            if (r->err_lse > 1e-3)
+            if (!tol_lse_ok(&r->acc))
                 WHY("; LSE error above 1e-3");
         }
 #undef WHY
