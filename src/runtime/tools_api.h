@@ -17,8 +17,10 @@
  *       fa3-gen cache ls, clear and warm.
  *   fa3_reference_build_image (runtime/reference.h)  test_gpu compiles the reference without a GPU.
  *   FA3_PRINTF, FA3_TRY (src/common.h)  printf-format checking and status forwarding.
- * A program that needs more adds it here with its reason, and marks it FA3_TOOLS_API where it is
- * declared.
+ * fa3_driver_loaded and fa3_cache_file_kind_of are marked FA3_TOOLS_API too, but no tool uses
+ * them (the library and test_cache do). A program that needs more adds it here with its reason,
+ * and marks it FA3_TOOLS_API where it is declared. Linking libfa3jit.so enforces the rest: its
+ * hidden internals do not link.
  */
 #ifndef FA3JIT_TOOLS_API_H
 #define FA3JIT_TOOLS_API_H
