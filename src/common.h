@@ -8,7 +8,7 @@
 #define FA3_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define FA3_INTERNAL __attribute__((visibility("hidden")))
 /* Exported from the shared library for fa3jit's own CLI and tests only (not in fa3jit.h, no
-   stability promise): the driver table and the reference's NVRTC build. */
+   stability promise): runtime/tools_api.h lists them and why. */
 #define FA3_TOOLS_API __attribute__((visibility("default")))
 #else
 #define FA3_PRINTF(a, b)

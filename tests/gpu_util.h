@@ -1,8 +1,9 @@
 /*
- * Helpers for the GPU tests: a device probe that says why it cannot run, device memory through
- * the library's dlopen'd driver table, a seeded normal random source (Box–Muller), bf16/fp16
- * conversion with round-to-nearest-even, NaN fills and error measures.
- * Failing driver calls end the current cmocka test (fail_msg) naming the call.
+ * Helpers for the GPU tests: a device probe that says why it cannot run, device memory that ends
+ * the current cmocka test (fail_msg, naming the call) when the driver fails, the run's seed and
+ * the tests' shared main. The random inputs, dtype conversions and NaN patterns are the host
+ * helpers fa3-gen uses too (tools/common/numerics.h), and so is the device layer under these
+ * (tools/common/device.h); the accuracy rule is tools/common/tolerance.h.
  */
 #ifndef FA3JIT_TESTS_GPU_UTIL_H
 #define FA3JIT_TESTS_GPU_UTIL_H
@@ -11,7 +12,10 @@
 #include <stdint.h>
 
 #include "fa3jit.h"
-#include "runtime/driver.h"
+#include "runtime/tools_api.h"
+#include "tools/common/device.h"
+#include "tools/common/numerics.h"
+#include "tools/common/tolerance.h"
 
 /* 1 if a CUDA driver and an sm_90 device (compute capability 9.x) are usable; else 0 with the
    reason (the library's message) in why. Probes once per process. */
@@ -23,39 +27,13 @@ void gpu_free(CUdeviceptr p);        /* 0 ignored */
 void gpu_upload(CUdeviceptr dst, const void *src, size_t bytes);
 void gpu_download(void *dst, CUdeviceptr src, size_t bytes);
 void gpu_sync(void);
-/* Fills with quiet NaNs: n elements of 2 bytes (dtype bf16/fp16) or 4 bytes (fp32). */
+/* Fills with quiet NaNs (nan16_bits(dtype), NAN32_BITS): n elements of 2 bytes (dtype bf16/fp16)
+   or 4 bytes (fp32). */
 void gpu_fill_nan16(CUdeviceptr p, size_t n, fa3_dtype dtype);
-/* The quiet-NaN bit pattern gpu_fill_nan32 writes. */
-#define GPU_NAN32_BITS 0x7FC00000u
 void gpu_fill_nan32(CUdeviceptr p, size_t n);
-
-/* ---- host side (no GPU needed) */
-typedef struct test_rng {
-    uint64_t s;
-    int have_spare;
-    double spare;
-} test_rng;
 
 /* Seed: $FA3JIT_TEST_SEED if set, else fresh (time, pid, address entropy). */
 uint64_t test_seed(void);
-void rng_init(test_rng *r, uint64_t seed);
-double rng_uniform(test_rng *r); /* (0, 1) */
-double rng_normal(test_rng *r);  /* N(0, 1), Box–Muller */
-
-uint16_t f32_to_bf16(float x); /* round to nearest even; NaN stays NaN */
-uint16_t f32_to_fp16(float x); /* round to nearest even, overflow → inf, subnormals */
-float bf16_to_f32(uint16_t h);
-float fp16_to_f32(uint16_t h);
-uint16_t f32_to_dtype(fa3_dtype dt, float x);
-float dtype_to_f32(fa3_dtype dt, uint16_t h);
-
-/* Fills n values with N(0,1)·scale rounded to dtype. */
-void fill_normal(test_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double scale);
-/* Fills n values uniform in (-sqrt(3), sqrt(3))·scale (mean 0, variance scale²) rounded to dtype:
-   several times faster than fill_normal, for tensors of tens of millions of elements. */
-void fill_uniform(test_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double scale);
-/* The quiet-NaN bit pattern gpu_fill_nan16 writes for dtype (0x7FC0 bf16, 0x7E00 fp16). */
-uint16_t nan16_bits(fa3_dtype dt);
 
 /* Prints whether a GPU is usable (and why not), then creates the tests' context: disk cache off,
    so every kernel is compiled by today's generator. NULL (message printed) on failure. */

@@ -220,13 +220,13 @@ typedef struct prob {
 } prob;
 
 /* Seeds each case's generator from the run's seed and the case's identity. */
-static void case_rng(test_rng *r, uint64_t salt)
+static void case_rng(host_rng *r, uint64_t salt)
 {
     rng_init(r, g_seed ^ (salt * 0x9E3779B97F4A7C15ull));
 }
 
 /* Normal inputs (uniform for tensors above 4M elements, where Box–Muller takes seconds). */
-static void fill_random(test_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double scale)
+static void fill_random(host_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double scale)
 {
     if (n > ((size_t)1 << 22))
         fill_uniform(r, dst, n, dt, scale);
@@ -271,7 +271,7 @@ static void prob_init(prob *p, const spec *s, uint64_t salt)
     p->lo = (layout){LAY_BSHD, 0, 256, 4096};
     p->lse_pre = 64;
     p->lse_post = 1024;
-    test_rng r;
+    host_rng r;
     case_rng(&r, salt);
     fill_random(&r, p->q, p->nq, s->dt, 1.0);
     fill_random(&r, p->k, p->nk, s->dt, 1.0);
@@ -376,7 +376,7 @@ static fa3_status prob_run(prob *p)
             continue;
         uint32_t u;
         memcpy(&u, &limg[i], 4);
-        p->lse_outside_written += u != GPU_NAN32_BITS;
+        p->lse_outside_written += u != NAN32_BITS;
     }
     free(limg);
     return st;
@@ -496,7 +496,8 @@ static size_t lse_at(const prob *p, int b, int h, int i)
 }
 
 typedef struct check_res {
-    double err, err_emul, tol, err_lse;
+    tol_acc acc; /* the measures of tools/common/tolerance.h */
+    double tol;  /* tol_o_bound(&acc) */
     size_t rows_ref, rows_empty, rows_total;
     int failed;
 } check_res;
@@ -506,7 +507,8 @@ typedef struct check_res {
  *   - nothing written outside O or LSE (the NaN guards and gaps are intact);
  *   - a row that sees no key: O exactly 0 and LSE −inf;
  *   - every other row: every O element and the LSE finite;
- *   - rows the references cover: max|O−ref| ≤ mult·max|emul−ref| + 1e-3, |LSE−ref| ≤ 1e-3.
+ *   - rows the references cover: the tolerance rule (tools/common/tolerance.h),
+ *     max|O−ref| ≤ 2·max|emul−ref| + 1e-3, |LSE−ref| ≤ 1e-3.
  * Prints one line (always if verbose, else only on failure) and every failure with its first
  * offending index. Returns the number of failed conditions.
  */
@@ -523,7 +525,6 @@ static int prob_check(const prob *p, const char *what, int xb, int xi, int xh, i
             snprintf(first, sizeof first, __VA_ARGS__);                   \
     } while (0)
     size_t bad_empty = 0, nonfinite = 0, nonfinite_lse = 0, ref_bad = 0;
-    size_t worst = 0, worst_lse = 0;
     for (int b = 0; b < s->batch; b++)
         for (int i = 0; i < s->sq; i++) {
             int64_t lo, hi;
@@ -564,15 +565,9 @@ static int prob_check(const prob *p, const char *what, int xb, int xi, int xh, i
                 if (!p->ref_rows[i])
                     continue;
                 r.rows_ref++;
-                double dl = fabs((double)p->lse[li] - (double)p->ref_lse[li]);
                 if (!isfinite(p->ref_lse[li]))
                     ref_bad++;
-                if (!isfinite(dl))
-                    dl = INFINITY;
-                if (!(dl <= r.err_lse)) {
-                    r.err_lse = dl;
-                    worst_lse = li;
-                }
+                tol_add_lse(&r.acc, li, p->lse[li], p->ref_lse[li]);
                 for (int c = 0; c < p->dv; c++) {
                     size_t oi = dense_at(s->sq, s->h, p->dv, b, i, h, c);
                     float x = dtype_to_f32(s->dt, p->o[oi]);
@@ -582,18 +577,12 @@ static int prob_check(const prob *p, const char *what, int xb, int xi, int xh, i
                     }
                     if (!isfinite(x))
                         continue; /* counted above */
-                    double e = fabs((double)x - p->ref[oi]);
-                    double ee = fabs((double)p->emul[oi] - p->ref[oi]);
-                    if (e > r.err) {
-                        r.err = e;
-                        worst = oi;
-                    }
-                    if (ee > r.err_emul)
-                        r.err_emul = ee;
+                    tol_add_o(&r.acc, oi, x, p->ref[oi], p->emul[oi]);
                 }
             }
         }
-    r.tol = 2.0 * r.err_emul + 1e-3;
+    r.tol = tol_o_bound(&r.acc);
+    const size_t worst = r.acc.worst_o, worst_lse = r.acc.worst_lse;
     int fails = 0;
     char msg[2048];
     size_t n = 0;
@@ -622,23 +611,24 @@ static int prob_check(const prob *p, const char *what, int xb, int xi, int xh, i
         fails++;
         ADD("; the reference is not finite in %zu places (test bug?)", ref_bad);
     }
-    if (!(r.err <= r.tol)) {
+    if (!tol_o_ok(&r.acc)) {
         fails++;
-        ADD("; max|O-ref| = %.4g at %zu (%g vs %g) exceeds 2*%.4g + 1e-3", r.err, worst,
-            (double)dtype_to_f32(s->dt, p->o[worst]), (double)p->ref[worst], r.err_emul);
+        ADD("; max|O-ref| = %.4g at %zu (%g vs %g) exceeds 2*%.4g + 1e-3", r.acc.err_o, worst,
+            (double)dtype_to_f32(s->dt, p->o[worst]), (double)p->ref[worst], r.acc.err_emul);
     }
-    if (!(r.err_lse <= 1e-3)) {
+    if (!tol_lse_ok(&r.acc)) {
         fails++;
-        ADD("; max|LSE-ref| = %.4g at %zu (%g vs %g) exceeds 1e-3", r.err_lse, worst_lse,
+        ADD("; max|LSE-ref| = %.4g at %zu (%g vs %g) exceeds 1e-3", r.acc.err_lse, worst_lse,
             (double)p->lse[worst_lse], (double)p->ref_lse[worst_lse]);
     }
 #undef ADD
 #undef NOTE_FIRST
-    if (verbose || fails)
-        printf("  %s%s: max|O-ref| = %.3g, max|emul-ref| = %.3g (tol %.3g), max|LSE-ref| = %.3g; "
-               "%zu rows, %zu vs reference, %zu see no key\n",
-               fails ? "FAIL " : "", what, r.err, r.err_emul, r.tol, r.err_lse, r.rows_total,
-               r.rows_ref, r.rows_empty);
+    if (verbose || fails) {
+        char line[256];
+        printf("  %s%s: %s; %zu rows, %zu vs reference, %zu see no key\n", fails ? "FAIL " : "",
+               what, tol_format(&r.acc, line, sizeof line), r.rows_total, r.rows_ref,
+               r.rows_empty);
+    }
     if (fails)
         printf("    %s%s%s\n", msg + 2, first[0] ? "; first: " : "", first);
     r.failed = fails;
@@ -776,12 +766,12 @@ static void test_e1_tile_boundaries(void **state)
                 prob_reference(&p);
                 check_res cr;
                 failed += prob_check(&p, what, -1, -1, -1, 0, &cr) != 0;
-                if (cr.err > worst)
-                    worst = cr.err;
-                if (cr.err / cr.tol > worst_ratio)
-                    worst_ratio = cr.err / cr.tol;
-                if (cr.err_lse > worst_lse)
-                    worst_lse = cr.err_lse;
+                if (cr.acc.err_o > worst)
+                    worst = cr.acc.err_o;
+                if (cr.acc.err_o / cr.tol > worst_ratio)
+                    worst_ratio = cr.acc.err_o / cr.tol;
+                if (cr.acc.err_lse > worst_lse)
+                    worst_lse = cr.acc.err_lse;
                 prob_free(&p);
             }
         printf("  E1 %s: %d pairs; worst max|O-ref| = %.3g, worst err/tol = %.2f, worst "

@@ -36,7 +36,6 @@
 
 #include "fa3jit.h"
 #include "gpu_util.h"
-#include "runtime/reference.h"
 #include "check.h"
 
 static fa3_context *g_ctx;
@@ -113,7 +112,7 @@ static void attn_init(attn *t, int hd, fa3_dtype dt, fa3_mask mask, int batch, i
     fa3_fwd_args_set_contiguous(a, hd, hd);
 }
 
-static void attn_random(attn *t, test_rng *r)
+static void attn_random(attn *t, host_rng *r)
 {
     fill_normal(r, t->q, t->nq, t->cfg.dtype, 1.0);
     fill_normal(r, t->k, t->nk, t->cfg.dtype, 1.0);
@@ -197,14 +196,14 @@ static int visible_keys(const attn *t, int i)
 }
 
 /*
- * The tolerance rule over every (b, i, h) row except skip_row (b, i, h; pass -1s for none).
- * Rows that see no key must be exactly O = 0, LSE = −inf (and so must the reference's LSE).
- * Prints the errors and the first offending element.
+ * The tolerance rule (tools/common/tolerance.h) over every (b, i, h) row except skip_row (b, i, h;
+ * pass -1s for none). Rows that see no key must be exactly O = 0, LSE = −inf; every other O element
+ * finite, and the references finite. Prints the errors and the worst element.
  */
 static void attn_check(const attn *t, const char *what, int skip_b, int skip_i, int skip_h)
 {
-    double err = 0, err_emul = 0, err_lse = 0;
-    size_t worst = 0, worst_lse = 0, nonfinite = 0, first_nonfinite = (size_t)-1;
+    tol_acc acc = {0};
+    size_t nonfinite = 0, first_nonfinite = (size_t)-1;
     int empty_rows = 0;
     for (int b = 0; b < t->batch; b++)
         for (int i = 0; i < t->sq; i++)
@@ -226,13 +225,7 @@ static void attn_check(const attn *t, const char *what, int skip_b, int skip_i, 
                     }
                     continue;
                 }
-                double dl = fabs((double)t->lse[li] - (double)t->ref_lse[li]);
-                if (!isfinite(t->lse[li]) || !isfinite(t->ref_lse[li]))
-                    dl = INFINITY;
-                if (!(dl <= err_lse)) {
-                    err_lse = dl;
-                    worst_lse = li;
-                }
+                tol_add_lse(&acc, li, t->lse[li], t->ref_lse[li]);
                 for (int c = 0; c < t->d; c++) {
                     size_t oi = o_index(t, b, i, h, c);
                     float x = dtype_to_f32(t->cfg.dtype, t->o[oi]);
@@ -241,31 +234,24 @@ static void attn_check(const attn *t, const char *what, int skip_b, int skip_i, 
                             first_nonfinite = oi;
                         continue;
                     }
-                    double e = fabs((double)x - t->ref[oi]);
-                    double ee = fabs((double)t->emul[oi] - t->ref[oi]);
                     if (!isfinite(t->ref[oi]) || !isfinite(t->emul[oi]))
                         fail_msg("%s: the reference is not finite at O[%zu]", what, oi);
-                    if (e > err) {
-                        err = e;
-                        worst = oi;
-                    }
-                    if (ee > err_emul)
-                        err_emul = ee;
+                    tol_add_o(&acc, oi, x, t->ref[oi], t->emul[oi]);
                 }
             }
-    double tol = 2.0 * err_emul + 1e-3;
-    printf("  %s: max|O-ref| = %.3g (at %zu: %g vs %g), max|emul-ref| = %.3g, tol %.3g; "
-           "max|LSE-ref| = %.3g; %d rows see no key\n",
-           what, err, worst, (double)dtype_to_f32(t->cfg.dtype, t->o[worst]),
-           (double)t->ref[worst], err_emul, tol, err_lse, empty_rows);
+    char line[256];
+    size_t worst = acc.worst_o;
+    printf("  %s: %s; worst O[%zu] = %g vs %g; %d rows see no key\n", what,
+           tol_format(&acc, line, sizeof line), worst,
+           (double)dtype_to_f32(t->cfg.dtype, t->o[worst]), (double)t->ref[worst], empty_rows);
     if (nonfinite)
         fail_msg("%s: %zu output elements not finite (unwritten or NaN), first at index %zu", what,
                  nonfinite, first_nonfinite);
-    if (!(err <= tol))
-        fail_msg("%s: max|O-ref| = %g exceeds 2*%g + 1e-3", what, err, err_emul);
-    if (!(err_lse <= 1e-3))
-        fail_msg("%s: max|LSE-ref| = %g at %zu (%g vs %g) exceeds 1e-3", what, err_lse,
-                 worst_lse, (double)t->lse[worst_lse], (double)t->ref_lse[worst_lse]);
+    if (!tol_o_ok(&acc))
+        fail_msg("%s: max|O-ref| = %g exceeds 2*%g + 1e-3", what, acc.err_o, acc.err_emul);
+    if (!tol_lse_ok(&acc))
+        fail_msg("%s: max|LSE-ref| = %g at %zu (%g vs %g) exceeds 1e-3", what, acc.err_lse,
+                 acc.worst_lse, (double)t->lse[acc.worst_lse], (double)t->ref_lse[acc.worst_lse]);
 }
 
 /* Runs one full case: random inputs, kernel, references, tolerance check. */
@@ -273,7 +259,7 @@ static void run_case(const char *what, int hd, fa3_dtype dt, fa3_mask mask, int 
                      int sk, int h, int hk)
 {
     attn t;
-    test_rng r;
+    host_rng r;
     rng_init(&r, g_seed ^ (uint64_t)(sq * 7919 + sk * 104729 + hd));
     attn_init(&t, hd, dt, mask, batch, sq, sk, h, hk);
     attn_random(&t, &r);
@@ -325,7 +311,7 @@ static void test_host_conversions(void **state)
             fail_msg("bf16 0x%04x -> %g -> 0x%04x", h, (double)y, f32_to_bf16(y));
     }
     /* the normal generator: mean ≈ 0, variance ≈ 1 */
-    test_rng r;
+    host_rng r;
     rng_init(&r, 12345);
     double s = 0, s2 = 0;
     for (int i = 0; i < 100000; i++) {
@@ -397,7 +383,7 @@ static void test_d_deterministic(void **state)
     (void)state;
     REQUIRE_GPU();
     attn t;
-    test_rng r;
+    host_rng r;
     rng_init(&r, g_seed ^ 0xD);
     attn_init(&t, 128, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, 2, 1000, 1000, 4, 4);
     attn_random(&t, &r);
@@ -428,7 +414,7 @@ static void test_e_nan_row(void **state)
     (void)state;
     REQUIRE_GPU();
     attn t;
-    test_rng r;
+    host_rng r;
     rng_init(&r, g_seed ^ 0xE);
     attn_init(&t, 128, FA3_DTYPE_BF16, FA3_MASK_NONE, 1, 200, 200, 2, 2);
     attn_random(&t, &r);
@@ -451,7 +437,7 @@ static void test_f_single_key(void **state)
     (void)state;
     REQUIRE_GPU();
     attn t;
-    test_rng r;
+    host_rng r;
     rng_init(&r, g_seed ^ 0xF);
     attn_init(&t, 64, FA3_DTYPE_FP16, FA3_MASK_NONE, 2, 1, 1, 4, 2);
     attn_random(&t, &r);

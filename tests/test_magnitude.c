@@ -82,7 +82,7 @@ static void visible(const mcase *c, int i, int *lo, int *hi)
 }
 
 /* Runs one case; returns 1 if it failed (printing why), 0 if it passed. */
-static int run_case(const mcase *c, test_rng *rng, const char *what, double *worst_ratio)
+static int run_case(const mcase *c, host_rng *rng, const char *what, double *worst_ratio)
 {
     const fa3_dtype dt = c->cfg.dtype;
     const int d = c->cfg.head_dim, dv = c->cfg.head_dim_v;
@@ -159,7 +159,7 @@ static int run_case(const mcase *c, test_rng *rng, const char *what, double *wor
         uint32_t u0, u1;
         memcpy(&u0, &limg[i], 4);
         memcpy(&u1, &limg[GUARD + nl + i], 4);
-        guards += (u0 != GPU_NAN32_BITS) + (u1 != GPU_NAN32_BITS);
+        guards += (u0 != NAN32_BITS) + (u1 != NAN32_BITS);
     }
 
     /* fp64 reference, row by row; emul rounds p (before it weighs v) and O to the dtype */
@@ -295,7 +295,7 @@ static int run_case(const mcase *c, test_rng *rng, const char *what, double *wor
     free(oimg);
     free(limg);
 
-    const double tol = 2.0 * err_emul + 1e-3 * c->v_mag;
+    const double tol = tol_o_bound_scaled(err_emul, c->v_mag); /* tools/common/tolerance.h */
     const int failed = guards || bad_empty || nonfinite || !(err <= tol) || lse_tol_worst > 1.0;
     if (tol > 0 && err / tol > *worst_ratio)
         *worst_ratio = err / tol;
@@ -358,7 +358,7 @@ static void test_every_config(void **state)
     int n = fa3_supported_configs(NULL, 0);
     fa3_config *all = xcalloc((size_t)n, sizeof *all);
     fa3_supported_configs(all, n);
-    test_rng rng;
+    host_rng rng;
     rng_init(&rng, g_seed ^ 0x4D41474E31ull);
     int ran = 0, failed = 0;
     double worst = 0;
@@ -395,7 +395,7 @@ static void test_sweep(void **state)
     REQUIRE_GPU();
     static const int hds[3] = {64, 128, 256};
     static const double mags[8] = {1e-3, 1e-1, 1, 10, 1e2, 1e3, 1e4, 1e5};
-    test_rng rng;
+    host_rng rng;
     rng_init(&rng, g_seed ^ 0x4D41474E32ull);
     int ran = 0, failed = 0;
     double worst = 0;
@@ -434,7 +434,7 @@ static void test_reported_case(void **state)
 {
     (void)state;
     REQUIRE_GPU();
-    test_rng rng;
+    host_rng rng;
     rng_init(&rng, g_seed ^ 0x4D41474E33ull);
     static const int keys[2] = {1, 128};
     int failed = 0;

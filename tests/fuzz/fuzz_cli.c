@@ -1,6 +1,7 @@
 /*
- * libFuzzer harness: fa3-gen's command-line parsing (tools/fa3-gen.c, included here with its main
- * renamed), on argument vectors cut from the input at NUL and newline bytes.
+ * libFuzzer harness: fa3-gen's command-line parsing (tools/fa3gen/cli.c, the shared flag reader,
+ * and tools/fa3gen/cache.c with cache_warm.c, the cache subcommand's parser and what it dispatches
+ * to; compiled into this file), on argument vectors cut from the input at NUL and newline bytes.
  *   input[0] % 3 == 0: "fa3-gen cache <args>"  → cache_parse (the cache subcommand's parser, which
  *                                                 uses the shared config/compile flag parser)
  *                 1: "fa3-gen <args>"        → the --emit-ptx/--info loop of cmd_gen, parse only
@@ -23,15 +24,14 @@ static _Noreturn void fuzz_exit(int code)
     longjmp(g_jmp, code + 1);
 }
 
-int fa3_gen_main(int argc, char **argv);
-#define main fa3_gen_main
 #define exit(code) fuzz_exit(code)
 #undef stderr
 #define stderr g_null
 #undef stdout
 #define stdout g_null
-#include "tools/fa3-gen.c"
-#undef main
+#include "tools/fa3gen/cli.c"
+#include "tools/fa3gen/cache.c"
+#include "tools/fa3gen/cache_warm.c"
 #undef exit
 #undef stderr
 #undef stdout
