@@ -1,6 +1,7 @@
 /*
  * The planner: every decision about the kernel's shape lives here (tile sizes, pipeline depth,
- * register split, shared-memory layout); the emitter (kernel_fwd.c) only writes what the plan says.
+ * register split, shared-memory layout, barrier table); the emitters (kgen.h lists them) only
+ * write what the plan says.
  * Measured reasons for each choice are recorded beside it (bench/RESULTS.md has the runs).
  */
 #include <stddef.h>
