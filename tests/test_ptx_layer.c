@@ -51,6 +51,7 @@ static void test_well_formed(void **state)
 {
     (void)state;
     ptx_fn *f = fresh();
+    f->named = 1; /* the readable rendering; the compact one is checked below */
     ptx_r a = ptx_reg(f, PTX_B32, "a"), b = ptx_reg(f, PTX_B32, "b");
     ptx_r x = ptx_reg(f, PTX_F32, "x"), p = ptx_reg(f, PTX_PRED, "p");
     ptx_r s = ptx_array(f, PTX_F32, "acc", 4);
@@ -76,6 +77,19 @@ static void test_well_formed(void **state)
     assert_non_null(strstr(out.data, "add.u32 %a_0, %b_1, 7;"));
     assert_non_null(strstr(out.data, "selp.f32 %x_2, %acc1, %acc2, %p_3;"));
     assert_non_null(strstr(out.data, "@!%p_3 bra $Ltop_0;"));
+    free(out.data);
+    free(f);
+    /* compact: numbered per class, one .reg line per class */
+    f = fresh();
+    a = ptx_reg(f, PTX_B32, "a");
+    b = ptx_reg(f, PTX_B32, "b");
+    p = ptx_reg(f, PTX_PRED, "p");
+    ptx_ins(f, "setp.lt.s32 $, $, $;", p, a, b);
+    out = (fa3_buf){0};
+    assert_int_equal(ptx_finish(f, &out), FA3_OK);
+    assert_non_null(strstr(out.data, ".reg .pred %p<1>;"));
+    assert_non_null(strstr(out.data, ".reg .b32 %r<2>;"));
+    assert_non_null(strstr(out.data, "setp.lt.s32 %p0, %r0, %r1;"));
     free(out.data);
     free(f);
 }
@@ -187,6 +201,47 @@ static void test_generator_refuses_bad_plan(void **state)
         fail_msg("message: %s", fa3_last_error_message());
 }
 
+/* Strips register tokens (%name_7, %r7, %s12) so two renderings of one kernel compare equal. */
+static void strip_regs(char *t)
+{
+    char *w = t;
+    for (char *r = t; *r;) {
+        if (*r == '%' && ((r[1] >= 'a' && r[1] <= 'z') || r[1] == '_')) {
+            r++;
+            while ((*r >= 'a' && *r <= 'z') || (*r >= '0' && *r <= '9') || *r == '_' || *r == '.')
+                r++;
+            *w++ = '%';
+            continue;
+        }
+        *w++ = *r++;
+    }
+    *w = 0;
+}
+
+/* fa3-gen --emit-ptx --named-registers: the same kernel, registers named (no .reg lines compared) */
+static void test_named_rendering(void **state)
+{
+    (void)state;
+    fa3_config c;
+    fa3_config_init(&c);
+    c.mask = FA3_MASK_CAUSAL;
+    char *a = NULL, *b = NULL;
+    size_t la = 0, lb = 0;
+    assert_int_equal(fa3_emit_ptx(&c, &a, &la), FA3_OK);
+    assert_int_equal(fa3_tools_emit_ptx_named(&c, &b, &lb), FA3_OK);
+    assert_non_null(strstr(b, "%tile_"));
+    assert_null(strstr(a, "%tile_"));
+    /* drop the declarations, then compare the instructions with register names stripped */
+    char *ia = strstr(a, "\tmov.u32"), *ib = strstr(b, "\tmov.u32");
+    assert_non_null(ia);
+    assert_non_null(ib);
+    strip_regs(ia);
+    strip_regs(ib);
+    assert_string_equal(ia, ib);
+    fa3_free(a);
+    fa3_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -194,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_unknown_opcode),   cmocka_unit_test(test_named_barriers),
         cmocka_unit_test(test_mbarriers),        cmocka_unit_test(test_smem_labels_regs),
         cmocka_unit_test(test_generator_refuses_bad_plan),
+        cmocka_unit_test(test_named_rendering),
     };
     return cmocka_run_group_tests_name("ptx_layer", tests, NULL, NULL);
 }

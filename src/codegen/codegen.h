@@ -81,5 +81,9 @@ FA3_INTERNAL fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *plan);
 
 /* Writes the PTX for plan into a malloc'd NUL-terminated string. */
 FA3_INTERNAL fa3_status fa3_codegen_ptx(const fa3_plan *plan, char **ptx, size_t *len);
+/* fa3_emit_ptx's kernel with each scalar register printed by its name (%tile_7 for %r7), for
+   reading (fa3-gen --emit-ptx --named-registers); a different text, so not what the library
+   compiles or caches. */
+FA3_TOOLS_API fa3_status fa3_tools_emit_ptx_named(const fa3_config *cfg, char **ptx, size_t *len);
 
 #endif

@@ -104,13 +104,14 @@ static void header(const fa3_plan *plan, fa3_buf *out)
     fa3_emitf(out, ".maxntid %d, 1, 1\n.minnctapersm 1\n{\n", plan->threads);
 }
 
-fa3_status fa3_codegen_ptx(const fa3_plan *plan, char **ptx, size_t *len)
+static fa3_status codegen(const fa3_plan *plan, char **ptx, size_t *len, int named)
 {
     if (!plan || !ptx)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_codegen_ptx: NULL argument");
     ptx_fn *f = calloc(1, sizeof *f);
     if (!f)
         return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory while generating PTX");
+    f->named = named;
     kgen G = {.f = f,
               .p = plan,
               .ab = plan->cfg.dtype == FA3_DTYPE_FP16 ? "f16" : "bf16",
@@ -145,4 +146,20 @@ fa3_status fa3_codegen_ptx(const fa3_plan *plan, char **ptx, size_t *len)
     }
     fa3_emitf(&out, "}\n");
     return fa3_buf_finish(&out, ptx, len);
+}
+
+fa3_status fa3_codegen_ptx(const fa3_plan *plan, char **ptx, size_t *len)
+{
+    return codegen(plan, ptx, len, 0);
+}
+
+fa3_status fa3_tools_emit_ptx_named(const fa3_config *cfg, char **ptx, size_t *len)
+{
+    if (!cfg || !ptx)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_tools_emit_ptx_named: NULL argument");
+    fa3_config c;
+    FA3_TRY(fa3_config_canonicalize(cfg, &c));
+    fa3_plan plan;
+    FA3_TRY(fa3_plan_make(&c, &plan));
+    return codegen(&plan, ptx, len, 1);
 }

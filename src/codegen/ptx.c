@@ -12,6 +12,7 @@
 
 static const char *const cls_decl[5] = {"", ".pred", ".b32", ".b64", ".f32"};
 static const char *const cls_name[5] = {"none", ".pred", ".b32", ".b64", ".f32"};
+static const char *const cls_short[5] = {"", "p", "r", "rd", "f"};
 
 void ptx_bug(ptx_fn *f, const char *fmt, ...)
 {
@@ -32,6 +33,7 @@ ptx_r ptx_reg(ptx_fn *f, ptx_cls cls, const char *name)
         return (ptx_r){.cls = (unsigned char)cls, .id = 0};
     }
     int id = f->nscalars++;
+    f->scalar_num[id] = f->nscalar[cls];
     f->scalar_name[id] = name;
     f->scalar_cls[id] = (unsigned char)cls;
     f->nscalar[cls]++;
@@ -47,6 +49,9 @@ ptx_r ptx_array(ptx_fn *f, ptx_cls cls, const char *name, int n)
     for (int i = 0; i < f->narr; i++)
         if (!strcmp(f->arr[i].name, name))
             ptx_bug(f, "register array %s declared twice", name);
+    for (int c = PTX_PRED; c <= PTX_F32; c++) /* the scalars' compact names are %p, %r, %rd, %f */
+        if (!strcmp(cls_short[c], name))
+            ptx_bug(f, "register array %s would collide with the scalar registers", name);
     f->arr[f->narr].name = name;
     f->arr[f->narr].cls = cls;
     f->arr[f->narr].n = n;
@@ -64,8 +69,10 @@ const char *ptx_name(const ptx_fn *f, ptx_r r, char *buf, size_t size)
 {
     if (r.arr)
         snprintf(buf, size, "%%%s%d", f->arr[r.arr - 1].name, r.idx);
-    else
+    else if (f->named)
         snprintf(buf, size, "%%%s_%d", f->scalar_name[r.id], r.id);
+    else
+        snprintf(buf, size, "%%%s%d", cls_short[r.cls], f->scalar_num[r.id]);
     return buf;
 }
 
@@ -79,7 +86,10 @@ static void put_reg(ptx_fn *f, ptx_r r)
                     f->arr[a].n);
         fa3_emitf(&f->body, "%%%s%d", f->arr[a].name, r.idx);
     } else {
-        fa3_emitf(&f->body, "%%%s_%d", f->scalar_name[r.id], r.id);
+        if (f->named)
+            fa3_emitf(&f->body, "%%%s_%d", f->scalar_name[r.id], r.id);
+        else
+            fa3_emitf(&f->body, "%%%s%d", cls_short[r.cls], f->scalar_num[r.id]);
     }
 }
 
@@ -470,6 +480,11 @@ fa3_status ptx_finish(ptx_fn *f, fa3_buf *out)
         fa3_emitf(out, "\t.reg %s %%%s<%d>;\n", cls_decl[f->arr[a].cls], f->arr[a].name,
                   f->arr[a].n);
     for (int c = PTX_PRED; c <= PTX_F32; c++) {
+        if (!f->named) {
+            if (f->nscalar[c])
+                fa3_emitf(out, "\t.reg %s %%%s<%d>;\n", cls_decl[c], cls_short[c], f->nscalar[c]);
+            continue;
+        }
         int k = 0;
         for (int id = 0; id < f->nscalars; id++) {
             if (f->scalar_cls[id] != c)

@@ -4,9 +4,12 @@
  * single emit path are the models).
  *
  * Registers are virtual: ptxas allocates the real ones, so every value gets its own register,
- * handed out by class and name (`ptx_reg(fn, PTX_B32, "tile")` prints as %tile_7) or as a named
- * array (`ptx_array(fn, PTX_F32, "s", 64)`: %s0 .. %s63, for accumulators). The .reg lines are
- * written when the function is finished, from what was handed out.
+ * handed out by class and name (`ptx_reg(fn, PTX_B32, "tile")`) or as a named array
+ * (`ptx_array(fn, PTX_F32, "s", 64)`: %s0 .. %s63, for accumulators). The .reg lines are written
+ * when the function is finished, from what was handed out. A scalar prints as its class and
+ * number (%r7: .reg .b32 %r<N>, the compact form ptxas reads fastest: the named form made the
+ * kernel's text 31% longer and its compile up to 10% slower), or with `named` set as its name and
+ * id (%tile_7), for reading (`fa3-gen --emit-ptx --named-registers`).
  *
  * Instructions are written by ptx_ins with a format in which `$` takes the next register (a
  * ptx_r argument), `${` a register array slice ({%s0, ..., %s63}: a ptx_r and an int count), and
@@ -61,11 +64,13 @@ typedef struct ptx_mbar {
 } ptx_mbar;
 
 struct ptx_fn {
+    int named;                    /* print scalars by name (%tile_7) instead of %r7 */
     fa3_buf body;
     char error[256];              /* the first generator bug met ("" = none) */
     int nscalar[5];               /* per class: registers handed out */
     const char *scalar_name[PTX_MAX_SCALARS];
     unsigned char scalar_cls[PTX_MAX_SCALARS];
+    unsigned short scalar_num[PTX_MAX_SCALARS]; /* number within its class: %r<num> */
     int nscalars;
     struct {
         const char *name;

@@ -16,6 +16,8 @@
  *   fa3_tools_cache_list (below, over runtime/cache.h's fa3_cache_list) and fa3_cache_clear:
  *       fa3-gen cache ls, clear and warm.
  *   fa3_reference_build_image (runtime/reference.h)  test_gpu compiles the reference without a GPU.
+ *   fa3_tools_emit_ptx_named (codegen/codegen.h)  fa3-gen --emit-ptx --named-registers: the
+ *       kernel with its registers named, for reading.
  *   FA3_PRINTF, FA3_TRY (src/common.h)  printf-format checking and status forwarding.
  * fa3_driver_loaded and fa3_cache_file_kind_of are marked FA3_TOOLS_API too, but no tool uses
  * them (the library and test_cache do). A program that needs more adds it here with its reason,
@@ -31,6 +33,7 @@
 
 #include "fa3jit.h"
 #include "common.h"
+#include "codegen/codegen.h"
 #include "runtime/cache.h"
 #include "runtime/compile.h"
 #include "runtime/driver.h"

@@ -104,7 +104,7 @@ int cmd_gen(int argc, char **argv)
 {
     common_opts o;
     common_init(&o);
-    int emit_ptx = 0, info = 0;
+    int emit_ptx = 0, info = 0, named = 0;
     const char *cubin_path = NULL;
     cli c = {.argc = argc, .argv = argv, .i = 0};
     while (cli_next(&c)) {
@@ -113,6 +113,9 @@ int cmd_gen(int argc, char **argv)
         if (cli_is(&c, "--emit-ptx")) {
             cli_noval(&c);
             emit_ptx = 1;
+        } else if (cli_is(&c, "--named-registers")) {
+            cli_noval(&c);
+            named = 1;
         } else if (cli_is(&c, "--emit-cubin")) {
             cubin_path = cli_value(&c);
         } else if (cli_is(&c, "--info")) {
@@ -136,9 +139,10 @@ int cmd_gen(int argc, char **argv)
     if (emit_ptx) {
         char *ptx = NULL;
         size_t len = 0;
-        fa3_status st = fa3_emit_ptx(&cfg, &ptx, &len);
+        fa3_status st = named ? fa3_tools_emit_ptx_named(&cfg, &ptx, &len)
+                              : fa3_emit_ptx(&cfg, &ptx, &len);
         if (st != FA3_OK) {
-            lib_error(st, "fa3_emit_ptx");
+            lib_error(st, named ? "fa3_tools_emit_ptx_named" : "fa3_emit_ptx");
             return exit_code_for(st);
         }
         int rc = write_file("-", ptx, len);

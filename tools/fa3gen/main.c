@@ -38,6 +38,7 @@ void print_help(FILE *f)
 "\n"
 "Actions (no GPU needed; may be combined, run in this order):\n"
 "  --emit-ptx           print the generated PTX to stdout\n"
+"  --named-registers    with --emit-ptx: registers by name (%%tile_7), for reading\n"
 "  --emit-cubin FILE    compile and write the cubin to FILE ('-' = stdout)\n"
 "  --info               compile (or load from the cache) and describe the kernel: config,\n"
 "                       backend, registers, spills, stack, shared memory, threads, tile plan,\n"
