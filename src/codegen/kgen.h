@@ -84,6 +84,8 @@ void kg_pipe_assign(kgen *g, pipe_state *dst, pipe_state src);
 /* tile_order.c */
 ptx_r kg_tile_index(kgen *g);
 tile_info kg_tile_decode(kgen *g, ptx_r tile);
+/* This round's tile of this CTA, decoded; branches to lab_past when the CTA has no tile left. */
+tile_info kg_tile_next(kgen *g, int lab_past);
 
 /* producer.c, mainloop.c */
 void kg_producer(kgen *g);

@@ -65,16 +65,27 @@ static void make_desc(kgen *g, ptx_r desc, ptx_r addr, int lbo_enc)
     INS("mov.b64 $, {$, 0x40000040};", desc, b);
 }
 
-/* Wait for K of block n (stage ps) and build its descriptor. */
-static void k_wait_desc(kgen *g, cons *c)
+/* Wait for the ring operand of a block and build its descriptor: K of block n (stage ps,
+   K-major, LBO unused) or V of the previous block (stage pps, MN-major: LBO = the distance
+   between 64-column boxes, bn·128 B). */
+static void ring_wait_desc(kgen *g, cons *c, int is_v)
 {
     const fa3_plan *p = g->p;
-    ptx_r full = kg_ring_bar(g, g->mb_k_full, c->ps.stage);
-    kg_mbar_wait(g, full, c->ps.phase, g->mb_k_full[0]);
-    ptx_r st = ptx_reg(g->f, PTX_B32, "kst"), a = ptx_reg(g->f, PTX_B32, "ka");
-    INS("mad.lo.u32 $, $, %d, $;", st, c->ps.stage, p->smem_k_stage, g->sbase);
-    INS("add.u32 $, $, %d;", a, st, p->smem_k);
-    make_desc(g, c->desck, a, 1);
+    const pipe_state *ps = is_v ? &c->pps : &c->ps;
+    const int *mb = is_v ? g->mb_v_full : g->mb_k_full;
+    ptx_r full = kg_ring_bar(g, mb, ps->stage);
+    kg_mbar_wait(g, full, ps->phase, mb[0]);
+    ptx_r st = ptx_reg(g->f, PTX_B32, is_v ? "vst" : "kst");
+    ptx_r a = ptx_reg(g->f, PTX_B32, is_v ? "va" : "ka");
+    INS("mad.lo.u32 $, $, %d, $;", st, ps->stage, is_v ? p->smem_v_stage : p->smem_k_stage,
+        g->sbase);
+    INS("add.u32 $, $, %d;", a, st, is_v ? p->smem_v : p->smem_k);
+    make_desc(g, is_v ? c->descv : c->desck, a, is_v ? p->block_n * 128 >> 4 : 1);
+}
+
+static void k_wait_desc(kgen *g, cons *c)
+{
+    ring_wait_desc(g, c, 0);
 }
 
 static void k_release(kgen *g, cons *c)
@@ -83,17 +94,9 @@ static void k_release(kgen *g, cons *c)
                     "consumer after QK");
 }
 
-/* Wait for V of the previous block (stage pps); MN-major: LBO = the distance between 64-column
-   boxes (bn·128 B). */
 static void v_wait_desc(kgen *g, cons *c)
 {
-    const fa3_plan *p = g->p;
-    ptx_r full = kg_ring_bar(g, g->mb_v_full, c->pps.stage);
-    kg_mbar_wait(g, full, c->pps.phase, g->mb_v_full[0]);
-    ptx_r st = ptx_reg(g->f, PTX_B32, "vst"), a = ptx_reg(g->f, PTX_B32, "va");
-    INS("mad.lo.u32 $, $, %d, $;", st, c->pps.stage, p->smem_v_stage, g->sbase);
-    INS("add.u32 $, $, %d;", a, st, p->smem_v);
-    make_desc(g, c->descv, a, p->block_n * 128 >> 4);
+    ring_wait_desc(g, c, 1);
 }
 
 static void v_release(kgen *g, cons *c)
@@ -236,11 +239,7 @@ void kg_consumer(kgen *g)
     const int lab_loop = ptx_label(g->f, "cons_loop"), lab_pv = ptx_label(g->f, "cons_pv");
     c.lab_epilogue = ptx_label(g->f, "epilogue");
     ptx_place(g->f, lab_tile);
-    ptx_r tile = kg_tile_index(g);
-    ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
-    INS("setp.ge.u32 $, $, $;", past, tile, g->ntiles);
-    INS("@$ bra %s;", past, ptx_lab(g->f, lab_exit));
-    c.t = kg_tile_decode(g, tile);
+    c.t = kg_tile_next(g, lab_exit);
     for (int i = 0; i < p->hdv_chunks * 32; i++)
         INS("mov.f32 $, " ZERO_F ";", ptx_at(c.o, i));
     for (int r = 0; r < 2; r++) {

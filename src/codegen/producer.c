@@ -122,11 +122,7 @@ void kg_producer(kgen *g)
     const int lab_tile = ptx_label(g->f, "prod_tile"), lab_end = ptx_label(g->f, "prod_end");
     const int lab_next = ptx_label(g->f, "prod_next"), lab_loop = ptx_label(g->f, "prod_loop");
     ptx_place(g->f, lab_tile);
-    ptx_r tile = kg_tile_index(g);
-    ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
-    INS("setp.ge.u32 $, $, $;", past, tile, g->ntiles);
-    INS("@$ bra %s;", past, ptx_lab(g->f, lab_end));
-    pr.t = kg_tile_decode(g, tile);
+    pr.t = kg_tile_next(g, lab_end);
     ptx_r empty = ptx_reg(g->f, PTX_PRED, "notile");
     INS("setp.le.s32 $, $, 0;", empty, pr.t.niters);
     INS("@$ bra %s;", empty, ptx_lab(g->f, lab_next));

@@ -90,3 +90,12 @@ tile_info kg_tile_decode(kgen *g, ptx_r tile)
     t.niters = niters;
     return t;
 }
+
+tile_info kg_tile_next(kgen *g, int lab_past)
+{
+    ptx_r tile = kg_tile_index(g);
+    ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
+    INS("setp.ge.u32 $, $, $;", past, tile, g->ntiles);
+    INS("@$ bra %s;", past, ptx_lab(g->f, lab_past));
+    return kg_tile_decode(g, tile);
+}
