@@ -37,6 +37,27 @@ static void vappend(fa3_buf *b, const char *fmt, va_list ap)
     }
 }
 
+void fa3_emitn(fa3_buf *b, const char *text, size_t n)
+{
+    if (b->oom)
+        return;
+    if (!b->data || b->cap - b->len <= n) {
+        size_t cap = b->cap ? b->cap : 65536;
+        while (cap - b->len <= n)
+            cap *= 2;
+        char *d = realloc(b->data, cap);
+        if (!d) {
+            b->oom = 1;
+            return;
+        }
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, text, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
 void fa3_emitf(fa3_buf *b, const char *fmt, ...)
 {
     va_list ap;

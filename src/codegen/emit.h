@@ -13,6 +13,8 @@ typedef struct fa3_buf {
 
 /* Appends formatted text (no newline added). */
 FA3_INTERNAL void fa3_emitf(fa3_buf *b, const char *fmt, ...) FA3_PRINTF(2, 3);
+/* Appends n bytes of text as they are. */
+FA3_INTERNAL void fa3_emitn(fa3_buf *b, const char *text, size_t n);
 /* Appends one line: a tab, the formatted text, ";\n" is NOT added; "\n" is. */
 FA3_INTERNAL void fa3_emitl(fa3_buf *b, const char *fmt, ...) FA3_PRINTF(2, 3);
 /* Takes the buffer's string (NUL-terminated); FA3_ERR_OUT_OF_MEMORY if any write failed. */

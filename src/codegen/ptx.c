@@ -79,18 +79,12 @@ const char *ptx_name(const ptx_fn *f, ptx_r r, char *buf, size_t size)
 /* Appends the register's name (without a check: callers validated it). */
 static void put_reg(ptx_fn *f, ptx_r r)
 {
-    if (r.arr) {
-        const int a = r.arr - 1;
-        if (r.idx >= f->arr[a].n)
-            ptx_bug(f, "%%%s%d: past the array's %d registers", f->arr[a].name, r.idx,
-                    f->arr[a].n);
-        fa3_emitf(&f->body, "%%%s%d", f->arr[a].name, r.idx);
-    } else {
-        if (f->named)
-            fa3_emitf(&f->body, "%%%s_%d", f->scalar_name[r.id], r.id);
-        else
-            fa3_emitf(&f->body, "%%%s%d", cls_short[r.cls], f->scalar_num[r.id]);
-    }
+    if (r.arr && r.idx >= f->arr[r.arr - 1].n)
+        ptx_bug(f, "%%%s%d: past the array's %d registers", f->arr[r.arr - 1].name, r.idx,
+                f->arr[r.arr - 1].n);
+    char name[48];
+    ptx_name(f, r, name, sizeof name);
+    fa3_emitn(&f->body, name, strlen(name));
 }
 
 /* ------------------------------------------------------------------ the op table */
@@ -273,7 +267,12 @@ void ptx_ins(ptx_fn *f, const char *fmt, ...)
         if (*p == '%') {
             p++;
             switch (*p) {
-            case 'd': fa3_emitf(&f->body, "%d", va_arg(ap, int)); break;
+            case 'd': {
+                char num[16];
+                int k = snprintf(num, sizeof num, "%d", va_arg(ap, int));
+                fa3_emitn(&f->body, num, (size_t)k);
+                break;
+            }
             case 'u': fa3_emitf(&f->body, "%u", va_arg(ap, unsigned)); break;
             case 'x': fa3_emitf(&f->body, "%x", va_arg(ap, unsigned)); break;
             case 's': fa3_emitf(&f->body, "%s", va_arg(ap, const char *)); break;
@@ -299,7 +298,7 @@ void ptx_ins(ptx_fn *f, const char *fmt, ...)
         } else if (*p == ',' && !bracket && !brace && opcode_seen) {
             pos++;
         }
-        fa3_emitf(&f->body, "%c", *p);
+        fa3_emitn(&f->body, p, 1);
     }
     va_end(ap);
     fa3_emitf(&f->body, "\n");
