@@ -1,6 +1,8 @@
-/* Small text helpers shared by the generator and the runtime (declared in common.h). */
+/* Small helpers shared by the generator and the runtime (declared in common.h): text, and
+   fa3_free for what the library's functions return. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "common.h"
 
@@ -30,4 +32,9 @@ int fa3_parse_whole(const char *s, size_t len, long max, long *out)
     }
     *out = x;
     return 1;
+}
+
+void fa3_free(void *p)
+{
+    free(p);
 }

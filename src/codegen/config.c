@@ -1,9 +1,9 @@
 /*
- * fa3_config: defaults, validation with an error naming each bad field, canonical form,
- * a one-line description, and fa3_emit_ptx (plan, then emit).
+ * fa3_config: defaults, validation with an error naming each bad field, canonical form and a
+ * one-line description. Calls the planner (tile defaults, the fit check) but never the emitter:
+ * the emitter calls fa3_config_describe, so fa3_emit_ptx lives in generate.c.
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
@@ -98,22 +98,6 @@ fa3_status fa3_config_describe(const fa3_config *cfg, char *buf, size_t buf_size
              dtype_name(cfg->dtype), mask_name(cfg->mask), cfg->softcap ? " softcap" : "",
              (int)cfg->arch, cfg->block_n, cfg->stages);
     return FA3_OK;
-}
-
-fa3_status fa3_emit_ptx(const fa3_config *cfg, char **ptx, size_t *len)
-{
-    if (!ptx)
-        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_emit_ptx: NULL ptx");
-    fa3_config c;
-    FA3_TRY(fa3_config_canonicalize(cfg, &c));
-    fa3_plan plan;
-    FA3_TRY(fa3_plan_make(&c, &plan));
-    return fa3_codegen_ptx(&plan, ptx, len);
-}
-
-void fa3_free(void *p)
-{
-    free(p);
 }
 
 int fa3_config_equal(const fa3_config *a, const fa3_config *b)

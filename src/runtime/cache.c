@@ -22,7 +22,6 @@
 #include "codegen/codegen.h"
 #include "runtime/cache.h"
 #include "runtime/compile.h"
-#include "runtime/runtime.h"
 
 #define MAGIC FA3_CACHE_MAGIC
 #define HDR FA3_CACHE_HEADER_SIZE

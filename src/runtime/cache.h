@@ -1,6 +1,6 @@
 /*
  * On-disk kernel cache: one file <dir>/<key>.fa3k per compiled kernel, where key is the XXH3-128
- * of everything that determines the binary (fa3_cache_key_for, declared in runtime.h). Files are
+ * of everything that determines the binary (fa3_cache_key_for). Files are
  * written to a temporary name in the same directory (.<key>.tmp.XXXXXX), fsync'd and renamed into
  * place, so readers only ever see complete entries; a file that fails any check (magic, version,
  * key, sizes, config, checksums) is treated as a miss, never loaded, and replaced on the next store.
@@ -92,6 +92,17 @@ typedef struct fa3_cache_view {
     size_t log_size;
     fa3_cache_meta meta;
 } fa3_cache_view;
+
+/*
+ * Cache key of a kernel: XXH3-128 (32 lowercase hex digits + NUL into out) of the canonical form
+ * of cfg (canonicalized again here, so equal kernels share a key), the PTX text ptx[0..len), the
+ * generator version FA3_GENERATOR_VERSION, backend's name (AUTO is resolved first) and
+ * backend_version (fa3_backend_version's string), and the arch name. Pure.
+ * Errors: FA3_ERR_INVALID_ARGUMENT, the config errors, FA3_ERR_OUT_OF_MEMORY.
+ */
+FA3_INTERNAL fa3_status fa3_cache_key_for(const fa3_config *canonical, const char *ptx, size_t len,
+                                          fa3_backend backend, const char *backend_version,
+                                          char out[33]);
 
 /*
  * Decides the cache directory: opt_dir if non-empty, else env's FA3JIT_CACHE_DIR, else

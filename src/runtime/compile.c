@@ -31,6 +31,17 @@ const char *fa3_arch_name(fa3_arch arch)
     return NULL;
 }
 
+const char *fa3_backend_name(fa3_backend b)
+{
+    switch (b) {
+    case FA3_BACKEND_AUTO: return "auto";
+    case FA3_BACKEND_PTX_COMPILER: return "ptx-compiler";
+    case FA3_BACKEND_NVJITLINK: return "nvjitlink";
+    case FA3_BACKEND_DRIVER_JIT: return "driver-jit";
+    }
+    return "unknown";
+}
+
 static char *dup_text(const char *s)
 {
     size_t n = s ? strlen(s) : 0;

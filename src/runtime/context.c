@@ -110,17 +110,6 @@ void fa3_context_options_init(fa3_context_options *opts)
         memset(opts, 0, sizeof *opts);
 }
 
-const char *fa3_backend_name(fa3_backend b)
-{
-    switch (b) {
-    case FA3_BACKEND_AUTO: return "auto";
-    case FA3_BACKEND_PTX_COMPILER: return "ptx-compiler";
-    case FA3_BACKEND_NVJITLINK: return "nvjitlink";
-    case FA3_BACKEND_DRIVER_JIT: return "driver-jit";
-    }
-    return "unknown";
-}
-
 fa3_status fa3_context_create(fa3_context **out, const fa3_context_options *opts)
 {
     if (!out)

@@ -91,17 +91,6 @@ struct fa3_context {
  */
 FA3_INTERNAL fa3_status fa3_kernel_function(fa3_kernel *kernel, CUfunction *fn, CUdevice *dev);
 
-/*
- * Cache key of a kernel: XXH3-128 (32 lowercase hex digits + NUL into out) of the canonical form
- * of cfg (canonicalized again here, so equal kernels share a key), the PTX text ptx[0..len), the
- * generator version FA3_GENERATOR_VERSION, backend's name (AUTO is resolved first) and
- * backend_version (fa3_backend_version's string), and the arch name. Pure; implemented in cache.c.
- * Errors: FA3_ERR_INVALID_ARGUMENT, the config errors, FA3_ERR_OUT_OF_MEMORY.
- */
-FA3_INTERNAL fa3_status fa3_cache_key_for(const fa3_config *canonical, const char *ptx, size_t len,
-                                          fa3_backend backend, const char *backend_version,
-                                          char out[33]);
-
 /* 1 if the kernel's compile log has a diagnostic line (see fa3_compile_result.has_warning); for
    DRIVER_JIT kernels known only after the first module load. Thread-safe. */
 FA3_INTERNAL int fa3_kernel_has_warning(const fa3_kernel *kernel);
