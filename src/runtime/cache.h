@@ -1,6 +1,8 @@
 /*
  * On-disk kernel cache: one file <dir>/<key>.fa3k per compiled kernel, where key is the XXH3-128
- * of everything that determines the binary (fa3_cache_key_for). Files are
+ * of everything that determines the binary (fa3_cache_key_for). In three files: cache_format.c
+ * (the key and the header's bytes, pure), cache.c (the folder, load, store, the lock) and
+ * cache_list.c (fa3-gen's ls and clear). Files are
  * written to a temporary name in the same directory (.<key>.tmp.XXXXXX), fsync'd and renamed into
  * place, so readers only ever see complete entries; a file that fails any check (magic, version,
  * key, sizes, config, checksums) is treated as a miss, never loaded, and replaced on the next store.
@@ -158,6 +160,36 @@ FA3_INTERNAL fa3_status fa3_cache_entry_path(const char *dir, const char *key, c
    (the lock and the store classify a folder alike). */
 FA3_INTERNAL int fa3_cache_errno_readonly(int e);
 
+/* ------------------------------------------------------------------ shared by the cache's files */
+
+/* 1 if p[0..32) are lowercase hex digits (a key). */
+FA3_INTERNAL int fa3_cache_hex32(const char *p);
+
+/* buf = "<dir>/<name><suffix>"; 0, or -1 when it does not fit (no error message set). */
+FA3_INTERNAL int fa3_cache_join_path(char *buf, size_t size, const char *dir, const char *name,
+                                     const char *suffix);
+
+/* Writes the FA3_CACHE_HEADER_SIZE header bytes h of an entry for key holding cubin and the
+   lsize bytes of log, with meta (created 0 = now). Errors: FA3_ERR_OUT_OF_MEMORY. */
+FA3_INTERNAL fa3_status fa3_cache_header_write(uint8_t *h, const char *key, const void *cubin,
+                                               size_t cubin_size, const char *log, size_t lsize,
+                                               const fa3_cache_meta *meta);
+
+/* 1 if the payload (cubin then log, as sized by the parsed header h) matches h's checksum. */
+FA3_INTERNAL int fa3_cache_payload_ok(const uint8_t *h, const uint8_t *payload,
+                                      const fa3_cache_view *v);
+
+/*
+ * Reads and checks the entry open on fd (key: the key its file name gives): a regular file of a
+ * plausible size; the header first, so that sizes are checked before anything large is
+ * allocated; the config (expect, may be NULL); then the payload (cubin and log) against its
+ * checksum. Returns 1 with *v filled and *payload (malloc'd, v->cubin_size + v->log_size bytes,
+ * v's pointers into it); else 0 with *payload NULL and *why (may be NULL) a static reason. The
+ * one check of an entry on disk: the loader and the listing share it.
+ */
+FA3_INTERNAL int fa3_cache_read_entry(int fd, const char *key, const fa3_config *expect,
+                                      fa3_cache_view *v, uint8_t **payload, const char **why);
+
 /* ------------------------------------------------------------------ lock */
 
 typedef enum fa3_cache_lock_result {
@@ -210,8 +242,8 @@ FA3_TOOLS_API fa3_cache_file_kind fa3_cache_file_kind_of(const char *name);
 
 /*
  * Lists fa3jit's files in dir (entries read whole and checked as the loader checks them, locks,
- * temporaries; other files ignored), sorted by name. *files is malloc'd (release with fa3_free), *count its length; a
- * missing dir gives 0 files. Errors: FA3_ERR_CACHE_IO (opendir failed, named), _OUT_OF_MEMORY.
+ * temporaries; other files ignored), sorted by name. *files is malloc'd (release with
+ * fa3_free), *count its length; a missing dir gives 0 files. Errors: FA3_ERR_CACHE_IO (opendir failed, named), _OUT_OF_MEMORY.
  */
 FA3_TOOLS_API fa3_status fa3_cache_list(const char *dir, fa3_cache_file **files, size_t *count);
 
