@@ -1,7 +1,8 @@
 /*
- * fa3_config: defaults, validation with an error naming each bad field, canonical form and a
- * one-line description. Calls the planner (tile defaults, the fit check) but never the emitter:
- * the emitter calls fa3_config_describe, so fa3_emit_ptx lives in generate.c.
+ * fa3_config: defaults, validation with an error naming each bad field, canonical form, a
+ * one-line description and the list of supported configurations. Calls the planner (tile
+ * defaults, the fit check) but never the emitter: the emitter calls fa3_config_describe, so
+ * fa3_emit_ptx lives in generate.c.
  */
 #include <stdio.h>
 #include <string.h>
@@ -105,4 +106,33 @@ int fa3_config_equal(const fa3_config *a, const fa3_config *b)
     return a->head_dim == b->head_dim && a->head_dim_v == b->head_dim_v && a->dtype == b->dtype &&
            a->mask == b->mask && a->softcap == b->softcap && a->arch == b->arch &&
            a->block_n == b->block_n && a->stages == b->stages;
+}
+
+int fa3_supported_configs(fa3_config *out, int max)
+{
+    /* Candidates; fa3_config_canonicalize decides, so the list follows the generator. */
+    static const int heads[][2] = {{64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256},
+                                   {192, 128}};
+    static const fa3_dtype dtypes[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16};
+    static const fa3_mask masks[] = {FA3_MASK_NONE, FA3_MASK_CAUSAL, FA3_MASK_LOCAL};
+    int n = 0;
+    for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
+        for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
+            for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++)
+                for (int sc = 0; sc <= 1; sc++) {
+                    fa3_config c, canon;
+                    fa3_config_init(&c);
+                    c.head_dim = heads[h][0];
+                    c.head_dim_v = heads[h][1];
+                    c.dtype = dtypes[d];
+                    c.mask = masks[m];
+                    c.softcap = sc;
+                    if (fa3_config_canonicalize(&c, &canon) != FA3_OK)
+                        continue;
+                    if (out && n < max)
+                        out[n] = canon;
+                    n++;
+                }
+    fa3_clearerr(); /* the refused candidates are not the caller's error */
+    return n;
 }

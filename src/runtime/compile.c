@@ -80,6 +80,28 @@ static void append_logs(const fa3_compile_result *r)
         fa3_appenderr("\n--- info log ---\n%s", r->info_log);
 }
 
+char *fa3_compile_join_logs(const char *info, const char *error)
+{
+    size_t ni = info ? strlen(info) : 0, ne = error ? strlen(error) : 0;
+    char *s = malloc(ni + ne + 2);
+    if (!s)
+        return NULL;
+    size_t n = 0;
+    if (ni) {
+        memcpy(s, info, ni);
+        n = ni;
+    }
+    if (ne) {
+        if (n && s[n - 1] != '\n')
+            s[n++] = '\n';
+        memcpy(s + n, error, ne);
+        n += ne;
+    }
+    s[n] = '\0';
+    return s;
+}
+
+
 /* ------------------------------------------------------------------ ptxas log parsing */
 
 /* Case-insensitive substring search within [s, end). */

@@ -7,7 +7,7 @@
  *                              setmaxnreg (C7504) and serializes wgmma (C7509; both caught by
  *                              has_warning).
  *   FA3_BACKEND_DRIVER_JIT   — nothing to do at compile time: the driver JITs the PTX when the
- *                              module is loaded (context.c), so the result has no cubin.
+ *                              module is loaded (kernel.c), so the result has no cubin.
  */
 #ifndef FA3JIT_COMPILE_H
 #define FA3JIT_COMPILE_H
@@ -55,6 +55,10 @@ FA3_INTERNAL fa3_status fa3_compile_ptx(const char *ptx, size_t len, fa3_arch ar
 
 /* Releases what a result owns and resets it (fields -1 / NULL). Safe on a zeroed result. */
 FA3_INTERNAL void fa3_compile_result_free(fa3_compile_result *r);
+
+/* The two compiler logs joined into one malloc'd text (a newline between them when the first
+   does not end with one); NULL when out of memory. */
+FA3_INTERNAL char *fa3_compile_join_logs(const char *info, const char *error);
 
 /* Parses ptxas verbose output (info log, or the driver JIT's log) into r's num_regs, spill and
    stack fields and has_warning. Values of the entry function FA3_KERNEL_NAME are preferred; fields

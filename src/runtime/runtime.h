@@ -79,6 +79,26 @@ struct fa3_context {
                                 (creation), else the first disk-cache problem */
 };
 
+/* Keeps ctx's first warning (later ones are dropped: reported once). The text is written before
+   ctx->warned is set and never changed after, so readers need no lock. context.c. */
+FA3_INTERNAL void fa3_context_warn(fa3_context *ctx, const char *fmt, ...) FA3_PRINTF(2, 3);
+
+/* Moves ctx's disk state (FA3_DISK_*) towards OFF, never back. context.c. */
+FA3_INTERNAL void fa3_context_degrade_disk(fa3_context *ctx, int state);
+
+/* Unloads kernel's modules (when a driver was ever loaded) and frees it (NULL is ignored).
+   kernel.c. */
+FA3_INTERNAL void fa3_kernel_free(fa3_kernel *kernel);
+
+/* A new kernel of ctx for a canonical config (not yet built, not in the table), or NULL when out
+   of memory. kernel.c. */
+FA3_INTERNAL fa3_kernel *fa3_kernel_new(fa3_context *ctx, const fa3_config *canonical);
+
+/* Records that the calling thread's latest fa3_jit_get_kernel call returned kernel from source
+   (fa3_kernel_info.source is per thread: matched by serial, not by address, which a freed kernel
+   may pass on; another kernel's info shows how the context first obtained it). kernel.c. */
+FA3_INTERNAL void fa3_kernel_note_source(const fa3_kernel *kernel, fa3_kernel_source source);
+
 /*
  * The CUfunction of kernel in the calling thread's current CUDA context (made current first with
  * fa3_driver_ensure_context if there is none). The first call per context loads the module:
