@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include "common.h"
+#include "codegen/config_fields.h"
 
 /* Bumped whenever generated PTX may change for the same config: part of every cache key. */
 #define FA3_GENERATOR_VERSION "fa3jit-codegen-1"
@@ -72,9 +73,6 @@ typedef struct fa3_plan {
 } fa3_plan;
 
 /* Planner's tile choice for a validated (not yet canonical) config: block_n and stages. */
-/* 1 if the two configs are equal field by field (compare canonical forms). */
-FA3_INTERNAL int fa3_config_equal(const fa3_config *a, const fa3_config *b);
-
 FA3_INTERNAL void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages);
 
 /* Builds the plan of a canonical config. Errors: FA3_ERR_BAD_BLOCK (smem/registers don't fit). */

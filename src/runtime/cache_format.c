@@ -20,6 +20,8 @@
 #define HDR FA3_CACHE_HEADER_SIZE
 #define MAX_ENTRY_BYTES FA3_CACHE_MAX_PART /* refuse to believe in a cubin over 1 GiB */
 _Static_assert(FA3_CACHE_PLAN_DEBUG_SIZE == FA3_PLAN_DEBUG_SIZE, "the header holds fa3_plan.debug");
+_Static_assert(FA3_CACHE_OFF_CONFIG + 4 * FA3_CONFIG_NUM_FIELDS <= FA3_CACHE_OFF_CREATED,
+               "the header holds every config field");
 
 /* ------------------------------------------------------------------ little-endian helpers */
 
@@ -53,27 +55,22 @@ static uint64_t get_u64(const uint8_t *p)
 
 /* ------------------------------------------------------------------ key */
 
-/* The canonical config as 8 little-endian u32 fields (32 bytes): the cache key hashes them, and
-   entry headers store them, in this order. */
+/* The canonical config as FA3_CONFIG_NUM_FIELDS little-endian 32-bit values in the field
+   table's order (config_fields.c): the cache key hashes them, and entry headers store them. */
 static void put_config(uint8_t *p, const fa3_config *c)
 {
-    const int32_t f[8] = {c->head_dim, c->head_dim_v, (int32_t)c->dtype, (int32_t)c->mask,
-                          c->softcap, (int32_t)c->arch, c->block_n, c->stages};
-    for (int i = 0; i < 8; i++)
-        put_u32(p + 4 * i, (uint32_t)f[i]);
+    int32_t v[FA3_CONFIG_NUM_FIELDS];
+    fa3_config_to_values(c, v);
+    for (int i = 0; i < FA3_CONFIG_NUM_FIELDS; i++)
+        put_u32(p + 4 * i, (uint32_t)v[i]);
 }
 
 static void get_config(const uint8_t *p, fa3_config *c)
 {
-    memset(c, 0, sizeof *c);
-    c->head_dim = (int32_t)get_u32(p);
-    c->head_dim_v = (int32_t)get_u32(p + 4);
-    c->dtype = (fa3_dtype)(int32_t)get_u32(p + 8);
-    c->mask = (fa3_mask)(int32_t)get_u32(p + 12);
-    c->softcap = (int32_t)get_u32(p + 16);
-    c->arch = (fa3_arch)(int32_t)get_u32(p + 20);
-    c->block_n = (int32_t)get_u32(p + 24);
-    c->stages = (int32_t)get_u32(p + 28);
+    int32_t v[FA3_CONFIG_NUM_FIELDS];
+    for (int i = 0; i < FA3_CONFIG_NUM_FIELDS; i++)
+        v[i] = (int32_t)get_u32(p + 4 * i);
+    fa3_config_from_values(c, v, FA3_CONFIG_NUM_FIELDS);
 }
 
 static void hash_u32(XXH3_state_t *s, uint32_t v)
@@ -116,8 +113,8 @@ fa3_status fa3_cache_key_for(const fa3_config *canonical, const char *ptx, size_
     hash_str(s, domain, sizeof domain - 1);
     /* The canonical config, one fixed-width field at a time (count first: adding a field changes
        every key). */
-    hash_u32(s, 8);
-    uint8_t cb[32];
+    hash_u32(s, FA3_CONFIG_NUM_FIELDS);
+    uint8_t cb[4 * FA3_CONFIG_NUM_FIELDS];
     put_config(cb, &c);
     XXH3_128bits_update(s, cb, sizeof cb);
     hash_str(s, ptx, len);
@@ -233,13 +230,9 @@ int fa3_cache_parse_header(const void *data, size_t size, const char *key, fa3_c
         BAD("unknown backend");
     fa3_config cfg;
     get_config(h + FA3_CACHE_OFF_CONFIG, &cfg);
-    /* Plausibility only (the loader compares with the config it wants): enums in range, sizes
-       positive and small. fa3_config_canonicalize would set the thread's message. */
-    if (cfg.head_dim <= 0 || cfg.head_dim > 4096 || cfg.head_dim_v <= 0 ||
-        cfg.head_dim_v > 4096 || (unsigned)cfg.dtype > FA3_DTYPE_E4M3 ||
-        (unsigned)cfg.mask > FA3_MASK_LOCAL || (cfg.softcap != 0 && cfg.softcap != 1) ||
-        cfg.arch != FA3_ARCH_SM90A || cfg.block_n <= 0 || cfg.block_n > 4096 ||
-        cfg.stages <= 0 || cfg.stages > 64)
+    /* Plausibility only (the loader compares with the config it wants): each field in its
+       table range. fa3_config_canonicalize would set the thread's message. */
+    if (fa3_config_out_of_range(&cfg))
         BAD("implausible config");
 
     /* Printable ASCII, then NULs only: the one spelling fa3_cache_store writes. */
