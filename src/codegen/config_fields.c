@@ -80,10 +80,10 @@ void fa3_config_to_values(const fa3_config *c, int32_t *values)
         values[i] = fa3_config_get(c, &fa3_config_fields[i]);
 }
 
-void fa3_config_from_values(fa3_config *c, const int32_t *values, int n)
+void fa3_config_from_values(fa3_config *c, const int32_t *values)
 {
     fa3_config_init(c);
-    for (int i = 0; i < FA3_CONFIG_NUM_FIELDS && i < n; i++)
+    for (int i = 0; i < FA3_CONFIG_NUM_FIELDS; i++)
         fa3_config_set(c, &fa3_config_fields[i], values[i]);
 }
 

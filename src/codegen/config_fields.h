@@ -66,9 +66,8 @@ FA3_INTERNAL void fa3_config_fill_zero(fa3_config *c, fa3_field_canon canon,
 /* c's values in table order (FA3_CONFIG_NUM_FIELDS of them). */
 FA3_INTERNAL void fa3_config_to_values(const fa3_config *c, int32_t *values);
 
-/* The config of the first n values in table order (n may be below FA3_CONFIG_NUM_FIELDS: an
-   older entry; the fields it lacks take their init values; values past the table are ignored). */
-FA3_INTERNAL void fa3_config_from_values(fa3_config *c, const int32_t *values, int n);
+/* The config of FA3_CONFIG_NUM_FIELDS values in table order. */
+FA3_INTERNAL void fa3_config_from_values(fa3_config *c, const int32_t *values);
 
 /* NULL if every field of c lies in its [lo, hi], else the name of the first that does not. */
 FA3_INTERNAL const char *fa3_config_out_of_range(const fa3_config *c);

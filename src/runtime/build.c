@@ -1,6 +1,7 @@
 /*
- * fa3_jit_get_kernel: canonical config → the context's memory table → PTX from the generator →
- * cache key → disk cache → compile → store in both.
+ * fa3_jit_get_kernel: canonical config → the context's memory table → the plan, then for each
+ * kernel of the config's operation (op.h): PTX from its kind's emitter → cache key → disk cache →
+ * compile → store in both.
  *
  * Concurrency: the context mutex guards the kernel table. A kernel being built is in the table
  * with ready = 0 so that a second thread asking for the same config waits for it (on the context's
@@ -13,61 +14,64 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/generate.h"
 #include "runtime/cache.h"
 #include "runtime/compile.h"
 #include "runtime/runtime.h"
 
 /* ------------------------------------------------------------------ building a kernel */
 
-/* Fills k from the disk cache entry of k->key; 1 on a hit. */
-static int load_from_disk(fa3_context *ctx, fa3_kernel *k)
+/* Fills part pt of k from the disk cache entry of pt->key; 1 on a hit. */
+static int load_from_disk(fa3_context *ctx, const fa3_kernel *k, fa3_part *pt)
 {
     fa3_cache_meta meta;
     char *log = NULL;
-    if (!fa3_cache_load(ctx->cache_dir, k->key, &k->cfg, &k->cubin, &k->cubin_size, &log, &meta))
+    if (!fa3_cache_load(ctx->cache_dir, pt->key, &k->cfg, &pt->cubin, &pt->cubin_size, &log,
+                        &meta))
         return 0;
-    /* The key covers both (the PTX header names the plan's knobs): a forged or damaged entry. */
-    if (meta.backend != k->backend || strcmp(meta.plan_debug, k->plan.debug) != 0) {
-        free(k->cubin);
+    /* The key covers these (the PTX header names the plan's knobs): a forged or damaged entry. */
+    if (meta.backend != k->backend || meta.kind != pt->kind ||
+        strcmp(meta.plan_debug, k->plan.debug) != 0) {
+        free(pt->cubin);
         free(log);
-        k->cubin = NULL;
-        k->cubin_size = 0;
+        pt->cubin = NULL;
+        pt->cubin_size = 0;
         return 0;
     }
-    k->compile_log = log;
-    k->num_regs = meta.num_regs;
-    k->spill_store_bytes = meta.spill_store_bytes;
-    k->spill_load_bytes = meta.spill_load_bytes;
-    k->stack_bytes = meta.stack_bytes;
-    k->has_warning = meta.has_warning;
-    k->first_source = FA3_SOURCE_DISK;
-    k->compile_ms = 0;
+    pt->compile_log = log;
+    pt->num_regs = meta.num_regs;
+    pt->spill_store_bytes = meta.spill_store_bytes;
+    pt->spill_load_bytes = meta.spill_load_bytes;
+    pt->stack_bytes = meta.stack_bytes;
+    pt->has_warning = meta.has_warning;
+    pt->source = FA3_SOURCE_DISK;
+    pt->compile_ms = 0;
     return 1;
 }
 
-/* Compiles k's PTX into k. t0: when the build started (compile_ms counts codegen too). */
-static fa3_status compile_kernel(fa3_kernel *k, double t0)
+/* Compiles part pt's PTX. t0: when its build started (compile_ms counts codegen too). */
+static fa3_status compile_part(const fa3_kernel *k, fa3_part *pt, double t0)
 {
     fa3_compile_result r;
-    fa3_status st = fa3_compile_ptx(k->ptx, k->ptx_len, k->cfg.arch, k->backend, &r);
+    fa3_status st = fa3_compile_ptx(pt->ptx, pt->ptx_len, k->cfg.arch, k->backend, &r);
     if (st != FA3_OK) {
         fa3_compile_result_free(&r);
         return st;
     }
-    k->compile_ms = fa3_now_ms() - t0;
-    k->cubin = r.cubin;
-    k->cubin_size = r.cubin_size;
+    pt->compile_ms = fa3_now_ms() - t0;
+    pt->cubin = r.cubin;
+    pt->cubin_size = r.cubin_size;
     r.cubin = NULL;
-    k->num_regs = r.num_regs;
-    k->spill_store_bytes = r.spill_store_bytes;
-    k->spill_load_bytes = r.spill_load_bytes;
-    k->stack_bytes = r.stack_bytes;
-    k->has_warning = r.has_warning;
-    k->first_source = FA3_SOURCE_COMPILED;
+    pt->num_regs = r.num_regs;
+    pt->spill_store_bytes = r.spill_store_bytes;
+    pt->spill_load_bytes = r.spill_load_bytes;
+    pt->stack_bytes = r.stack_bytes;
+    pt->has_warning = r.has_warning;
+    pt->source = FA3_SOURCE_COMPILED;
     if (k->backend != FA3_BACKEND_DRIVER_JIT) {
-        k->compile_log =
+        pt->compile_log =
             fa3_test_fail("oom-log") ? NULL : fa3_compile_join_logs(r.info_log, r.error_log);
-        if (!k->compile_log) {
+        if (!pt->compile_log) {
             fa3_compile_result_free(&r);
             return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory for the compiler log");
         }
@@ -77,31 +81,60 @@ static fa3_status compile_kernel(fa3_kernel *k, double t0)
 }
 
 /* Test hook "ptx": makes the generated text invalid, so that the compile fails with a log. */
-static fa3_status spoil_ptx(fa3_kernel *k)
+static fa3_status spoil_ptx(fa3_part *pt)
 {
     static const char junk[] = "\n.this_is_not_ptx %r0, garbage;\n";
-    char *p = realloc(k->ptx, k->ptx_len + sizeof junk);
+    char *p = realloc(pt->ptx, pt->ptx_len + sizeof junk);
     if (!p)
         return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory");
-    memcpy(p + k->ptx_len, junk, sizeof junk);
-    k->ptx = p;
-    k->ptx_len += sizeof junk - 1;
+    memcpy(p + pt->ptx_len, junk, sizeof junk);
+    pt->ptx = p;
+    pt->ptx_len += sizeof junk - 1;
     return FA3_OK;
 }
 
-/* Fills k (whose cfg is set) from the disk cache or by generating and compiling. Called without
-   the context lock. */
-static fa3_status build_kernel(fa3_context *ctx, fa3_kernel *k)
+/* Stores part pt's entry. Not an error when it fails: the kernel works from memory, the reason
+   becomes the context's warning and no stale message is left for a call that succeeds. */
+static void store_part(fa3_context *ctx, const fa3_kernel *k, const fa3_part *pt)
+{
+    fa3_cache_meta meta;
+    memset(&meta, 0, sizeof meta);
+    meta.num_regs = pt->num_regs;
+    meta.spill_store_bytes = pt->spill_store_bytes;
+    meta.spill_load_bytes = pt->spill_load_bytes;
+    meta.stack_bytes = pt->stack_bytes;
+    meta.has_warning = pt->has_warning;
+    meta.backend = k->backend;
+    meta.kind = pt->kind;
+    meta.config = k->cfg;
+    snprintf(meta.plan_debug, sizeof meta.plan_debug, "%s", k->plan.debug);
+    int e = 0;
+    if (fa3_cache_store(ctx->cache_dir, pt->key, pt->cubin, pt->cubin_size, pt->compile_log, &meta,
+                        &e) != FA3_OK) {
+        if (fa3_cache_errno_readonly(e))
+            fa3_context_degrade_disk(ctx, FA3_DISK_READONLY);
+        fa3_context_warn(ctx, "%s (the kernel is kept in memory)", fa3_last_error_message());
+        fa3_clearerr();
+    }
+}
+
+/* Fills part pt of k (whose plan is made): PTX from its kind's emitter, its cache key, then the
+   disk cache or a compile (stored). Called without the context lock. */
+static fa3_status build_part(fa3_context *ctx, const fa3_kernel *k, fa3_part *pt)
 {
     double t0 = fa3_now_ms();
-    FA3_TRY(fa3_plan_make(&k->cfg, &k->plan));
-    FA3_TRY(fa3_codegen_ptx(&k->plan, &k->ptx, &k->ptx_len));
-    if (!k->ptx || k->ptx[k->ptx_len] != '\0')
+    fa3_kind_shape(pt->kind, &k->plan, &pt->threads, &pt->smem_bytes);
+    FA3_TRY(fa3_codegen_kernel(pt->kind, &k->plan, &pt->ptx, &pt->ptx_len));
+    if (!pt->ptx || pt->ptx[pt->ptx_len] != '\0')
         return fa3_seterr(FA3_ERR_INTERNAL, "the generator returned no NUL-terminated PTX");
     if (fa3_test_fail("ptx"))
-        FA3_TRY(spoil_ptx(k));
-    FA3_TRY(fa3_backend_version(k->backend, k->backend_version, sizeof k->backend_version));
-    FA3_TRY(fa3_cache_key_for(&k->cfg, k->ptx, k->ptx_len, k->backend, k->backend_version, k->key));
+        FA3_TRY(spoil_ptx(pt));
+    const char *arch = fa3_arch_name(k->cfg.arch);
+    fa3_cache_key_input in = {.kind = pt->kind, .config = &k->cfg, .ptx = pt->ptx,
+                              .ptx_len = pt->ptx_len, .generator = FA3_GENERATOR_VERSION,
+                              .backend = fa3_backend_name(k->backend),
+                              .backend_version = k->backend_version, .arch = arch ? arch : ""};
+    FA3_TRY(fa3_cache_key(&in, pt->key));
 
     /* The disk cache holds cubins; DRIVER_JIT has none to keep. */
     int use_disk = ctx->cache_dir && k->backend != FA3_BACKEND_DRIVER_JIT &&
@@ -109,16 +142,16 @@ static fa3_status build_kernel(fa3_context *ctx, fa3_kernel *k)
     fa3_cache_lock lock;
     lock.fd = -1;
     if (use_disk) {
-        if (load_from_disk(ctx, k))
+        if (load_from_disk(ctx, k, pt))
             return FA3_OK;
         if (atomic_load(&ctx->disk_state) == FA3_DISK_OK) {
             /* Compile under the key's lock, looking at the disk again once it is held: another
                process (or context) may have just stored the entry while we waited. */
             char why[768];
-            switch (fa3_cache_lock_take(ctx->cache_dir, k->key, ctx->lock_timeout_ms, &lock, why,
+            switch (fa3_cache_lock_take(ctx->cache_dir, pt->key, ctx->lock_timeout_ms, &lock, why,
                                         sizeof why)) {
             case FA3_CACHE_LOCKED:
-                if (load_from_disk(ctx, k)) {
+                if (load_from_disk(ctx, k, pt)) {
                     fa3_cache_lock_release(&lock);
                     return FA3_OK;
                 }
@@ -139,32 +172,26 @@ static fa3_status build_kernel(fa3_context *ctx, fa3_kernel *k)
         }
     }
 
-    fa3_status st = compile_kernel(k, t0);
-    if (st == FA3_OK && use_disk && k->cubin &&
-        atomic_load(&ctx->disk_state) == FA3_DISK_OK) {
-        fa3_cache_meta meta;
-        memset(&meta, 0, sizeof meta);
-        meta.num_regs = k->num_regs;
-        meta.spill_store_bytes = k->spill_store_bytes;
-        meta.spill_load_bytes = k->spill_load_bytes;
-        meta.stack_bytes = k->stack_bytes;
-        meta.has_warning = k->has_warning;
-        meta.backend = k->backend;
-        meta.config = k->cfg;
-        snprintf(meta.plan_debug, sizeof meta.plan_debug, "%s", k->plan.debug);
-        int e = 0;
-        if (fa3_cache_store(ctx->cache_dir, k->key, k->cubin, k->cubin_size, k->compile_log,
-                            &meta, &e) != FA3_OK) {
-            /* Not an error: the kernel works from memory. Keep the reason as the warning and
-               leave no stale message behind for a call that succeeds. */
-            if (fa3_cache_errno_readonly(e))
-                fa3_context_degrade_disk(ctx, FA3_DISK_READONLY);
-            fa3_context_warn(ctx, "%s (the kernel is kept in memory)", fa3_last_error_message());
-            fa3_clearerr();
-        }
-    }
+    fa3_status st = compile_part(k, pt, t0);
+    if (st == FA3_OK && use_disk && pt->cubin && atomic_load(&ctx->disk_state) == FA3_DISK_OK)
+        store_part(ctx, k, pt);
     fa3_cache_lock_release(&lock);
     return st;
+}
+
+/* Fills k (whose cfg and parts' kinds are set): the plan, then each kernel of its operation.
+   Called without the context lock. */
+static fa3_status build_kernel(fa3_context *ctx, fa3_kernel *k)
+{
+    FA3_TRY(fa3_plan_make(&k->cfg, &k->plan));
+    FA3_TRY(fa3_backend_version(k->backend, k->backend_version, sizeof k->backend_version));
+    k->first_source = FA3_SOURCE_DISK;
+    for (int i = 0; i < k->num_parts; i++) {
+        FA3_TRY(build_part(ctx, k, &k->parts[i]));
+        if (k->parts[i].source == FA3_SOURCE_COMPILED)
+            k->first_source = FA3_SOURCE_COMPILED;
+    }
+    return FA3_OK;
 }
 
 fa3_status fa3_jit_get_kernel(fa3_context *ctx, const fa3_config *cfg, fa3_kernel **kernel)

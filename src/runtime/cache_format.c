@@ -1,9 +1,10 @@
 /*
- * The bytes of the disk cache: the cache key (the XXH3-128 of an explicit little-endian
- * serialization of the canonical config, field by field, never the raw struct with its padding,
- * then the PTX text, the generator version, the backend's name and version and the arch: only
- * what changes the binary, nothing that changes per call) and the entry header (layout in
- * cache.h): its writer and its parser. Pure: no I/O (cache.c reads and writes the files).
+ * The bytes of the disk cache: the cache key (the XXH3-128 of the kernel kind, an explicit
+ * little-endian serialization of the canonical config from the field table, never the raw struct
+ * with its padding, then the PTX text, the generator version, the backend's name and version and
+ * the arch: only what changes the binary, nothing that changes per call) and the entry header
+ * (layout in cache.h): its writer and its parser. Pure: no I/O (cache.c reads and writes the
+ * files).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -20,7 +21,8 @@
 #define HDR FA3_CACHE_HEADER_SIZE
 #define MAX_ENTRY_BYTES FA3_CACHE_MAX_PART /* refuse to believe in a cubin over 1 GiB */
 _Static_assert(FA3_CACHE_PLAN_DEBUG_SIZE == FA3_PLAN_DEBUG_SIZE, "the header holds fa3_plan.debug");
-_Static_assert(FA3_CACHE_OFF_CONFIG + 4 * FA3_CONFIG_NUM_FIELDS <= FA3_CACHE_OFF_CREATED,
+_Static_assert(FA3_CONFIG_MAX_FIELDS == FA3_CACHE_CONFIG_SLOTS &&
+               FA3_CACHE_OFF_CONFIG + 4 * FA3_CACHE_CONFIG_SLOTS == FA3_CACHE_OFF_CONFIG_COUNT,
                "the header holds every config field");
 
 /* ------------------------------------------------------------------ little-endian helpers */
@@ -70,7 +72,7 @@ static void get_config(const uint8_t *p, fa3_config *c)
     int32_t v[FA3_CONFIG_NUM_FIELDS];
     for (int i = 0; i < FA3_CONFIG_NUM_FIELDS; i++)
         v[i] = (int32_t)get_u32(p + 4 * i);
-    fa3_config_from_values(c, v, FA3_CONFIG_NUM_FIELDS);
+    fa3_config_from_values(c, v);
 }
 
 static void hash_u32(XXH3_state_t *s, uint32_t v)
@@ -90,18 +92,11 @@ static void hash_str(XXH3_state_t *s, const char *p, size_t n)
         XXH3_128bits_update(s, p, n);
 }
 
-fa3_status fa3_cache_key_for(const fa3_config *canonical, const char *ptx, size_t len,
-                             fa3_backend backend, const char *backend_version, char out[33])
+fa3_status fa3_cache_key(const fa3_cache_key_input *in, char out[33])
 {
-    if (!canonical || !ptx || !backend_version || !out)
-        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_key_for: NULL argument");
-    /* Canonicalizing again is idempotent and makes equal kernels share a key even when a caller
-       hands in a config that is not yet canonical. */
-    fa3_config c;
-    FA3_TRY(fa3_config_canonicalize(canonical, &c));
-    fa3_backend b = fa3_backend_resolve(backend);
-    const char *arch = fa3_arch_name(c.arch);
-
+    if (!in || !in->config || !in->ptx || !in->generator || !in->backend ||
+        !in->backend_version || !in->arch || !out)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_key: NULL argument");
     XXH3_state_t *s = XXH3_createState();
     if (!s)
         return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory for the cache-key hash state");
@@ -109,20 +104,20 @@ fa3_status fa3_cache_key_for(const fa3_config *canonical, const char *ptx, size_
         XXH3_freeState(s);
         return fa3_seterr(FA3_ERR_INTERNAL, "XXH3_128bits_reset failed");
     }
-    static const char domain[] = "fa3jit cache key v1";
+    static const char domain[] = "fa3jit cache key v2";
     hash_str(s, domain, sizeof domain - 1);
+    hash_u32(s, (uint32_t)in->kind);
     /* The canonical config, one fixed-width field at a time (count first: adding a field changes
        every key). */
     hash_u32(s, FA3_CONFIG_NUM_FIELDS);
     uint8_t cb[4 * FA3_CONFIG_NUM_FIELDS];
-    put_config(cb, &c);
+    put_config(cb, in->config);
     XXH3_128bits_update(s, cb, sizeof cb);
-    hash_str(s, ptx, len);
-    hash_str(s, FA3_GENERATOR_VERSION, strlen(FA3_GENERATOR_VERSION));
-    const char *bn = fa3_backend_name(b);
-    hash_str(s, bn, strlen(bn));
-    hash_str(s, backend_version, strlen(backend_version));
-    hash_str(s, arch ? arch : "", arch ? strlen(arch) : 0);
+    hash_str(s, in->ptx, in->ptx_len);
+    hash_str(s, in->generator, strlen(in->generator));
+    hash_str(s, in->backend, strlen(in->backend));
+    hash_str(s, in->backend_version, strlen(in->backend_version));
+    hash_str(s, in->arch, strlen(in->arch));
     XXH128_hash_t h = XXH3_128bits_digest(s);
     XXH3_freeState(s);
 
@@ -135,6 +130,23 @@ fa3_status fa3_cache_key_for(const fa3_config *canonical, const char *ptx, size_
     }
     out[32] = '\0';
     return FA3_OK;
+}
+
+fa3_status fa3_cache_key_for(const fa3_config *canonical, const char *ptx, size_t len,
+                             fa3_backend backend, const char *backend_version, char out[33])
+{
+    if (!canonical || !ptx || !backend_version || !out)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_key_for: NULL argument");
+    /* Canonicalizing again is idempotent and makes equal kernels share a key even when a caller
+       hands in a config that is not yet canonical. */
+    fa3_config c;
+    FA3_TRY(fa3_config_canonicalize(canonical, &c));
+    const char *arch = fa3_arch_name(c.arch);
+    fa3_cache_key_input in = {.kind = FA3_KERNEL_FWD, .config = &c, .ptx = ptx, .ptx_len = len,
+                              .generator = FA3_GENERATOR_VERSION,
+                              .backend = fa3_backend_name(fa3_backend_resolve(backend)),
+                              .backend_version = backend_version, .arch = arch ? arch : ""};
+    return fa3_cache_key(&in, out);
 }
 
 /* ------------------------------------------------------------------ header */
@@ -176,6 +188,8 @@ fa3_status fa3_cache_header_write(uint8_t *h, const char *key, const void *cubin
     put_u32(h + FA3_CACHE_OFF_FLAGS, meta->has_warning ? 1u : 0u);
     put_u32(h + FA3_CACHE_OFF_BACKEND, (uint32_t)meta->backend);
     put_config(h + FA3_CACHE_OFF_CONFIG, &meta->config);
+    put_u32(h + FA3_CACHE_OFF_CONFIG_COUNT, FA3_CONFIG_NUM_FIELDS);
+    put_u32(h + FA3_CACHE_OFF_KIND, (uint32_t)meta->kind);
     put_u64(h + FA3_CACHE_OFF_CREATED,
             (uint64_t)(meta->created ? meta->created : (int64_t)time(NULL)));
     for (size_t i = 0; i + 1 < FA3_CACHE_PLAN_DEBUG_SIZE && meta->plan_debug[i]; i++) {
@@ -228,6 +242,14 @@ int fa3_cache_parse_header(const void *data, size_t size, const char *key, fa3_c
     uint32_t backend = get_u32(h + FA3_CACHE_OFF_BACKEND);
     if (backend != FA3_BACKEND_PTX_COMPILER && backend != FA3_BACKEND_NVJITLINK)
         BAD("unknown backend");
+    uint32_t kind = get_u32(h + FA3_CACHE_OFF_KIND);
+    if (kind >= FA3_KERNEL_NUM_KINDS)
+        BAD("unknown kernel kind");
+    if (get_u32(h + FA3_CACHE_OFF_CONFIG_COUNT) != FA3_CONFIG_NUM_FIELDS)
+        BAD("config of another field count (written by another fa3jit version)");
+    for (uint32_t i = FA3_CONFIG_NUM_FIELDS; i < FA3_CACHE_CONFIG_SLOTS; i++)
+        if (get_u32(h + FA3_CACHE_OFF_CONFIG + 4 * i) != 0)
+            BAD("malformed config slots");
     fa3_config cfg;
     get_config(h + FA3_CACHE_OFF_CONFIG, &cfg);
     /* Plausibility only (the loader compares with the config it wants): each field in its
@@ -258,6 +280,7 @@ int fa3_cache_parse_header(const void *data, size_t size, const char *key, fa3_c
     v->meta.stack_bytes = (int32_t)get_u32(r + 12);
     v->meta.has_warning = (int)(get_u32(h + FA3_CACHE_OFF_FLAGS) & 1u);
     v->meta.backend = (fa3_backend)backend;
+    v->meta.kind = (fa3_kernel_kind)kind;
     v->meta.config = cfg;
     v->meta.created = (int64_t)get_u64(h + FA3_CACHE_OFF_CREATED);
     if (why)

@@ -1,9 +1,10 @@
 /*
  * The forward call: argument helpers, the FLOP count, and fa3_fwd, which validates every argument
  * against the kernel's config (each failure names the field and its value) before anything touches
- * the GPU, then fills the kernel's single parameter block (kernel_abi.h: three TMA descriptors,
- * O/LSE addresses and strides, shapes, mask window, softmax constants) and launches one CTA per
- * (query tile, head, batch).
+ * the GPU, then launches the kernels of the forward operation (op.h) in order: for the forward
+ * kernel (FA3_KERNEL_FWD) its parameter block (kernel_abi.h: three or four TMA descriptors,
+ * O/LSE addresses and strides, shapes, mask window, softmax constants, the L2 section size) and a
+ * persistent grid of at most one CTA per SM.
  */
 #include <float.h>
 #include <math.h>
@@ -485,38 +486,29 @@ static uint32_t section_hb(fa3_kernel *k, const fa3_fwd_args *a, int wl, int wr,
                                  hi < hb_total ? (uint32_t)hi : hb_total);
 }
 
-fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream)
+/* One forward call's values, checked and derived from its arguments, for its kernels. */
+typedef struct fwd_call {
+    const fa3_fwd_args *args;
+    const fa3_driver *d;
+    float scale;       /* softmax_scale, 0 resolved */
+    int wl, wr;        /* windows as the kernel gets them */
+    uint32_t tiles;    /* ceil(seqlen_q / block_m) · num_heads · batch */
+    int num_sms;
+    CUdeviceptr workspace; /* fa3_op_workspace_bytes of the call (none for the forward op) */
+} fwd_call;
+
+/* The parameter block and grid of the forward kernel (FA3_KERNEL_FWD) for call. */
+static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
+                                    fa3_kernel_params *params, unsigned *grid_out)
 {
-    if (!kernel || !args)
-        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_fwd: NULL %s",
-                          !kernel ? "kernel" : "args");
     const fa3_config *c = &kernel->cfg;
     const fa3_plan *p = &kernel->plan;
-    float scale = 1.0f;
-    int wl = -1, wr = -1;
-    uint32_t tiles = 0;
-    FA3_TRY(validate(kernel, args, &scale, &wl, &wr, &tiles));
-
-    /* The device. */
-    const fa3_driver *d;
-    FA3_TRY(fa3_driver_get(&d));
-    CUdevice dev;
-    FA3_TRY(fa3_driver_ensure_context(NULL, &dev));
-    int cc = 0, num_sms = 0;
-    FA3_TRY(device_props(d, dev, &cc, &num_sms));
-    if (cc != 90) {
-        char name[128] = "?";
-        if (d->cuDeviceGetName(name, (int)sizeof name, dev) != CUDA_SUCCESS)
-            strcpy(name, "?");
-        return fa3_seterr(FA3_ERR_UNSUPPORTED,
-                          "device %d (%s) has compute capability %d.%d; fa3jit kernels need 9.0 "
-                          "(sm_90a, Hopper)", (int)dev, name, cc / 10, cc % 10);
-    }
-    CUfunction fn;
-    FA3_TRY(fa3_kernel_function(kernel, &fn, NULL));
-
-    /* The parameter block. */
-    _Alignas(64) fa3_kernel_params prm;
+    const fa3_fwd_args *args = call->args;
+    const fa3_driver *d = call->d;
+    const float scale = call->scale;
+    const int wl = call->wl, wr = call->wr;
+    const uint32_t tiles = call->tiles;
+    fa3_kernel_params prm;
     memset(&prm, 0, sizeof prm);
     const CUtensorMapDataType dt = c->dtype == FA3_DTYPE_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                               : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
@@ -564,10 +556,62 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream)
     /* Persistent kernel: one CTA per SM (the plan uses all of an SM's shared memory), each
        walking tiles ctaid.x, ctaid.x + gridDim.x, ... in the order the kernel defines. */
     unsigned grid = tiles;
-    if (num_sms > 0 && grid > (unsigned)num_sms)
-        grid = (unsigned)num_sms;
+    if (call->num_sms > 0 && grid > (unsigned)call->num_sms)
+        grid = (unsigned)call->num_sms;
     prm.section_hb = section_hb(kernel, args, wl, wr, tiles / (uint32_t)prm.num_m_blocks, grid);
-    void *params[] = {&prm};
-    return FA3_CU(d, cuLaunchKernel(fn, grid, 1, 1, (unsigned)p->threads, 1, 1,
-                                    (unsigned)p->smem_bytes, (CUstream)stream, params, NULL));
+    *params = prm;
+    *grid_out = grid;
+    return FA3_OK;
+}
+
+fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream)
+{
+    if (!kernel || !args)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_fwd: NULL %s",
+                          !kernel ? "kernel" : "args");
+    fwd_call call = {.args = args};
+    FA3_TRY(validate(kernel, args, &call.scale, &call.wl, &call.wr, &call.tiles));
+
+    /* The device. */
+    FA3_TRY(fa3_driver_get(&call.d));
+    const fa3_driver *d = call.d;
+    CUdevice dev;
+    FA3_TRY(fa3_driver_ensure_context(NULL, &dev));
+    int cc = 0;
+    FA3_TRY(device_props(d, dev, &cc, &call.num_sms));
+    if (cc != 90) {
+        char name[128] = "?";
+        if (d->cuDeviceGetName(name, (int)sizeof name, dev) != CUDA_SUCCESS)
+            strcpy(name, "?");
+        return fa3_seterr(FA3_ERR_UNSUPPORTED,
+                          "device %d (%s) has compute capability %d.%d; fa3jit kernels need 9.0 "
+                          "(sm_90a, Hopper)", (int)dev, name, cc / 10, cc % 10);
+    }
+    const fa3_op_shape shape = {args->batch, args->seqlen_q, args->seqlen_k, args->num_heads,
+                                args->num_heads_k};
+    size_t workspace = fa3_op_workspace_bytes(kernel->op, &kernel->plan, &shape);
+    if (workspace) /* the first operation with a workspace brings its allocation */
+        return fa3_seterr(FA3_ERR_INTERNAL, "operation %s needs %zu bytes of workspace: not "
+                          "provided in this build", kernel->op->name, workspace);
+
+    /* The operation's kernels, in order, on the stream. */
+    for (int i = 0; i < kernel->num_parts; i++) {
+        const fa3_part *pt = &kernel->parts[i];
+        CUfunction fn;
+        FA3_TRY(fa3_kernel_function(kernel, i, &fn, NULL));
+        _Alignas(64) uint8_t params[FA3_KERNEL_MAX_PARAMS];
+        unsigned grid = 0;
+        switch (pt->kind) {
+        case FA3_KERNEL_FWD:
+            FA3_TRY(fwd_kernel_params(kernel, &call, (fa3_kernel_params *)(void *)params, &grid));
+            break;
+        case FA3_KERNEL_NUM_KINDS:
+            return fa3_seterr(FA3_ERR_INTERNAL, "kernel kind %d has no launch", (int)pt->kind);
+        }
+        void *kparams[] = {params};
+        FA3_TRY(FA3_CU(d, cuLaunchKernel(fn, grid, 1, 1, (unsigned)pt->threads, 1, 1,
+                                         (unsigned)pt->smem_bytes, (CUstream)stream, kparams,
+                                         NULL)));
+    }
+    return FA3_OK;
 }

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernel_abi.h"
 #include "runtime/compile.h"
 #include "runtime/runtime.h"
 
@@ -36,40 +35,50 @@ fa3_kernel *fa3_kernel_new(fa3_context *ctx, const fa3_config *canonical)
     k->owner = ctx;
     k->serial = atomic_fetch_add(&g_next_serial, 1);
     k->cfg = *canonical;
+    k->op = fa3_op_for_config(canonical);
     k->backend = ctx->backend;
-    k->num_regs = k->spill_store_bytes = k->spill_load_bytes = k->stack_bytes = -1;
+    k->num_parts = k->op->num_kernels;
+    for (int i = 0; i < k->num_parts; i++) {
+        fa3_part *pt = &k->parts[i];
+        pt->kind = k->op->kinds[i];
+        pt->num_regs = pt->spill_store_bytes = pt->spill_load_bytes = pt->stack_bytes = -1;
+    }
     k->ready = 0;
     return k;
 }
 
-/* Unloads kernel's modules (when a driver was ever loaded) and frees it. */
+/* Unloads part's modules, each in its own CUDA context, putting the caller's back. Errors are
+   ignored (nothing useful to do while freeing). */
+static void unload_modules(const fa3_driver *d, fa3_part *pt)
+{
+    CUcontext saved = NULL;
+    int have_saved = d->cuCtxGetCurrent(&saved) == CUDA_SUCCESS;
+    CUcontext cur = saved;
+    for (size_t i = 0; i < pt->num_modules; i++) {
+        fa3_kernel_module *m = &pt->modules[i];
+        if (m->cuctx != cur && d->cuCtxSetCurrent(m->cuctx) == CUDA_SUCCESS)
+            cur = m->cuctx;
+        if (cur == m->cuctx)
+            (void)d->cuModuleUnload(m->module);
+    }
+    if (have_saved && cur != saved)
+        (void)d->cuCtxSetCurrent(saved);
+}
+
 void fa3_kernel_free(fa3_kernel *k)
 {
     if (!k)
         return;
-    if (k->num_modules && fa3_driver_loaded()) {
+    for (int i = 0; i < k->num_parts; i++) {
+        fa3_part *pt = &k->parts[i];
         const fa3_driver *d = NULL;
-        if (fa3_driver_get(&d) == FA3_OK) {
-            /* cuModuleUnload works on the current context: visit each module's context, then put
-               the caller's back. Errors are ignored (nothing useful to do while freeing). */
-            CUcontext saved = NULL;
-            int have_saved = d->cuCtxGetCurrent(&saved) == CUDA_SUCCESS;
-            CUcontext cur = saved;
-            for (size_t i = 0; i < k->num_modules; i++) {
-                fa3_kernel_module *m = &k->modules[i];
-                if (m->cuctx != cur && d->cuCtxSetCurrent(m->cuctx) == CUDA_SUCCESS)
-                    cur = m->cuctx;
-                if (cur == m->cuctx)
-                    (void)d->cuModuleUnload(m->module);
-            }
-            if (have_saved && cur != saved)
-                (void)d->cuCtxSetCurrent(saved);
-        }
+        if (pt->num_modules && fa3_driver_loaded() && fa3_driver_get(&d) == FA3_OK)
+            unload_modules(d, pt);
+        free(pt->modules);
+        free(pt->ptx);
+        free(pt->cubin);
+        free(pt->compile_log);
     }
-    free(k->modules);
-    free(k->ptx);
-    free(k->cubin);
-    free(k->compile_log);
     pthread_mutex_destroy(&k->mu);
     free(k);
 }
@@ -82,24 +91,26 @@ fa3_status fa3_kernel_get_info(const fa3_kernel *kernel, fa3_kernel_info *info)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_kernel_get_info: NULL %s",
                           !kernel ? "kernel" : "info");
     fa3_kernel *k = (fa3_kernel *)kernel; /* the mutex is the only thing changed */
+    const fa3_part *pt = &k->parts[0];   /* the operation's first kernel */
     memset(info, 0, sizeof *info);
     info->config = k->cfg;
     info->backend = k->backend;
-    memcpy(info->cache_key, k->key, sizeof info->cache_key);
-    info->shared_bytes = k->plan.smem_bytes;
-    info->threads = k->plan.threads;
+    memcpy(info->cache_key, pt->key, sizeof info->cache_key);
+    info->shared_bytes = pt->smem_bytes;
+    info->threads = pt->threads;
     info->block_m = k->plan.block_m;
     info->block_n = k->plan.block_n;
     info->stages = k->plan.stages;
-    info->compile_ms = k->compile_ms;
-    info->cubin_size = k->cubin ? k->cubin_size : 0;
+    for (int i = 0; i < k->num_parts; i++)
+        info->compile_ms += k->parts[i].compile_ms;
+    info->cubin_size = pt->cubin ? pt->cubin_size : 0;
     pthread_mutex_lock(&k->mu);
-    info->num_regs = k->num_regs;
-    info->spill_store_bytes = k->spill_store_bytes;
-    info->spill_load_bytes = k->spill_load_bytes;
-    info->stack_bytes = k->stack_bytes;
+    info->num_regs = pt->num_regs;
+    info->spill_store_bytes = pt->spill_store_bytes;
+    info->spill_load_bytes = pt->spill_load_bytes;
+    info->stack_bytes = pt->stack_bytes;
     info->source = tls_last_serial == k->serial ? tls_last_source : k->first_source;
-    info->compile_log = k->compile_log ? k->compile_log : "";
+    info->compile_log = pt->compile_log ? pt->compile_log : "";
     pthread_mutex_unlock(&k->mu);
     return FA3_OK;
 }
@@ -109,31 +120,21 @@ const char *fa3_kernel_plan_debug(const fa3_kernel *kernel)
     return kernel ? kernel->plan.debug : ""; /* immutable once the kernel is published */
 }
 
-int fa3_kernel_has_warning(const fa3_kernel *kernel)
-{
-    if (!kernel)
-        return 0;
-    fa3_kernel *k = (fa3_kernel *)kernel;
-    pthread_mutex_lock(&k->mu);
-    int w = k->has_warning;
-    pthread_mutex_unlock(&k->mu);
-    return w;
-}
-
 fa3_status fa3_kernel_get_cubin(const fa3_kernel *kernel, const void **data, size_t *size)
 {
     if (!kernel || !data || !size)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_kernel_get_cubin: NULL %s",
                           !kernel ? "kernel" : !data ? "data" : "size");
-    if (!kernel->cubin) {
+    const fa3_part *pt = &kernel->parts[0]; /* the operation's first kernel */
+    if (!pt->cubin) {
         *data = NULL;
         *size = 0;
         return fa3_seterr(FA3_ERR_UNSUPPORTED,
                           "kernel has no cubin: backend %s compiles the PTX when it is loaded",
                           fa3_backend_name(kernel->backend));
     }
-    *data = kernel->cubin;
-    *size = kernel->cubin_size;
+    *data = pt->cubin;
+    *size = pt->cubin_size;
     return FA3_OK;
 }
 
@@ -141,12 +142,12 @@ fa3_status fa3_kernel_get_cubin(const fa3_kernel *kernel, const void **data, siz
 
 #define JIT_LOG_SIZE (64 * 1024)
 
-/* Loads the module in the current context; for DRIVER_JIT also records the JIT's results in k.
-   Called with k->mu held. */
-static fa3_status load_module(const fa3_driver *d, fa3_kernel *k, CUmodule *mod)
+/* Loads part's module in the current context; for DRIVER_JIT also records the JIT's results in
+   it. Called with the kernel's mu held. */
+static fa3_status load_module(const fa3_driver *d, fa3_part *pt, CUmodule *mod)
 {
-    if (k->cubin)
-        return FA3_CU(d, cuModuleLoadData(mod, k->cubin));
+    if (pt->cubin)
+        return FA3_CU(d, cuModuleLoadData(mod, pt->cubin));
 
     char *info = calloc(1, JIT_LOG_SIZE), *error = calloc(1, JIT_LOG_SIZE);
     if (!info || !error) {
@@ -159,7 +160,7 @@ static fa3_status load_module(const fa3_driver *d, fa3_kernel *k, CUmodule *mod)
                           CU_JIT_LOG_VERBOSE};
     void *val[] = {info, (void *)(uintptr_t)JIT_LOG_SIZE, error, (void *)(uintptr_t)JIT_LOG_SIZE,
                    (void *)(uintptr_t)1};
-    CUresult r = d->cuModuleLoadDataEx(mod, k->ptx, (unsigned)(sizeof opt / sizeof opt[0]), opt,
+    CUresult r = d->cuModuleLoadDataEx(mod, pt->ptx, (unsigned)(sizeof opt / sizeof opt[0]), opt,
                                        val);
     info[JIT_LOG_SIZE - 1] = error[JIT_LOG_SIZE - 1] = '\0';
     if (r != CUDA_SUCCESS) {
@@ -176,28 +177,30 @@ static fa3_status load_module(const fa3_driver *d, fa3_kernel *k, CUmodule *mod)
         free(error);
         return st;
     }
-    if (!k->compile_log) {
+    if (!pt->compile_log) {
         fa3_compile_result pr;
         memset(&pr, 0, sizeof pr);
         pr.num_regs = pr.spill_store_bytes = pr.spill_load_bytes = pr.stack_bytes = -1;
         fa3_parse_ptxas_log(info, &pr);
         fa3_parse_ptxas_log(error, &pr);
-        k->compile_log = fa3_compile_join_logs(info, error); /* NULL on OOM: info shows "" */
-        k->has_warning = pr.has_warning;
-        k->spill_store_bytes = pr.spill_store_bytes;
-        k->spill_load_bytes = pr.spill_load_bytes;
-        k->stack_bytes = pr.stack_bytes;
-        k->num_regs = pr.num_regs;
+        pt->compile_log = fa3_compile_join_logs(info, error); /* NULL on OOM: info shows "" */
+        pt->has_warning = pr.has_warning;
+        pt->spill_store_bytes = pr.spill_store_bytes;
+        pt->spill_load_bytes = pr.spill_load_bytes;
+        pt->stack_bytes = pr.stack_bytes;
+        pt->num_regs = pr.num_regs;
     }
     free(info);
     free(error);
     return FA3_OK;
 }
 
-fa3_status fa3_kernel_function(fa3_kernel *k, CUfunction *fn, CUdevice *dev)
+fa3_status fa3_kernel_function(fa3_kernel *kernel, int part, CUfunction *fn, CUdevice *dev)
 {
-    if (!k || !fn)
-        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_kernel_function: NULL argument");
+    if (!kernel || !fn || part < 0 || part >= kernel->num_parts)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_kernel_function: bad argument");
+    fa3_part *pt = &kernel->parts[part];
+    const fa3_kind *kind = fa3_kind_get(pt->kind);
     const fa3_driver *d;
     FA3_TRY(fa3_driver_get(&d));
     CUcontext cuctx = NULL;
@@ -206,53 +209,53 @@ fa3_status fa3_kernel_function(fa3_kernel *k, CUfunction *fn, CUdevice *dev)
     if (dev)
         *dev = cudev;
 
-    pthread_mutex_lock(&k->mu);
-    for (size_t i = 0; i < k->num_modules; i++) {
-        if (k->modules[i].cuctx == cuctx) {
-            *fn = k->modules[i].function;
-            pthread_mutex_unlock(&k->mu);
+    pthread_mutex_lock(&kernel->mu);
+    for (size_t i = 0; i < pt->num_modules; i++) {
+        if (pt->modules[i].cuctx == cuctx) {
+            *fn = pt->modules[i].function;
+            pthread_mutex_unlock(&kernel->mu);
             return FA3_OK;
         }
     }
     fa3_status st = FA3_OK;
-    if (k->num_modules == k->cap_modules) {
-        size_t cap = k->cap_modules ? 2 * k->cap_modules : 4;
-        fa3_kernel_module *m = realloc(k->modules, cap * sizeof *m);
+    if (pt->num_modules == pt->cap_modules) {
+        size_t cap = pt->cap_modules ? 2 * pt->cap_modules : 4;
+        fa3_kernel_module *m = realloc(pt->modules, cap * sizeof *m);
         if (!m)
             st = fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory for the module table");
         else {
-            k->modules = m;
-            k->cap_modules = cap;
+            pt->modules = m;
+            pt->cap_modules = cap;
         }
     }
     CUmodule mod = NULL;
     CUfunction f = NULL;
     if (st == FA3_OK)
-        st = load_module(d, k, &mod);
+        st = load_module(d, pt, &mod);
     if (st == FA3_OK)
-        st = FA3_CU(d, cuModuleGetFunction(&f, mod, FA3_KERNEL_NAME));
+        st = FA3_CU(d, cuModuleGetFunction(&f, mod, kind->entry));
     if (st == FA3_OK)
         st = FA3_CU(d, cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                          k->plan.smem_bytes));
-    if (st == FA3_OK && k->backend == FA3_BACKEND_DRIVER_JIT) {
+                                          pt->smem_bytes));
+    if (st == FA3_OK && kernel->backend == FA3_BACKEND_DRIVER_JIT) {
         /* The driver knows the final register count even when its log did not say. */
         int regs = -1, local = -1;
         if (d->cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f) == CUDA_SUCCESS &&
             regs >= 0)
-            k->num_regs = regs;
-        if (k->stack_bytes < 0 &&
+            pt->num_regs = regs;
+        if (pt->stack_bytes < 0 &&
             d->cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f) == CUDA_SUCCESS &&
             local >= 0)
-            k->stack_bytes = local;
+            pt->stack_bytes = local;
     }
     if (st != FA3_OK) {
         if (mod)
             (void)d->cuModuleUnload(mod);
-        pthread_mutex_unlock(&k->mu);
+        pthread_mutex_unlock(&kernel->mu);
         return st;
     }
-    k->modules[k->num_modules++] = (fa3_kernel_module){cuctx, mod, f};
-    pthread_mutex_unlock(&k->mu);
+    pt->modules[pt->num_modules++] = (fa3_kernel_module){cuctx, mod, f};
+    pthread_mutex_unlock(&kernel->mu);
     *fn = f;
     return FA3_OK;
 }

@@ -1,7 +1,8 @@
 /*
  * Runtime objects behind the public handles: fa3_context (options, resolved backend, cache
- * directory, the table of kernels) and fa3_kernel (config, plan, PTX, cubin, compile results and
- * the per-CUcontext modules). Internal functions other runtime files call are declared here.
+ * directory, the table of kernels) and fa3_kernel (config, plan, the operation and, for each of
+ * its kernels, PTX, cubin, compile results and the per-CUcontext modules). Internal functions
+ * other runtime files call are declared here.
  */
 #ifndef FA3JIT_RUNTIME_H
 #define FA3JIT_RUNTIME_H
@@ -12,6 +13,7 @@
 
 #include "codegen/codegen.h"
 #include "runtime/driver.h"
+#include "runtime/op.h"
 
 /* One loaded copy of a kernel's module in one CUDA context. */
 typedef struct fa3_kernel_module {
@@ -27,29 +29,43 @@ typedef struct fa3_section_memo {
 } fa3_section_memo;
 #define FA3_SECTION_MEMO 16
 
-struct fa3_kernel {
-    fa3_context *owner;
-    /* Immutable once the kernel is published in the context's table (state == READY). */
-    fa3_config cfg;          /* canonical */
-    fa3_plan plan;
-    fa3_backend backend;     /* resolved: PTX_COMPILER, NVJITLINK or DRIVER_JIT */
-    char backend_version[96];
+/* One kernel of an operation (op.h): its code, its compile results and its loaded modules. */
+typedef struct fa3_part {
+    /* Immutable once the kernel is published. */
+    fa3_kernel_kind kind;
+    int threads, smem_bytes; /* launch shape (fa3_kind_shape of the plan) */
     char key[33];            /* cache key, 32 lowercase hex digits */
     char *ptx;               /* NUL-terminated generated PTX */
     size_t ptx_len;
     void *cubin;             /* NULL for DRIVER_JIT */
     size_t cubin_size;
     double compile_ms;       /* codegen + compile when compiled by this context, else 0 */
+    fa3_kernel_source source; /* COMPILED or DISK */
 
-    /* Guarded by mu (DRIVER_JIT fills these in at the first module load). */
-    pthread_mutex_t mu;
+    /* Guarded by the kernel's mu (DRIVER_JIT fills these in at the first module load). */
     char *compile_log;       /* never NULL once published; replaced only while "" (DRIVER_JIT) */
     int num_regs, spill_store_bytes, spill_load_bytes, stack_bytes; /* -1 = unknown */
     int has_warning;         /* the compiler log has a warning line */
-    fa3_kernel_source first_source; /* COMPILED or DISK: how the context first obtained it */
-    unsigned long long serial;      /* process-unique id (per-thread "latest source" tracking) */
     fa3_kernel_module *modules;
     size_t num_modules, cap_modules;
+} fa3_part;
+
+/* The public handle: the operation one config runs, with its kernels. */
+struct fa3_kernel {
+    fa3_context *owner;
+    /* Immutable once the kernel is published in the context's table (ready). */
+    fa3_config cfg;          /* canonical */
+    fa3_plan plan;           /* the operation's plan, shared by its kernels */
+    const fa3_op *op;
+    fa3_backend backend;     /* resolved: PTX_COMPILER, NVJITLINK or DRIVER_JIT */
+    char backend_version[96];
+    int num_parts;           /* op->num_kernels */
+    fa3_part parts[FA3_OP_MAX_KERNELS]; /* in launch order */
+    fa3_kernel_source first_source; /* COMPILED (any part compiled) or DISK */
+    unsigned long long serial;      /* process-unique id (per-thread "latest source" tracking) */
+
+    /* Guarded by mu: what the parts' comment says, and the section memo. */
+    pthread_mutex_t mu;
     fa3_section_memo section_memo[FA3_SECTION_MEMO]; /* recent launch shapes (schedule.c) */
     unsigned section_memo_next;
 
@@ -100,20 +116,17 @@ FA3_INTERNAL fa3_kernel *fa3_kernel_new(fa3_context *ctx, const fa3_config *cano
 FA3_INTERNAL void fa3_kernel_note_source(const fa3_kernel *kernel, fa3_kernel_source source);
 
 /*
- * The CUfunction of kernel in the calling thread's current CUDA context (made current first with
- * fa3_driver_ensure_context if there is none). The first call per context loads the module:
- * cuModuleLoadData on the cubin, or, for DRIVER_JIT, cuModuleLoadDataEx on the PTX with info/error
- * log buffers (its log and the registers the driver reports then fill the kernel's info); then sets
- * CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to plan.smem_bytes. Thread-safe.
- * *dev (may be NULL) receives the context's device.
+ * The CUfunction of kernel part (its operation's kernel number part) in the calling thread's
+ * current CUDA context (made current first with fa3_driver_ensure_context if there is none). The
+ * first call per context loads the module: cuModuleLoadData on the cubin, or, for DRIVER_JIT,
+ * cuModuleLoadDataEx on the PTX with info/error log buffers (its log and the registers the driver
+ * reports then fill the part's info); then sets CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to
+ * the part's smem_bytes. Thread-safe. *dev (may be NULL) receives the context's device.
  * Errors: FA3_ERR_NO_DRIVER, FA3_ERR_CUDA, FA3_ERR_COMPILE (driver JIT failed, log in the message),
  * FA3_ERR_OUT_OF_MEMORY.
  */
-FA3_INTERNAL fa3_status fa3_kernel_function(fa3_kernel *kernel, CUfunction *fn, CUdevice *dev);
-
-/* 1 if the kernel's compile log has a diagnostic line (see fa3_compile_result.has_warning); for
-   DRIVER_JIT kernels known only after the first module load. Thread-safe. */
-FA3_INTERNAL int fa3_kernel_has_warning(const fa3_kernel *kernel);
+FA3_INTERNAL fa3_status fa3_kernel_function(fa3_kernel *kernel, int part, CUfunction *fn,
+                                            CUdevice *dev);
 
 /*
  * Section size for a masked launch (fa3_kernel_params.section_hb), in [lo, hi] (hi clipped to
