@@ -105,8 +105,10 @@ _Static_assert(sizeof(fa3_kernel_params) == FA3P_SIZE, "abi");
 
 /* ---------------------------------------------------------------- all kinds */
 
-/* The largest parameter block of any kind: the runtime's launch buffer. */
-#define FA3_KERNEL_MAX_PARAMS FA3P_SIZE
-_Static_assert(FA3P_SIZE <= FA3_KERNEL_MAX_PARAMS && FA3P_SIZE % 64 == 0, "abi");
+/* The launch buffer: room for the parameter block of any kind. */
+typedef union fa3_kernel_param_block {
+    fa3_kernel_params fwd; /* FA3_KERNEL_FWD */
+} fa3_kernel_param_block;
+_Static_assert(_Alignof(fa3_kernel_param_block) == 64, "abi: .param .align 64");
 
 #endif

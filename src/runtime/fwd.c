@@ -494,12 +494,11 @@ typedef struct fwd_call {
     int wl, wr;        /* windows as the kernel gets them */
     uint32_t tiles;    /* ceil(seqlen_q / block_m) · num_heads · batch */
     int num_sms;
-    CUdeviceptr workspace; /* fa3_op_workspace_bytes of the call (none for the forward op) */
 } fwd_call;
 
 /* The parameter block and grid of the forward kernel (FA3_KERNEL_FWD) for call. */
 static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
-                                    fa3_kernel_params *params, unsigned *grid_out)
+                                    fa3_kernel_params *prm, unsigned *grid_out)
 {
     const fa3_config *c = &kernel->cfg;
     const fa3_plan *p = &kernel->plan;
@@ -508,58 +507,56 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
     const float scale = call->scale;
     const int wl = call->wl, wr = call->wr;
     const uint32_t tiles = call->tiles;
-    fa3_kernel_params prm;
-    memset(&prm, 0, sizeof prm);
+    memset(prm, 0, sizeof *prm);
     const CUtensorMapDataType dt = c->dtype == FA3_DTYPE_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                               : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     const int es = p->elem_bytes;
-    FA3_TRY(encode_map(d, prm.tmap_q, "q", dt, es, args->q, c->head_dim, args->seqlen_q,
+    FA3_TRY(encode_map(d, prm->tmap_q, "q", dt, es, args->q, c->head_dim, args->seqlen_q,
                        args->num_heads, args->batch, args->q_row_stride, args->q_head_stride,
                        args->q_batch_stride, p->block_m));
-    FA3_TRY(encode_map(d, prm.tmap_k, "k", dt, es, args->k, c->head_dim, args->seqlen_k,
+    FA3_TRY(encode_map(d, prm->tmap_k, "k", dt, es, args->k, c->head_dim, args->seqlen_k,
                        args->num_heads_k, args->batch, args->k_row_stride, args->k_head_stride,
                        args->k_batch_stride, p->block_n));
-    FA3_TRY(encode_map(d, prm.tmap_v, "v", dt, es, args->v, c->head_dim_v, args->seqlen_k,
+    FA3_TRY(encode_map(d, prm->tmap_v, "v", dt, es, args->v, c->head_dim_v, args->seqlen_k,
                        args->num_heads_k, args->batch, args->v_row_stride, args->v_head_stride,
                        args->v_batch_stride, p->block_n));
     /* O through TMA when the plan staged it and O meets TMA's rules (16-byte aligned address and
        strides); otherwise the kernel stores O from registers (same results). */
     if (p->o_stage && o_tma_ok(args, es)) {
-        FA3_TRY(encode_map(d, prm.tmap_o, "o", dt, es, args->o, c->head_dim_v, args->seqlen_q,
+        FA3_TRY(encode_map(d, prm->tmap_o, "o", dt, es, args->o, c->head_dim_v, args->seqlen_q,
                            args->num_heads, args->batch, args->o_row_stride,
                            args->o_head_stride, args->o_batch_stride, 64));
-        prm.o_tma = 1;
+        prm->o_tma = 1;
     }
-    prm.o_ptr = (uint64_t)(uintptr_t)args->o;
-    prm.lse_ptr = (uint64_t)(uintptr_t)args->lse;
-    prm.o_batch_stride = args->o_batch_stride;
-    prm.o_row_stride = args->o_row_stride;
-    prm.o_head_stride = args->o_head_stride;
-    prm.seqlen_q = args->seqlen_q;
-    prm.seqlen_k = args->seqlen_k;
-    prm.num_heads = args->num_heads;
-    prm.heads_per_kv = args->num_heads / args->num_heads_k;
-    prm.num_m_blocks = (int32_t)(((int64_t)args->seqlen_q + p->block_m - 1) / p->block_m);
-    prm.window_left = wl;
-    prm.window_right = wr;
+    prm->o_ptr = (uint64_t)(uintptr_t)args->o;
+    prm->lse_ptr = (uint64_t)(uintptr_t)args->lse;
+    prm->o_batch_stride = args->o_batch_stride;
+    prm->o_row_stride = args->o_row_stride;
+    prm->o_head_stride = args->o_head_stride;
+    prm->seqlen_q = args->seqlen_q;
+    prm->seqlen_k = args->seqlen_k;
+    prm->num_heads = args->num_heads;
+    prm->heads_per_kv = args->num_heads / args->num_heads_k;
+    prm->num_m_blocks = (int32_t)(((int64_t)args->seqlen_q + p->block_m - 1) / p->block_m);
+    prm->window_left = wl;
+    prm->window_right = wr;
     if (c->softcap) {
-        prm.score_mul = (float)((double)scale / (double)args->softcap);
-        prm.scale_log2 = (float)((double)args->softcap * LOG2E);
-        prm.lse_mul = args->softcap;
+        prm->score_mul = (float)((double)scale / (double)args->softcap);
+        prm->scale_log2 = (float)((double)args->softcap * LOG2E);
+        prm->lse_mul = args->softcap;
     } else {
-        prm.score_mul = 1.0f;
-        prm.scale_log2 = (float)((double)scale * LOG2E);
-        prm.lse_mul = scale;
+        prm->score_mul = 1.0f;
+        prm->scale_log2 = (float)((double)scale * LOG2E);
+        prm->lse_mul = scale;
     }
-    prm.total_tiles = tiles;
+    prm->total_tiles = tiles;
 
     /* Persistent kernel: one CTA per SM (the plan uses all of an SM's shared memory), each
        walking tiles ctaid.x, ctaid.x + gridDim.x, ... in the order the kernel defines. */
     unsigned grid = tiles;
     if (call->num_sms > 0 && grid > (unsigned)call->num_sms)
         grid = (unsigned)call->num_sms;
-    prm.section_hb = section_hb(kernel, args, wl, wr, tiles / (uint32_t)prm.num_m_blocks, grid);
-    *params = prm;
+    prm->section_hb = section_hb(kernel, args, wl, wr, tiles / (uint32_t)prm->num_m_blocks, grid);
     *grid_out = grid;
     return FA3_OK;
 }
@@ -599,16 +596,16 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream)
         const fa3_part *pt = &kernel->parts[i];
         CUfunction fn;
         FA3_TRY(fa3_kernel_function(kernel, i, &fn, NULL));
-        _Alignas(64) uint8_t params[FA3_KERNEL_MAX_PARAMS];
+        fa3_kernel_param_block params;
         unsigned grid = 0;
         switch (pt->kind) {
         case FA3_KERNEL_FWD:
-            FA3_TRY(fwd_kernel_params(kernel, &call, (fa3_kernel_params *)(void *)params, &grid));
+            FA3_TRY(fwd_kernel_params(kernel, &call, &params.fwd, &grid));
             break;
         case FA3_KERNEL_NUM_KINDS:
             return fa3_seterr(FA3_ERR_INTERNAL, "kernel kind %d has no launch", (int)pt->kind);
         }
-        void *kparams[] = {params};
+        void *kparams[] = {&params};
         FA3_TRY(FA3_CU(d, cuLaunchKernel(fn, grid, 1, 1, (unsigned)pt->threads, 1, 1,
                                          (unsigned)pt->smem_bytes, (CUstream)stream, kparams,
                                          NULL)));

@@ -200,7 +200,6 @@ fa3_status fa3_kernel_function(fa3_kernel *kernel, int part, CUfunction *fn, CUd
     if (!kernel || !fn || part < 0 || part >= kernel->num_parts)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_kernel_function: bad argument");
     fa3_part *pt = &kernel->parts[part];
-    const fa3_kind *kind = fa3_kind_get(pt->kind);
     const fa3_driver *d;
     FA3_TRY(fa3_driver_get(&d));
     CUcontext cuctx = NULL;
@@ -233,7 +232,7 @@ fa3_status fa3_kernel_function(fa3_kernel *kernel, int part, CUfunction *fn, CUd
     if (st == FA3_OK)
         st = load_module(d, pt, &mod);
     if (st == FA3_OK)
-        st = FA3_CU(d, cuModuleGetFunction(&f, mod, kind->entry));
+        st = FA3_CU(d, cuModuleGetFunction(&f, mod, fa3_kind_get(pt->kind)->entry));
     if (st == FA3_OK)
         st = FA3_CU(d, cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                           pt->smem_bytes));

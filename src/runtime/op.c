@@ -1,12 +1,13 @@
 /*
- * The kinds table and the operations table (op.h): which kernels each operation runs and what
- * each kind's kernel is called and needs. Adding a kind: a row in kinds[] and a case in
- * fa3_kind_shape; adding an operation: a row in ops[] and a case in fa3_op_for_config.
+ * The operations (op.h): which kernels each runs, in order, and its workspace; and for each
+ * kernel kind its entry name, parameter block size and launch shape. Adding a kind: a row in
+ * kinds[] and a case in fa3_kind_shape; adding an operation: its fa3_op and its case in
+ * fa3_op_for_config.
  */
 #include "runtime/op.h"
 
 static const fa3_kind kinds[FA3_KERNEL_NUM_KINDS] = {
-    [FA3_KERNEL_FWD] = {"fwd", FA3_KERNEL_NAME, sizeof(fa3_kernel_params)},
+    [FA3_KERNEL_FWD] = {FA3_KERNEL_NAME, sizeof(fa3_kernel_params)},
 };
 
 const fa3_kind *fa3_kind_get(fa3_kernel_kind kind)

@@ -4,8 +4,8 @@
  * workspace of device memory they share. Today there is one, the forward pass: one kernel, no
  * workspace; forward-split + combine (split-KV decode) and the backward pass are operations of
  * two and three kernels. For each kind the runtime knows its entry name, the size of its
- * parameter block and its launch shape under a plan; the kind's launch code (fwd.c for
- * FA3_KERNEL_FWD) fills its parameter block and grid.
+ * parameter block and its launch shape under a plan; the kind's launch code (fwd.c for FA3_KERNEL_FWD) fills its parameter block
+ * (kernel_abi.h) and grid.
  */
 #ifndef FA3JIT_OP_H
 #define FA3JIT_OP_H
@@ -17,9 +17,9 @@
 
 /* What the runtime knows of a kernel kind. */
 typedef struct fa3_kind {
-    const char *name;   /* short name in messages: "fwd" */
     const char *entry;  /* the PTX .entry the module is asked for */
-    size_t params_size; /* bytes of its parameter block (at most FA3_KERNEL_MAX_PARAMS) */
+    size_t params_size; /* bytes of its parameter block (its member of fa3_kernel_param_block):
+                           the .param its PTX declares */
 } fa3_kind;
 
 /* The kind's record; NULL for a value that is not a kind. */
