@@ -11,7 +11,9 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
     if (!cfg || !out)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_config_canonicalize: NULL %s",
                           !cfg ? "cfg" : "out");
-    fa3_config c = *cfg;
+    fa3_config c;
+    FA3_TRY(fa3_config_in(cfg, &c));
+    const size_t size = cfg->struct_size; /* out receives the caller's size (out may be cfg) */
     if (c.head_dim != 64 && c.head_dim != 96 && c.head_dim != 128 && c.head_dim != 192 &&
         c.head_dim != 256)
         return fa3_seterr(FA3_ERR_BAD_HEAD_DIM,
@@ -44,11 +46,10 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
         return fa3_seterr(FA3_ERR_BAD_BLOCK, "stages %d is invalid (2..8)", c.stages);
     fa3_plan plan;
     FA3_TRY(fa3_plan_make(&c, &plan));
-    *out = c;
-    return FA3_OK;
+    return fa3_config_out(out, size, &c);
 }
 
-int fa3_supported_configs(fa3_config *out, int max)
+int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
 {
     /* Candidates; fa3_config_canonicalize decides, so the list follows the generator. */
     static const int heads[][2] = {{64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256},
@@ -69,8 +70,12 @@ int fa3_supported_configs(fa3_config *out, int max)
                     c.softcap = sc;
                     if (fa3_config_canonicalize(&c, &canon) != FA3_OK)
                         continue;
-                    if (out && n < max)
-                        out[n] = canon;
+                    /* the caller's array: elements of its struct_size */
+                    if (out && n < max &&
+                        fa3_config_out((fa3_config *)(void *)((char *)out + (size_t)n *
+                                                                                 struct_size),
+                                       struct_size, &canon) != FA3_OK)
+                        return -1;
                     n++;
                 }
     fa3_clearerr(); /* the refused candidates are not the caller's error */

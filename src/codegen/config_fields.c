@@ -1,7 +1,7 @@
 /*
- * The table of fa3_config's fields (config_fields.h) and what walks it: defaults, equality, the
- * one-line description, zero-means-derived filling, and the value list the cache key and the
- * cache header serialize.
+ * The table of fa3_config's fields (config_fields.h) and what walks it: defaults (and the struct's
+ * size rules), equality, the one-line description, zero-means-derived filling, and the value list
+ * the cache key and the cache header serialize.
  */
 #include <stddef.h>
 #include <string.h>
@@ -32,8 +32,13 @@ const fa3_config_field fa3_config_fields[FA3_CONFIG_NUM_FIELDS] = {
 };
 
 /* Every member of fa3_config after struct_size is a 32-bit field of the table. */
-_Static_assert(sizeof(fa3_config) == FA3_CONFIG_NUM_FIELDS * sizeof(int32_t),
+_Static_assert(offsetof(fa3_config, struct_size) == 0 &&
+                   sizeof(fa3_config) ==
+                       offsetof(fa3_config, head_dim) + FA3_CONFIG_NUM_FIELDS * sizeof(int32_t),
                "every fa3_config member has a row in fa3_config_fields");
+
+static const fa3_struct_kind config_kind = {"fa3_config", "fa3_config_init()",
+                                            sizeof(fa3_config), NULL, 0};
 
 int32_t fa3_config_get(const fa3_config *c, const fa3_config_field *f)
 {
@@ -47,13 +52,34 @@ void fa3_config_set(fa3_config *c, const fa3_config_field *f, int32_t v)
     memcpy((char *)c + f->offset, &v, sizeof v);
 }
 
-void fa3_config_init(fa3_config *cfg)
+/* This library's fa3_config of init values. */
+static void config_defaults(fa3_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->struct_size = sizeof *c;
+    for (int i = 0; i < FA3_CONFIG_NUM_FIELDS; i++)
+        fa3_config_set(c, &fa3_config_fields[i], fa3_config_fields[i].init);
+}
+
+void fa3_config_init_sized(fa3_config *cfg, size_t struct_size)
 {
     if (!cfg)
         return;
-    memset(cfg, 0, sizeof *cfg);
-    for (int i = 0; i < FA3_CONFIG_NUM_FIELDS; i++)
-        fa3_config_set(cfg, &fa3_config_fields[i], fa3_config_fields[i].init);
+    fa3_config d;
+    config_defaults(&d);
+    fa3_struct_init(&config_kind, cfg, struct_size, &d);
+}
+
+fa3_status fa3_config_in(const fa3_config *cfg, fa3_config *out)
+{
+    fa3_config d;
+    config_defaults(&d);
+    return fa3_struct_in(&config_kind, cfg, out, &d);
+}
+
+fa3_status fa3_config_out(fa3_config *dst, size_t struct_size, const fa3_config *src)
+{
+    return fa3_struct_out(&config_kind, dst, struct_size, src);
 }
 
 int fa3_config_equal(const fa3_config *a, const fa3_config *b)
@@ -82,7 +108,7 @@ void fa3_config_to_values(const fa3_config *c, int32_t *values)
 
 void fa3_config_from_values(fa3_config *c, const int32_t *values)
 {
-    fa3_config_init(c);
+    config_defaults(c);
     for (int i = 0; i < FA3_CONFIG_NUM_FIELDS; i++)
         fa3_config_set(c, &fa3_config_fields[i], values[i]);
 }
@@ -102,6 +128,9 @@ fa3_status fa3_config_describe(const fa3_config *cfg, char *buf, size_t buf_size
 {
     if (!cfg || !buf || buf_size == 0)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_config_describe: NULL argument");
+    fa3_config c;
+    FA3_TRY(fa3_config_in(cfg, &c));
+    cfg = &c;
     size_t n = 0;
     buf[0] = '\0';
     for (int i = 0; i < FA3_CONFIG_NUM_FIELDS; i++) {

@@ -1,6 +1,6 @@
 /*
  * The fields of fa3_config as one table. Everything that walks a config field by field walks this
- * table: fa3_config_init (defaults), fa3_config_equal, fa3_config_describe, the zero-means-derived
+ * table: fa3_config_init (defaults, after struct_size), fa3_config_equal, fa3_config_describe, the zero-means-derived
  * rules of fa3_config_canonicalize, the cache key's and the cache header's serialization (a
  * count, then each value as a little-endian 32-bit integer in table order) and the check of a
  * config read back from a cache entry. Adding a config field: a member at the end of fa3_config
@@ -49,6 +49,13 @@ typedef struct fa3_config_field {
 _Static_assert(FA3_CONFIG_NUM_FIELDS <= FA3_CONFIG_MAX_FIELDS, "room in the cache header");
 
 FA3_INTERNAL extern const fa3_config_field fa3_config_fields[FA3_CONFIG_NUM_FIELDS];
+
+/* A caller's config copied into out (this library's size; the fields an older, smaller struct
+   lacks at their defaults), and an own-sized config copied out to a caller's struct of
+   struct_size bytes ("Growing structs" in fa3jit.h). Errors: FA3_ERR_INVALID_ARGUMENT for a
+   struct_size this library does not know. */
+FA3_INTERNAL fa3_status fa3_config_in(const fa3_config *cfg, fa3_config *out);
+FA3_INTERNAL fa3_status fa3_config_out(fa3_config *dst, size_t struct_size, const fa3_config *src);
 
 /* The value of field f of c, and setting it. */
 FA3_INTERNAL int32_t fa3_config_get(const fa3_config *c, const fa3_config_field *f);

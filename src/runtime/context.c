@@ -47,10 +47,14 @@ void fa3_context_degrade_disk(fa3_context *ctx, int state)
 
 /* ------------------------------------------------------------------ public: context */
 
-void fa3_context_options_init(fa3_context_options *opts)
+static const fa3_struct_kind options_kind = {"fa3_context_options", "fa3_context_options_init()",
+                                             sizeof(fa3_context_options), NULL, 0};
+static const fa3_context_options options_defaults = {.struct_size = sizeof(fa3_context_options)};
+
+void fa3_context_options_init_sized(fa3_context_options *opts, size_t struct_size)
 {
     if (opts)
-        memset(opts, 0, sizeof *opts);
+        fa3_struct_init(&options_kind, opts, struct_size, &options_defaults);
 }
 
 fa3_status fa3_context_create(fa3_context **out, const fa3_context_options *opts)
@@ -58,10 +62,9 @@ fa3_status fa3_context_create(fa3_context **out, const fa3_context_options *opts
     if (!out)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_context_create: NULL ctx");
     *out = NULL;
-    fa3_context_options o;
-    fa3_context_options_init(&o);
+    fa3_context_options o = options_defaults;
     if (opts)
-        o = *opts;
+        FA3_TRY(fa3_struct_in(&options_kind, opts, &o, &options_defaults));
     if ((int)o.backend < FA3_BACKEND_AUTO || (int)o.backend > FA3_BACKEND_DRIVER_JIT)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "backend %d is not a valid fa3_backend",
                           (int)o.backend);

@@ -18,13 +18,20 @@
 
 /* ------------------------------------------------------------------ helpers */
 
-void fa3_fwd_args_init(fa3_fwd_args *args)
+static const fa3_struct_kind args_kind = {"fa3_fwd_args", "fa3_fwd_args_init()",
+                                          sizeof(fa3_fwd_args), NULL, 0};
+static const fa3_fwd_args args_defaults = {.struct_size = sizeof(fa3_fwd_args),
+                                           .window_size_left = -1, .window_size_right = -1};
+
+void fa3_fwd_args_init_sized(fa3_fwd_args *args, size_t struct_size)
 {
-    if (!args)
-        return;
-    memset(args, 0, sizeof *args);
-    args->window_size_left = -1;
-    args->window_size_right = -1;
+    if (args)
+        fa3_struct_init(&args_kind, args, struct_size, &args_defaults);
+}
+
+fa3_status fa3_fwd_args_in(const fa3_fwd_args *args, fa3_fwd_args *out)
+{
+    return fa3_struct_in(&args_kind, args, out, &args_defaults);
 }
 
 void fa3_fwd_args_set_contiguous(fa3_fwd_args *a, int head_dim, int head_dim_v)
@@ -67,10 +74,15 @@ static double visible_pairs(int sq, int sk, int64_t wl, int64_t wr)
     return pairs;
 }
 
-double fa3_fwd_flops(const fa3_config *cfg, const fa3_fwd_args *args)
+double fa3_fwd_flops(const fa3_config *config, const fa3_fwd_args *arguments)
 {
-    if (!cfg || !args || args->batch < 1 || args->num_heads < 1 || args->seqlen_q < 1 ||
-        args->seqlen_k < 1)
+    fa3_config c;
+    fa3_fwd_args a;
+    const fa3_config *cfg = &c;
+    const fa3_fwd_args *args = &a;
+    if (!config || !arguments || fa3_config_in(config, &c) != FA3_OK ||
+        fa3_fwd_args_in(arguments, &a) != FA3_OK || args->batch < 1 || args->num_heads < 1 ||
+        args->seqlen_q < 1 || args->seqlen_k < 1)
         return 0.0;
     int hd = cfg->head_dim, hdv = cfg->head_dim_v ? cfg->head_dim_v : cfg->head_dim;
     /* QKᵀ: 2·sq·sk·hd, PV: 2·sq·sk·hdv per (batch, head). */
@@ -561,11 +573,14 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
     return FA3_OK;
 }
 
-fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream)
+fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *arguments, void *stream)
 {
-    if (!kernel || !args)
+    if (!kernel || !arguments)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_fwd: NULL %s",
                           !kernel ? "kernel" : "args");
+    fa3_fwd_args a;
+    FA3_TRY(fa3_fwd_args_in(arguments, &a));
+    const fa3_fwd_args *args = &a;
     fwd_call call = {.args = args};
     FA3_TRY(validate(kernel, args, &call.scale, &call.wl, &call.wr, &call.tiles));
 

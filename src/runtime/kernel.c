@@ -85,13 +85,20 @@ void fa3_kernel_free(fa3_kernel *k)
 
 /* ------------------------------------------------------------------ public: kernel */
 
-fa3_status fa3_kernel_get_info(const fa3_kernel *kernel, fa3_kernel_info *info)
+static const fa3_struct_kind info_kind = {"fa3_kernel_info",
+                                          "fa3_kernel_get_info(), which passes its sizeof",
+                                          sizeof(fa3_kernel_info), NULL, 0};
+
+fa3_status fa3_kernel_get_info_sized(const fa3_kernel *kernel, fa3_kernel_info *out,
+                                     size_t struct_size)
 {
-    if (!kernel || !info)
+    if (!kernel || !out)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_kernel_get_info: NULL %s",
                           !kernel ? "kernel" : "info");
+    FA3_TRY(fa3_struct_check(&info_kind, struct_size));
     fa3_kernel *k = (fa3_kernel *)kernel; /* the mutex is the only thing changed */
     const fa3_part *pt = &k->parts[0];   /* the operation's first kernel */
+    fa3_kernel_info full, *info = &full;
     memset(info, 0, sizeof *info);
     info->config = k->cfg;
     info->backend = k->backend;
@@ -112,7 +119,7 @@ fa3_status fa3_kernel_get_info(const fa3_kernel *kernel, fa3_kernel_info *info)
     info->source = tls_last_serial == k->serial ? tls_last_source : k->first_source;
     info->compile_log = pt->compile_log ? pt->compile_log : "";
     pthread_mutex_unlock(&k->mu);
-    return FA3_OK;
+    return fa3_struct_out(&info_kind, out, struct_size, info);
 }
 
 const char *fa3_kernel_plan_debug(const fa3_kernel *kernel)

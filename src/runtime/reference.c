@@ -28,6 +28,7 @@
 #include "fa3jit_build_config.h"
 #include "runtime/driver.h"
 #include "runtime/reference.h"
+#include "runtime/runtime.h"
 
 static const int ref_variant_t[REF_NUM_VARIANTS] = {1, 2, 4, 8};
 
@@ -325,6 +326,12 @@ static fa3_status make_params(const fa3_context *ctx, const fa3_config *cfg,
     if (emulate_dtype != 0 && emulate_dtype != 1)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "reference: emulate_dtype %d must be 0 or 1",
                           emulate_dtype);
+    fa3_config cfg_in;
+    fa3_fwd_args args_in;
+    FA3_TRY(fa3_config_in(cfg, &cfg_in));
+    FA3_TRY(fa3_fwd_args_in(a, &args_in));
+    cfg = &cfg_in;
+    a = &args_in;
 
     /* The config: any head dims up to 256 (a superset of what the fast kernel supports). */
     const int hd = cfg->head_dim;

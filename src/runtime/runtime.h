@@ -95,6 +95,11 @@ struct fa3_context {
                                 (creation), else the first disk-cache problem */
 };
 
+/* The caller's fa3_fwd_args copied into out (this library's size; what an older struct lacks at
+   fa3_fwd_args_init's defaults). Errors: FA3_ERR_INVALID_ARGUMENT for a struct_size this library
+   does not know. fwd.c. */
+FA3_INTERNAL fa3_status fa3_fwd_args_in(const fa3_fwd_args *args, fa3_fwd_args *out);
+
 /* Keeps ctx's first warning (later ones are dropped: reported once). The text is written before
    ctx->warned is set and never changed after, so readers need no lock. context.c. */
 FA3_INTERNAL void fa3_context_warn(fa3_context *ctx, const char *fmt, ...) FA3_PRINTF(2, 3);
