@@ -100,6 +100,23 @@ struct fa3_context {
    does not know. fwd.c. */
 FA3_INTERNAL fa3_status fa3_fwd_args_in(const fa3_fwd_args *args, fa3_fwd_args *out);
 
+/* log2(e): softmax constants in base 2. */
+#define FA3_LOG2E 1.4426950408889634
+/* TMA's limit on a byte stride (exclusive). */
+#define FA3_MAX_TMA_STRIDE ((int64_t)1 << 40)
+
+/* TMA's rule for an element stride: any value when the axis has one element (never used: the
+   tensor map gets a substitute), else non-negative, × element size esize a multiple of 16 bytes
+   and below 2^40 bytes. fwd_args.c. */
+FA3_INTERNAL int fa3_tma_stride_ok(int64_t stride, int64_t extent, int esize);
+
+/* Everything about args that does not need the GPU, against kernel's config: FA3_OK with the
+   normalized values (scale: softmax_scale with 0 resolved; windows as the kernel gets them; the
+   tile count), else the status and a message naming the bad field and value. fwd_args.c. */
+FA3_INTERNAL fa3_status fa3_fwd_validate(const fa3_kernel *kernel, const fa3_fwd_args *args,
+                                         float *scale, int *win_left, int *win_right,
+                                         uint32_t *tiles);
+
 /* Keeps ctx's first warning (later ones are dropped: reported once). The text is written before
    ctx->warned is set and never changed after, so readers need no lock. context.c. */
 FA3_INTERNAL void fa3_context_warn(fa3_context *ctx, const char *fmt, ...) FA3_PRINTF(2, 3);
