@@ -18,6 +18,15 @@
 #include "kernel_abi.h"
 #include "check.h"
 
+/* Fails unless msg contains each of the words of ap (up to a NULL). */
+static void expect_words(const char *msg, va_list ap)
+{
+    for (const char *w; (w = va_arg(ap, const char *)) != NULL;) {
+        if (!strstr(msg, w))
+            fail_msg("message \"%s\" does not contain \"%s\"", msg, w);
+    }
+}
+
 /* Asserts that canonicalizing cfg fails with want, leaves out untouched, and that the message
    contains each of the NULL-terminated words (the field and its value). */
 static void expect_bad(const fa3_config *cfg, fa3_status want, ...)
@@ -35,10 +44,7 @@ static void expect_bad(const fa3_config *cfg, fa3_status want, ...)
     assert_non_null(msg);
     va_list ap;
     va_start(ap, want);
-    for (const char *w; (w = va_arg(ap, const char *)) != NULL;) {
-        if (!strstr(msg, w))
-            fail_msg("message \"%s\" does not contain \"%s\"", msg, w);
-    }
+    expect_words(msg, ap);
     va_end(ap);
     /* every entry point taking a config reports the same error */
     char *ptx = (char *)0x1;
@@ -536,9 +542,7 @@ static void expect_size_refused(fa3_status st, ...)
     assert_int_equal(st, FA3_ERR_INVALID_ARGUMENT);
     va_list ap;
     va_start(ap, st);
-    for (const char *w; (w = va_arg(ap, const char *)) != NULL;)
-        if (!strstr(msg, w))
-            fail_msg("message \"%s\" does not contain \"%s\"", msg, w);
+    expect_words(msg, ap);
     va_end(ap);
 }
 

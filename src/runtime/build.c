@@ -62,11 +62,7 @@ static fa3_status compile_part(const fa3_kernel *k, fa3_part *pt, double t0)
     pt->cubin = r.cubin;
     pt->cubin_size = r.cubin_size;
     r.cubin = NULL;
-    pt->num_regs = r.num_regs;
-    pt->spill_store_bytes = r.spill_store_bytes;
-    pt->spill_load_bytes = r.spill_load_bytes;
-    pt->stack_bytes = r.stack_bytes;
-    pt->has_warning = r.has_warning;
+    fa3_part_take_resources(pt, &r);
     pt->source = FA3_SOURCE_COMPILED;
     if (k->backend != FA3_BACKEND_DRIVER_JIT) {
         pt->compile_log =

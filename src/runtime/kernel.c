@@ -145,6 +145,15 @@ fa3_status fa3_kernel_get_cubin(const fa3_kernel *kernel, const void **data, siz
     return FA3_OK;
 }
 
+void fa3_part_take_resources(fa3_part *pt, const fa3_compile_result *r)
+{
+    pt->num_regs = r->num_regs;
+    pt->spill_store_bytes = r->spill_store_bytes;
+    pt->spill_load_bytes = r->spill_load_bytes;
+    pt->stack_bytes = r->stack_bytes;
+    pt->has_warning = r->has_warning;
+}
+
 /* ------------------------------------------------------------------ module loading */
 
 #define JIT_LOG_SIZE (64 * 1024)
@@ -191,11 +200,7 @@ static fa3_status load_module(const fa3_driver *d, fa3_part *pt, CUmodule *mod)
         fa3_parse_ptxas_log(info, &pr);
         fa3_parse_ptxas_log(error, &pr);
         pt->compile_log = fa3_compile_join_logs(info, error); /* NULL on OOM: info shows "" */
-        pt->has_warning = pr.has_warning;
-        pt->spill_store_bytes = pr.spill_store_bytes;
-        pt->spill_load_bytes = pr.spill_load_bytes;
-        pt->stack_bytes = pr.stack_bytes;
-        pt->num_regs = pr.num_regs;
+        fa3_part_take_resources(pt, &pr);
     }
     free(info);
     free(error);

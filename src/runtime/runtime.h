@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "codegen/codegen.h"
+#include "runtime/compile.h"
 #include "runtime/driver.h"
 #include "runtime/op.h"
 
@@ -136,6 +137,10 @@ FA3_INTERNAL fa3_kernel *fa3_kernel_new(fa3_context *ctx, const fa3_config *cano
    (fa3_kernel_info.source is per thread: matched by serial, not by address, which a freed kernel
    may pass on; another kernel's info shows how the context first obtained it). kernel.c. */
 FA3_INTERNAL void fa3_kernel_note_source(const fa3_kernel *kernel, fa3_kernel_source source);
+
+/* Sets part pt's registers, spills, stack and warning flag from a compile (or driver JIT) result.
+   kernel.c. */
+FA3_INTERNAL void fa3_part_take_resources(fa3_part *pt, const fa3_compile_result *r);
 
 /*
  * The CUfunction of kernel part (its operation's kernel number part) in the calling thread's
