@@ -22,6 +22,25 @@
  * same printf: argument evaluation order is unspecified). A successful call leaves the previous
  * message in place. The library never aborts and never prints.
  *
+ * Growing structs: every public struct starts with uint32_t struct_size, its size in bytes as the
+ * caller's fa3jit.h declares it, so that fields can be appended in a later release without
+ * breaking programs built against this one (zlib's deflateInit_ scheme, Win32's cbSize):
+ *   - fa3_config_init, fa3_context_options_init and fa3_fwd_args_init are macros passing the
+ *     caller's sizeof: they set struct_size and the defaults. Initialise every struct with them
+ *     (or copy an initialised one) before setting fields;
+ *   - a function reading a struct (fa3_config, fa3_context_options, fa3_fwd_args) takes the fields
+ *     struct_size covers; fields an older, smaller struct lacks get their init defaults. A
+ *     struct_size this library does not know is refused with FA3_ERR_INVALID_ARGUMENT naming the
+ *     struct and the size: 0 (never initialised), larger than the library's own (a program built
+ *     against a newer fa3jit.h than the library it runs with), or between the sizes of releases;
+ *   - a function filling a struct writes only as much as the caller has: fa3_kernel_get_info and
+ *     fa3_supported_configs are macros passing the caller's sizeof (the struct need not be
+ *     initialised) and set struct_size to it; fa3_config_canonicalize writes cfg->struct_size
+ *     bytes to out. Fields are only ever appended; fa3_kernel_info embeds fa3_config, so a larger
+ *     fa3_config comes with a new fa3_kernel_info size, whose struct_size tells the library which
+ *     layout the caller has. Bindings (python/fa3jit/_lib.py) call the *_sized functions with
+ *     their mirror's size.
+ *
  * Devices: kernels run on any sm_90 device; each kernel's module is loaded once per CUDA context
  * (the calling thread's current one), so several GPUs can share one fa3_context.
  *
@@ -136,6 +155,7 @@ typedef enum fa3_backend {
  * takes a config). Two configs with equal canonical forms produce the same kernel.
  */
 typedef struct fa3_config {
+    uint32_t struct_size; /* sizeof(fa3_config), set by fa3_config_init (see "Growing structs") */
     int head_dim;     /* Q/K head dimension: 64, 96, 128, 192 or 256 (elements) */
     int head_dim_v;   /* V/O head dimension; 0 = same as head_dim; supported: equal to head_dim,
                          or 128 with head_dim 192 (DeepSeek-style) */
@@ -148,12 +168,15 @@ typedef struct fa3_config {
     int stages;       /* K/V shared-memory ring depth; 0 = the planner's choice */
 } fa3_config;
 
-/** Sets defaults: head_dim 128, head_dim_v 0, bf16, no mask, no softcap, sm_90a, planner tiles. */
-FA3_API void fa3_config_init(fa3_config *cfg);
+/** Sets struct_size and the defaults: head_dim 128, head_dim_v 0, bf16, no mask, no softcap,
+ *  sm_90a, planner tiles. NULL is ignored. A macro over fa3_config_init_sized. */
+#define fa3_config_init(cfg) fa3_config_init_sized((cfg), sizeof(fa3_config))
+FA3_API void fa3_config_init_sized(fa3_config *cfg, size_t struct_size);
 
 /**
- * Validates cfg and writes its canonical form to out (out may equal cfg): head_dim_v 0 → head_dim,
- * block_n/stages 0 → the planner's values. Errors: FA3_ERR_INVALID_ARGUMENT (NULL),
+ * Validates cfg and writes its canonical form to out (out may equal cfg; cfg->struct_size bytes,
+ * struct_size included): head_dim_v 0 → head_dim, block_n/stages 0 → the planner's values.
+ * Errors: FA3_ERR_INVALID_ARGUMENT (NULL, or a struct_size this library does not know),
  * FA3_ERR_BAD_HEAD_DIM, _BAD_HEAD_DIM_V, _BAD_DTYPE, _BAD_MASK, _BAD_ARCH, _BAD_BLOCK; the message
  * names the field and its value. On error out is left unchanged.
  */
@@ -165,10 +188,14 @@ FA3_API fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *ou
  * and 192 with 128) × dtype (bf16, fp16) × mask (none, causal, local) × softcap (0, 1) that
  * fa3_config_canonicalize accepts, in that order. Writes the first min(total, max) of them to out
  * (out may be NULL when max <= 0) and returns the total, so fa3_supported_configs(NULL, 0) gives
- * the count. Pure, thread-safe, needs no GPU; never fails. This is the set `fa3-gen cache warm
- * --all` precompiles.
+ * the count. Pure, thread-safe, needs no GPU. This is the set `fa3-gen cache warm --all`
+ * precompiles. A macro passing the caller's sizeof(fa3_config): the array's stride, and each
+ * config's struct_size (fa3_supported_configs_sized returns -1, writing nothing, for a size this
+ * library does not know; the macro never does).
  */
-FA3_API int fa3_supported_configs(fa3_config *out, int max);
+#define fa3_supported_configs(out, max) \
+    fa3_supported_configs_sized((out), (max), sizeof(fa3_config))
+FA3_API int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size);
 
 /** Short human-readable form of cfg as given (not canonicalised: canonicalise first to see the
  *  planner's tiles), e.g. "hd128 bf16 causal sm_90a bn128 st2" or "hd192x128 fp16 local softcap
@@ -190,7 +217,8 @@ typedef struct fa3_context fa3_context;
 
 /*
  * Disk cache: one file <cache_dir>/<key>.fa3k per kernel (a header with magic, format version,
- * key, canonical config, sizes, the plan's debug knobs and XXH3 checksums, then the cubin and the compiler log). A file
+ * key, kernel kind, canonical config, sizes, the plan's debug knobs and XXH3 checksums, then the
+ * cubin and the compiler log). A file
  * that fails any check (truncated, corrupted, foreign, older format) is ignored, never loaded, and
  * replaced by a fresh compile. Environment (read when the context is created): FA3JIT_CACHE_DIR
  * (folder, an absolute path), FA3JIT_CACHE_DISABLE (0 or 1: memory only), FA3JIT_CACHE_LOCK_TIMEOUT
@@ -199,6 +227,7 @@ typedef struct fa3_context fa3_context;
  * fa3_context_warning; README.md lists every variable and its accepted values.
  */
 typedef struct fa3_context_options {
+    uint32_t struct_size;   /* sizeof(fa3_context_options), set by fa3_context_options_init */
     /* Disk cache directory (used as given); NULL = $FA3JIT_CACHE_DIR, else
        $XDG_CACHE_HOME/fa3jit, else ~/.cache/fa3jit (relative values of those are ignored).
        Created (mode 0700) on first write. */
@@ -207,8 +236,11 @@ typedef struct fa3_context_options {
     fa3_backend backend;    /* FA3_BACKEND_AUTO recommended */
 } fa3_context_options;
 
-/** Zeroes opts (defaults: env/XDG cache dir, disk cache on, AUTO backend). */
-FA3_API void fa3_context_options_init(fa3_context_options *opts);
+/** Zeroes opts and sets struct_size (defaults: env/XDG cache dir, disk cache on, AUTO backend).
+ *  NULL is ignored. A macro over fa3_context_options_init_sized. */
+#define fa3_context_options_init(opts) \
+    fa3_context_options_init_sized((opts), sizeof(fa3_context_options))
+FA3_API void fa3_context_options_init_sized(fa3_context_options *opts, size_t struct_size);
 
 /**
  * Creates a context owning an in-memory kernel table and the disk-cache settings. opts may be NULL.
@@ -270,6 +302,7 @@ typedef enum fa3_kernel_source {
 } fa3_kernel_source;
 
 typedef struct fa3_kernel_info {
+    uint32_t struct_size;    /* the bytes fa3_kernel_get_info filled: the caller's sizeof */
     fa3_config config;       /* canonical config */
     fa3_backend backend;     /* backend that produced the binary */
     char cache_key[33];      /* XXH3-128 of the canonical inputs, 32 lowercase hex digits */
@@ -290,16 +323,21 @@ typedef struct fa3_kernel_info {
     size_t cubin_size;       /* bytes, 0 for DRIVER_JIT */
 } fa3_kernel_info;
 
-/** Fills info for kernel. Errors: FA3_ERR_INVALID_ARGUMENT. */
-FA3_API fa3_status fa3_kernel_get_info(const fa3_kernel *kernel, fa3_kernel_info *info);
+/** Fills info for kernel (info need not be initialised). For an operation of several kernels the
+ *  per-kernel fields (key, resources, log, cubin size) are its first kernel's, compile_ms their sum.
+ *  A macro passing the caller's sizeof(fa3_kernel_info). Errors: FA3_ERR_INVALID_ARGUMENT (NULL, or
+ *  a size this library does not know). */
+#define fa3_kernel_get_info(kernel, info) \
+    fa3_kernel_get_info_sized((kernel), (info), sizeof(fa3_kernel_info))
+FA3_API fa3_status fa3_kernel_get_info_sized(const fa3_kernel *kernel, fa3_kernel_info *info,
+                                             size_t struct_size);
 
 /**
  * "" for a kernel of the default plan. For a kernel whose plan FA3JIT_PLAN_DEBUG changed (the
  * benchmark knobs, README "Kernel variants"): that variable's value as it was when the kernel was
  * planned, e.g. "dbg_no_softmax=1". Such a kernel is a benchmark variant, NOT for production:
  * some knobs give wrong results on purpose. Never NULL ("" for a NULL kernel); owned by the
- * kernel. (A function rather than a field of fa3_kernel_info, which callers allocate: a longer
- * struct would be written past the end of theirs by a newer library.)
+ * kernel.
  */
 FA3_API const char *fa3_kernel_plan_debug(const fa3_kernel *kernel);
 
@@ -332,6 +370,7 @@ FA3_API fa3_status fa3_kernel_get_cubin(const fa3_kernel *kernel, const void **d
  * A query row that sees no key gets O = 0 and lse = -inf.
  */
 typedef struct fa3_fwd_args {
+    uint32_t struct_size;  /* sizeof(fa3_fwd_args), set by fa3_fwd_args_init */
     const void *q, *k, *v; /* device pointers */
     void *o;               /* device pointer */
     float *lse;            /* device pointer or NULL */
@@ -346,8 +385,10 @@ typedef struct fa3_fwd_args {
     int window_size_right; /* FA3_MASK_LOCAL: >= 0, or -1 = unlimited; other masks: must be -1 */
 } fa3_fwd_args;
 
-/** Zeroes args and sets window sizes to -1. */
-FA3_API void fa3_fwd_args_init(fa3_fwd_args *args);
+/** Zeroes args, sets struct_size and the window sizes to -1. NULL is ignored. A macro over
+ *  fa3_fwd_args_init_sized. */
+#define fa3_fwd_args_init(args) fa3_fwd_args_init_sized((args), sizeof(fa3_fwd_args))
+FA3_API void fa3_fwd_args_init_sized(fa3_fwd_args *args, size_t struct_size);
 
 /** Sets all strides for contiguous (batch, seqlen, heads, head_dim) tensors from the shape fields
  *  (batch, seqlen_q/k, num_heads/_k) and the given head dims. */

@@ -32,6 +32,38 @@ FA3_INTERNAL void fa3_append(char *buf, size_t size, size_t *len, const char *fm
 FA3_INTERNAL int fa3_parse_whole(const char *s, size_t len, long max, long *out);
 
 /*
+ * The public structs' sizes ("Growing structs" in fa3jit.h). Each struct starts with uint32_t
+ * struct_size; a caller's struct has the size of the release it was built against: this library's
+ * own sizeof, or an earlier release's (listed in older). Fields are only ever appended, so a struct
+ * of an earlier size is a prefix of this library's.
+ */
+typedef struct fa3_struct_kind {
+    const char *name;    /* "fa3_config" */
+    const char *fix;     /* how a caller gets the size right, e.g. "fa3_config_init()" */
+    size_t own;          /* this library's sizeof */
+    const size_t *older; /* the sizes of earlier releases (none yet) */
+    int num_older;
+} fa3_struct_kind;
+
+/* FA3_OK if size is one of the struct's sizes, else FA3_ERR_INVALID_ARGUMENT with a message
+   naming the struct, the size and the cause (0: not initialised; larger: built against a newer
+   fa3jit.h). */
+FA3_INTERNAL fa3_status fa3_struct_check(const fa3_struct_kind *k, size_t size);
+/* Initialises the caller's struct dst of size bytes: zeroes, the first size bytes of defaults
+   (an own-sized struct), struct_size = size (a size this library does not know is kept, so the
+   first call using the struct names it). */
+FA3_INTERNAL void fa3_struct_init(const fa3_struct_kind *k, void *dst, size_t size,
+                                  const void *defaults);
+/* Copies the caller's struct src into dst (own-sized): defaults, then the struct_size bytes src
+   has; dst's struct_size becomes own. Errors: those of fa3_struct_check (dst untouched). */
+FA3_INTERNAL fa3_status fa3_struct_in(const fa3_struct_kind *k, const void *src, void *dst,
+                                      const void *defaults);
+/* Copies the own-sized src out to the caller's struct dst of size bytes (struct_size = size).
+   Errors: those of fa3_struct_check (dst untouched). */
+FA3_INTERNAL fa3_status fa3_struct_out(const fa3_struct_kind *k, void *dst, size_t size,
+                                       const void *src);
+
+/*
  * Fault injection for the tests, compiled in always and inert unless $FA3JIT_TEST_FAIL is set to a
  * comma-separated list of sites: returns 1 if site is in it (read at each call), else 0. Sites:
  *   mkdir, open, write, fsync, rename, read, lock          disk cache (cache.c)

@@ -1,14 +1,26 @@
 /*
- * The one kernel parameter of every generated kernel: `.param .align 64 .b8 fa3_params[...]`.
- * The runtime fills this struct (fwd.c) and passes its address in kernelParams[0]; the code
- * generator reads fields with ld.param at the offsets below (FA3P_OFF_*), so both sides share
- * this file and the static asserts pin the layout.
+ * What the generated kernels and the runtime agree on: the kernel kinds, and each kind's entry
+ * name and one kernel parameter, `.param .align 64 .b8 fa3_params[...]`. The runtime fills the
+ * kind's struct (fwd.c for the forward kernel) and passes its address in kernelParams[0]; the
+ * code generator reads fields with ld.param at the offsets below (FA3P_OFF_* for the forward
+ * kernel), so both sides share this file and the static asserts pin each layout. A new kind adds
+ * its enum value, entry name, struct, offsets and asserts here (docs/kernel.md, "Adding a kernel
+ * kind").
  */
 #ifndef FA3JIT_KERNEL_ABI_H
 #define FA3JIT_KERNEL_ABI_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The kinds of generated kernel: part of every cache key and cache entry header. An operation
+   (runtime/op.c) runs an ordered list of them. */
+typedef enum fa3_kernel_kind {
+    FA3_KERNEL_FWD = 0,  /* the forward kernel: entry FA3_KERNEL_NAME, fa3_kernel_params */
+    FA3_KERNEL_NUM_KINDS
+} fa3_kernel_kind;
+
+/* ---------------------------------------------------------------- FA3_KERNEL_FWD */
 
 #define FA3_KERNEL_NAME "fa3_fwd_kernel"
 
@@ -90,5 +102,13 @@ _Static_assert(offsetof(fa3_kernel_params, section_hb) == FA3P_OFF_SECTION_HB, "
 _Static_assert(offsetof(fa3_kernel_params, o_tma) == FA3P_OFF_O_TMA, "abi");
 _Static_assert(offsetof(fa3_kernel_params, tmap_o) == FA3P_OFF_TMAP_O, "abi");
 _Static_assert(sizeof(fa3_kernel_params) == FA3P_SIZE, "abi");
+
+/* ---------------------------------------------------------------- all kinds */
+
+/* The launch buffer: room for the parameter block of any kind. */
+typedef union fa3_kernel_param_block {
+    fa3_kernel_params fwd; /* FA3_KERNEL_FWD */
+} fa3_kernel_param_block;
+_Static_assert(_Alignof(fa3_kernel_param_block) == 64, "abi: .param .align 64");
 
 #endif

@@ -9,8 +9,10 @@
  *     kernel pointer, MEMORY; a new context on the same folder → DISK with identical cubin bytes;
  *   - a truncated entry, a flipped payload byte, a flipped header byte, a foreign file, an empty
  *     file, trailing bytes, an older format version, another key's entry under this name, a header
- *     naming another config (checksums fixed up) → the next new context rebuilds (COMPILED), gets a
- *     valid cubin, and rewrites a good entry (DISK after);
+ *     naming another config, an unknown kernel kind or another config field count (checksums
+ *     fixed up) → the next new context rebuilds (COMPILED), gets a valid cubin, and rewrites a
+ *     good entry (DISK after);
+ *   - the kernel kind is part of the key; the config field table covers fa3_config;
  *   - the entry parser on an in-memory entry: every truncation and every single-byte flip is
  *     refused; the header keeps the canonical config, backend, resources and creation time;
  *   - cache file patterns: listing and clearing touch fa3jit's files only;
@@ -38,6 +40,7 @@
 
 #include "fa3jit.h"
 #include "fa3jit_build_config.h"
+#include "codegen/codegen.h"
 #include "runtime/cache.h"
 #include "runtime/compile.h"
 #include "runtime/runtime.h"
@@ -285,7 +288,9 @@ static void test_roundtrip(void **state)
     static const char *damage[] = {"truncated", "payload byte flipped", "header byte flipped",
                                    "foreign file", "empty file", "trailing bytes",
                                    "older format version", "another key's entry",
-                                   "header naming another config"};
+                                   "header naming another config",
+                                   "header naming an unknown kernel kind",
+                                   "config of another field count"};
     for (int d = 0; d < (int)(sizeof damage / sizeof damage[0]); d++) {
         switch (d) {
         case 0:
@@ -334,6 +339,18 @@ static void test_roundtrip(void **state)
         case 8: { /* right key, checksums valid, but built for head_dim 128 */
             unsigned char *p = slurp(path, &good_size);
             put32(p + FA3_CACHE_OFF_CONFIG, 128);
+            fix_header_sum(p);
+            spit(path, p, good_size);
+            free(p);
+            break;
+        }
+        case 9:    /* checksums valid, a kind this library has no kernel of */
+        case 10: { /* checksums valid, written by a library with one config field more */
+            unsigned char *p = slurp(path, &good_size);
+            if (d == 9)
+                put32(p + FA3_CACHE_OFF_KIND, FA3_KERNEL_NUM_KINDS);
+            else
+                put32(p + FA3_CACHE_OFF_CONFIG_COUNT, FA3_CONFIG_NUM_FIELDS + 1);
             fix_header_sum(p);
             spit(path, p, good_size);
             free(p);
@@ -404,6 +421,7 @@ static void test_parse(void **state)
     assert_int_equal(v.meta.stack_bytes, 8);
     assert_int_equal(v.meta.has_warning, 1);
     assert_int_equal(v.meta.backend, FA3_BACKEND_NVJITLINK);
+    assert_int_equal(v.meta.kind, FA3_KERNEL_FWD);
     assert_memory_equal(&v.meta.config, &m.config, sizeof m.config);
     assert_int_equal(v.meta.created, 1700000000);
     assert_string_equal(v.meta.plan_debug, "wg3=0,?x");
@@ -422,6 +440,26 @@ static void test_parse(void **state)
         fix_header_sum(f);
         assert_false(fa3_cache_parse(f, size, key, &v, &why));
         assert_string_equal(why, "malformed plan debug text");
+        free(f);
+    }
+    /* the kernel kind and the config's field count (checksum fixed up) */
+    for (int bad = 0; bad < 3; bad++) {
+        unsigned char *f = malloc(size);
+        assert_non_null(f);
+        memcpy(f, img, size);
+        if (bad == 0)
+            put32(f + FA3_CACHE_OFF_KIND, FA3_KERNEL_NUM_KINDS);
+        else if (bad == 1)
+            put32(f + FA3_CACHE_OFF_CONFIG_COUNT, FA3_CONFIG_NUM_FIELDS - 1);
+        else
+            put32(f + FA3_CACHE_OFF_CONFIG + 4 * FA3_CONFIG_NUM_FIELDS, 1); /* an unused slot */
+        fix_header_sum(f);
+        assert_false(fa3_cache_parse(f, size, key, &v, &why));
+        static const char *const want[] = {
+            "unknown kernel kind",
+            "config of another field count (written by another fa3jit version)",
+            "malformed config slots"};
+        assert_string_equal(why, want[bad]);
         free(f);
     }
     assert_true(fa3_cache_parse(img, size, NULL, &v, NULL)); /* any key (listing) */
@@ -473,6 +511,72 @@ static void test_parse(void **state)
     printf("  all %zu truncations and %d single-byte flips of a %zu-byte entry refused\n", size,
            refused, size);
     free(img);
+}
+
+/* The kernel kind is part of the key: the same config, PTX, backend and arch give another key
+   for another kind; fa3_cache_key_for is the forward kernel's key. */
+static void test_key_kind(void **state)
+{
+    (void)state;
+    fa3_config c = cfg_default();
+    CHECK(fa3_config_canonicalize(&c, &c));
+    static const char ptx[] = "// not really PTX";
+    fa3_cache_key_input in = {.kind = FA3_KERNEL_FWD, .config = &c, .ptx = ptx,
+                              .ptx_len = sizeof ptx - 1, .generator = FA3_GENERATOR_VERSION,
+                              .backend = fa3_backend_name(FA3_BACKEND_NVJITLINK),
+                              .backend_version = "v", .arch = "sm_90a"};
+    char fwd[33], other[33], via_for[33];
+    CHECK(fa3_cache_key(&in, fwd));
+    CHECK(fa3_cache_key_for(&c, ptx, sizeof ptx - 1, FA3_BACKEND_NVJITLINK, "v", via_for));
+    assert_string_equal(fwd, via_for);
+    in.kind = (fa3_kernel_kind)1;
+    CHECK(fa3_cache_key(&in, other));
+    assert_string_not_equal(fwd, other);
+    in.config = NULL;
+    assert_int_equal(fa3_cache_key(&in, other), FA3_ERR_INVALID_ARGUMENT);
+}
+
+/* The field table covers fa3_config: one row per member, each at its own offset; the values
+   serialize and come back; describe walks it. */
+static void test_config_table(void **state)
+{
+    (void)state;
+    size_t covered = 0;
+    for (int i = 0; i < FA3_CONFIG_NUM_FIELDS; i++) {
+        const fa3_config_field *f = &fa3_config_fields[i];
+        for (int j = 0; j < i; j++)
+            assert_true(fa3_config_fields[j].offset != f->offset);
+        assert_true(f->offset + sizeof(int32_t) <= sizeof(fa3_config));
+        assert_true(f->lo <= f->hi);
+        covered += sizeof(int32_t);
+    }
+    assert_int_equal(covered, sizeof(fa3_config) - offsetof(fa3_config, head_dim));
+    fa3_config c, back;
+    fa3_config_init(&c);
+    c.head_dim = 192;
+    c.head_dim_v = 128;
+    c.dtype = FA3_DTYPE_FP16;
+    c.mask = FA3_MASK_LOCAL;
+    c.softcap = 1;
+    CHECK(fa3_config_canonicalize(&c, &c));
+    assert_null(fa3_config_out_of_range(&c));
+    int32_t values[FA3_CONFIG_NUM_FIELDS];
+    fa3_config_to_values(&c, values);
+    assert_int_equal(values[0], 192); /* head_dim first: the cache header's first slot */
+    fa3_config_from_values(&back, values);
+    assert_memory_equal(&back, &c, sizeof c);
+    assert_true(fa3_config_equal(&back, &c));
+    back.stages++;
+    assert_false(fa3_config_equal(&back, &c));
+    char desc[64];
+    CHECK(fa3_config_describe(&c, desc, sizeof desc));
+    char want[64];
+    snprintf(want, sizeof want, "hd192x128 fp16 local softcap sm_90a bn%d st%d", c.block_n,
+             c.stages);
+    assert_string_equal(desc, want);
+    back = c;
+    back.stages = 0; /* not canonical: outside the stored range */
+    assert_string_equal(fa3_config_out_of_range(&back), "stages");
 }
 
 /* fa3jit's file names, and ls/clear touching nothing else. */
@@ -681,6 +785,8 @@ int main(void)
         cmocka_unit_test(test_backends),
         cmocka_unit_test(test_dir_resolution),
         cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_key_kind),
+        cmocka_unit_test(test_config_table),
         cmocka_unit_test(test_listing),
         cmocka_unit_test(test_debug_plan),
         {"keys_nvjitlink", test_keys, NULL, NULL, &g_nvjitlink},

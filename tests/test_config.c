@@ -1,7 +1,8 @@
 /*
  * test_config: the public configuration API without a GPU — defaults, one status code per bad
  * field (with a message naming the field and its value), canonical form, status names, NULL
- * arguments, fa3_emit_ptx's header, and the pure helpers of the forward arguments.
+ * arguments, fa3_emit_ptx's header, the pure helpers of the forward arguments, and the public
+ * structs' struct_size rules.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,16 @@
 
 #include "fa3jit.h"
 #include "kernel_abi.h"
+#include "check.h"
+
+/* Fails unless msg contains each of the words of ap (up to a NULL). */
+static void expect_words(const char *msg, va_list ap)
+{
+    for (const char *w; (w = va_arg(ap, const char *)) != NULL;) {
+        if (!strstr(msg, w))
+            fail_msg("message \"%s\" does not contain \"%s\"", msg, w);
+    }
+}
 
 /* Asserts that canonicalizing cfg fails with want, leaves out untouched, and that the message
    contains each of the NULL-terminated words (the field and its value). */
@@ -33,10 +44,7 @@ static void expect_bad(const fa3_config *cfg, fa3_status want, ...)
     assert_non_null(msg);
     va_list ap;
     va_start(ap, want);
-    for (const char *w; (w = va_arg(ap, const char *)) != NULL;) {
-        if (!strstr(msg, w))
-            fail_msg("message \"%s\" does not contain \"%s\"", msg, w);
-    }
+    expect_words(msg, ap);
     va_end(ap);
     /* every entry point taking a config reports the same error */
     char *ptx = (char *)0x1;
@@ -525,6 +533,114 @@ static void test_fwd_flops(void **state)
     assert_true(fc >= full / 2 && fc <= full / 2 * (1.0 + 2.0 / 1024));
 }
 
+/* Asserts that st is FA3_ERR_INVALID_ARGUMENT with a message containing each of the NULL-terminated
+   words. */
+static void expect_size_refused(fa3_status st, ...)
+{
+    const char *msg = fa3_last_error_message();
+    printf("  %s\n", msg);
+    assert_int_equal(st, FA3_ERR_INVALID_ARGUMENT);
+    va_list ap;
+    va_start(ap, st);
+    expect_words(msg, ap);
+    va_end(ap);
+}
+
+/* "Growing structs" (fa3jit.h): the init macros record the caller's size; a struct_size of 0
+   (not initialised), larger than the library's (a newer fa3jit.h) or of no release is refused by
+   every function that reads the struct, naming it; functions that fill a struct write the
+   caller's size. */
+static void test_struct_sizes(void **state)
+{
+    (void)state;
+    fa3_config c = base();
+    assert_int_equal(c.struct_size, sizeof c);
+    fa3_config canon;
+    memset(&canon, 0x5A, sizeof canon);
+    assert_int_equal(fa3_config_canonicalize(&c, &canon), FA3_OK);
+    assert_int_equal(canon.struct_size, sizeof canon);
+
+    fa3_config bad = c;
+    bad.struct_size = 0;
+    expect_size_refused(fa3_config_canonicalize(&bad, &canon), "fa3_config.struct_size", "0",
+                        "fa3_config_init", NULL);
+    char *ptx = NULL;
+    expect_size_refused(fa3_emit_ptx(&bad, &ptx, NULL), "fa3_config.struct_size", NULL);
+    assert_null(ptx);
+    char desc[64];
+    expect_size_refused(fa3_config_describe(&bad, desc, sizeof desc), "fa3_config", NULL);
+    bad.struct_size = sizeof bad + 4;
+    char larger[16];
+    snprintf(larger, sizeof larger, "%zu", sizeof bad + 4);
+    expect_size_refused(fa3_config_canonicalize(&bad, &canon), larger, "newer fa3jit.h", NULL);
+    bad.struct_size = sizeof bad - 4;
+    expect_size_refused(fa3_config_canonicalize(&bad, &canon), "not a size of fa3_config", NULL);
+
+    /* init with a larger size (a newer header's struct): defaults, the rest zeroed, refused when
+       used */
+    unsigned char big[sizeof(fa3_config) + 16];
+    memset(big, 0x77, sizeof big);
+    fa3_config_init_sized((fa3_config *)(void *)big, sizeof big);
+    fa3_config head;
+    memcpy(&head, big, sizeof head);
+    assert_int_equal(head.struct_size, sizeof big);
+    assert_int_equal(head.head_dim, 128);
+    for (size_t i = sizeof(fa3_config); i < sizeof big; i++)
+        assert_int_equal(big[i], 0);
+    expect_size_refused(fa3_config_canonicalize(&head, &canon), "newer fa3jit.h", NULL);
+
+    /* fa3_supported_configs: the caller's stride and struct_size */
+    int n = fa3_supported_configs(NULL, 0);
+    fa3_config *all = calloc((size_t)n, sizeof *all);
+    assert_non_null(all);
+    assert_int_equal(fa3_supported_configs(all, n), n);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(all[i].struct_size, sizeof(fa3_config));
+    memset(all, 0, (size_t)n * sizeof *all);
+    assert_int_equal(fa3_supported_configs_sized(all, n, sizeof(fa3_config) + 4), -1);
+    assert_int_equal(all[0].struct_size, 0); /* nothing written */
+    assert_int_equal(fa3_supported_configs_sized(NULL, 0, 0), n); /* counting needs no size */
+    free(all);
+
+    /* fa3_fwd_args and fa3_context_options */
+    fa3_fwd_args a;
+    fa3_fwd_args_init(&a);
+    assert_int_equal(a.struct_size, sizeof a);
+    a.batch = a.seqlen_q = a.seqlen_k = a.num_heads = a.num_heads_k = 1;
+    assert_true(fa3_fwd_flops(&c, &a) > 0);
+    a.struct_size = 0;
+    assert_true(fa3_fwd_flops(&c, &a) == 0.0);
+    fa3_context_options o;
+    fa3_context_options_init(&o);
+    assert_int_equal(o.struct_size, sizeof o);
+    o.disable_disk_cache = 1;
+    fa3_context *ctx = NULL;
+    o.struct_size = 0;
+    expect_size_refused(fa3_context_create(&ctx, &o), "fa3_context_options.struct_size",
+                        "fa3_context_options_init", NULL);
+    assert_null(ctx);
+    o.struct_size = sizeof o;
+    CHECK(fa3_context_create(&ctx, &o));
+
+    /* a kernel: fa3_fwd reads args (refused before any GPU work), get_info fills the caller's */
+    c.head_dim = 64;
+    fa3_kernel *k = NULL;
+    CHECK(fa3_jit_get_kernel(ctx, &c, &k));
+    expect_size_refused(fa3_fwd(k, &a, NULL), "fa3_fwd_args.struct_size", "fa3_fwd_args_init",
+                        NULL);
+    fa3_kernel_info info;
+    memset(&info, 0x5A, sizeof info);
+    CHECK(fa3_kernel_get_info(k, &info));
+    assert_int_equal(info.struct_size, sizeof info);
+    assert_int_equal(info.config.struct_size, sizeof info.config);
+    assert_int_equal(info.config.head_dim, 64);
+    memset(&info, 0x5A, sizeof info);
+    expect_size_refused(fa3_kernel_get_info_sized(k, &info, sizeof info + 8), "fa3_kernel_info",
+                        "newer fa3jit.h", NULL);
+    assert_int_equal(info.struct_size, 0x5A5A5A5Au); /* untouched */
+    fa3_context_free(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -547,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_debug_plan_marked),
         cmocka_unit_test(test_fwd_args_helpers),
         cmocka_unit_test(test_fwd_flops),
+        cmocka_unit_test(test_struct_sizes),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

@@ -37,8 +37,7 @@ def make_config(head_dim=128, dtype="bf16", causal=False, softcap=False, window=
                 head_dim_v=None, *, block_n=0, stages=0) -> _lib.Config:
     """A (non-canonical) fa3_config. window=True selects FA3_MASK_LOCAL (which also covers causal
     with a window: the window sizes are launch arguments); causal alone FA3_MASK_CAUSAL."""
-    cfg = _lib.Config()
-    lib.fa3_config_init(ctypes.byref(cfg))
+    cfg = _lib.new_config()
     cfg.head_dim = _args.c_int("head_dim", head_dim)
     cfg.head_dim_v = 0 if head_dim_v is None else _args.c_int("head_dim_v", head_dim_v)
     cfg.dtype = _dtype_code(dtype)
@@ -53,8 +52,7 @@ def make_config(head_dim=128, dtype="bf16", causal=False, softcap=False, window=
 
 
 def _config_key(cfg: _lib.Config) -> tuple:
-    return (cfg.head_dim, cfg.head_dim_v, cfg.dtype, cfg.mask, cfg.softcap, cfg.arch,
-            cfg.block_n, cfg.stages)
+    return tuple(getattr(cfg, name) for name, _ in cfg._fields_ if name != "struct_size")
 
 
 def _describe(cfg: _lib.Config) -> str:
@@ -119,8 +117,7 @@ class KernelInfo:
 
 
 def _kernel_info(kernel: int) -> KernelInfo:
-    info = _lib.KernelInfo()
-    check(lib.fa3_kernel_get_info(kernel, ctypes.byref(info)))
+    info = _lib.kernel_info(kernel)
     c = info.config
     return KernelInfo(
         description=_describe(c),
@@ -186,8 +183,7 @@ class Context:
     def __init__(self, cache_dir=None, disable_disk_cache=False, backend="auto"):
         cache_dir, disable_disk_cache, backend = _context_options(cache_dir, disable_disk_cache,
                                                                   backend)
-        opts = _lib.ContextOptions()
-        lib.fa3_context_options_init(ctypes.byref(opts))
+        opts = _lib.new_context_options()
         opts.cache_dir = cache_dir              # bytes; the library copies the string
         opts.disable_disk_cache = int(disable_disk_cache)
         opts.backend = _lib.BACKENDS[backend]

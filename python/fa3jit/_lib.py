@@ -20,7 +20,8 @@ from pathlib import Path
 
 __all__ = [
     "Fa3Error", "LibraryNotFoundError", "lib", "check", "library_path", "candidate_paths",
-    "Config", "ContextOptions", "KernelInfo", "FwdArgs",
+    "Config", "ContextOptions", "KernelInfo", "FwdArgs", "new_config", "new_context_options",
+    "new_fwd_args", "kernel_info",
 ]
 
 # ---------------------------------------------------------------- enums (pinned values, fa3jit.h)
@@ -45,17 +46,22 @@ SOURCES = {0: "compiled", 1: "disk", 2: "memory"}
 
 
 # ---------------------------------------------------------------- struct mirrors
-# Enums are C ints (c_int). Layout on x86-64 / aarch64 (LP64), checked against a C program that
-# printed sizeof/offsetof of the header's structs:
-#   fa3_config           32 bytes: 8 ints at 0,4,...,28
-#   fa3_context_options  16 bytes: cache_dir@0 disable_disk_cache@8 backend@12
-#   fa3_kernel_info     136 bytes: config@0 backend@32 cache_key[33]@36 num_regs@72 ...
-#                                  source@108 compile_ms@112 compile_log@120 cubin_size@128
-#   fa3_fwd_args        176 bytes: q,k,v,o,lse@0..32 batch@40 ... num_heads_k@56
-#                                  q_batch_stride@64 ... o_head_stride@152 softmax_scale@160
-#                                  softcap@164 window_size_left@168 window_size_right@172
+# Enums are C ints (c_int). Every struct starts with struct_size ("Growing structs" in fa3jit.h):
+# the new_* helpers below initialise it through the *_sized functions with the mirror's own size,
+# so a library built from a later fa3jit.h reads only the fields this mirror has. Layout on
+# x86-64 / aarch64 (LP64), checked against a C program that printed sizeof/offsetof of the
+# header's structs:
+#   fa3_config           36 bytes: struct_size@0, 8 ints at 4,8,...,32
+#   fa3_context_options  24 bytes: struct_size@0 cache_dir@8 disable_disk_cache@16 backend@20
+#   fa3_kernel_info     144 bytes: struct_size@0 config@4 backend@40 cache_key[33]@44
+#                                  num_regs@80 ... source@116 compile_ms@120 compile_log@128
+#                                  cubin_size@136
+#   fa3_fwd_args        184 bytes: struct_size@0 q,k,v,o,lse@8..40 batch@48 ... num_heads_k@64
+#                                  q_batch_stride@72 ... o_head_stride@160 softmax_scale@168
+#                                  softcap@172 window_size_left@176 window_size_right@180
 class Config(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
         ("head_dim", ctypes.c_int),
         ("head_dim_v", ctypes.c_int),
         ("dtype", ctypes.c_int),      # fa3_dtype
@@ -69,6 +75,7 @@ class Config(ctypes.Structure):
 
 class ContextOptions(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
         ("cache_dir", ctypes.c_char_p),
         ("disable_disk_cache", ctypes.c_int),
         ("backend", ctypes.c_int),    # fa3_backend
@@ -77,6 +84,7 @@ class ContextOptions(ctypes.Structure):
 
 class KernelInfo(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
         ("config", Config),
         ("backend", ctypes.c_int),    # fa3_backend
         ("cache_key", ctypes.c_char * 33),
@@ -98,6 +106,7 @@ class KernelInfo(ctypes.Structure):
 
 class FwdArgs(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
         ("q", ctypes.c_void_p),
         ("k", ctypes.c_void_p),
         ("v", ctypes.c_void_p),
@@ -128,7 +137,7 @@ class FwdArgs(ctypes.Structure):
 
 
 # Sizes derived from the header's layout (LP64). A mismatch means this file and fa3jit.h disagree.
-EXPECTED_SIZES_LP64 = {Config: 32, ContextOptions: 16, KernelInfo: 136, FwdArgs: 176}
+EXPECTED_SIZES_LP64 = {Config: 36, ContextOptions: 24, KernelInfo: 144, FwdArgs: 184}
 if ctypes.sizeof(ctypes.c_void_p) == 8 and ctypes.sizeof(ctypes.c_long) == 8:
     for _t, _n in EXPECTED_SIZES_LP64.items():
         if ctypes.sizeof(_t) != _n:  # pragma: no cover - a programming error in this file
@@ -266,12 +275,13 @@ def _declare(h, path):
     fn("fa3_version_string", cp)
     fn("fa3_strerror", cp, st)
     fn("fa3_last_error_message", cp)
-    fn("fa3_config_init", None, P(Config))
+    sz = ctypes.c_size_t
+    fn("fa3_config_init_sized", None, P(Config), sz)
     fn("fa3_config_canonicalize", st, P(Config), P(Config))
     fn("fa3_config_describe", st, P(Config), cp, ctypes.c_size_t)
     fn("fa3_emit_ptx", st, P(Config), P(vp), P(ctypes.c_size_t))
     fn("fa3_free", None, vp)
-    fn("fa3_context_options_init", None, P(ContextOptions))
+    fn("fa3_context_options_init_sized", None, P(ContextOptions), sz)
     fn("fa3_context_create", st, P(vp), P(ContextOptions))
     fn("fa3_context_free", None, vp)
     fn("fa3_context_backend", ctypes.c_int, vp)
@@ -279,9 +289,9 @@ def _declare(h, path):
     fn("fa3_context_warning", cp, vp)
     fn("fa3_backend_name", cp, ctypes.c_int)
     fn("fa3_jit_get_kernel", st, vp, P(Config), P(vp))
-    fn("fa3_kernel_get_info", st, vp, P(KernelInfo))
+    fn("fa3_kernel_get_info_sized", st, vp, P(KernelInfo), sz)
     fn("fa3_kernel_get_cubin", st, vp, P(vp), P(ctypes.c_size_t))
-    fn("fa3_fwd_args_init", None, P(FwdArgs))
+    fn("fa3_fwd_args_init_sized", None, P(FwdArgs), sz)
     fn("fa3_fwd_args_set_contiguous", None, P(FwdArgs), ctypes.c_int, ctypes.c_int)
     fn("fa3_fwd", st, vp, P(FwdArgs), vp)
     fn("fa3_fwd_flops", ctypes.c_double, P(Config), P(FwdArgs))
@@ -310,3 +320,32 @@ def check(status: int) -> None:
     h = _load()
     msg = _decode(h.fa3_last_error_message()) or _decode(h.fa3_strerror(status))
     raise Fa3Error(status, msg)
+
+
+# ---------------------------------------------------------------- initialised structs
+def new_config() -> Config:
+    """An fa3_config with fa3_config_init's defaults (struct_size: this mirror's size)."""
+    cfg = Config()
+    lib.fa3_config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg))
+    return cfg
+
+
+def new_context_options() -> ContextOptions:
+    """An fa3_context_options with fa3_context_options_init's defaults."""
+    opts = ContextOptions()
+    lib.fa3_context_options_init_sized(ctypes.byref(opts), ctypes.sizeof(opts))
+    return opts
+
+
+def new_fwd_args() -> FwdArgs:
+    """An fa3_fwd_args with fa3_fwd_args_init's defaults."""
+    args = FwdArgs()
+    lib.fa3_fwd_args_init_sized(ctypes.byref(args), ctypes.sizeof(args))
+    return args
+
+
+def kernel_info(kernel: int) -> KernelInfo:
+    """fa3_kernel_get_info of a kernel handle (Fa3Error on failure)."""
+    info = KernelInfo()
+    check(lib.fa3_kernel_get_info_sized(kernel, ctypes.byref(info), ctypes.sizeof(info)))
+    return info

@@ -131,8 +131,7 @@ def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse):
     return_lse = _args.flag("return_lse", return_lse)
 
     dtype_code = _lib.FA3_DTYPE_BF16 if q.dtype == torch.bfloat16 else _lib.FA3_DTYPE_FP16
-    cfg = _lib.Config()
-    lib.fa3_config_init(ctypes.byref(cfg))
+    cfg = _lib.new_config()
     cfg.head_dim = head_dim
     cfg.head_dim_v = head_dim_v
     cfg.dtype = dtype_code
@@ -154,8 +153,7 @@ def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse):
             if lse is not None:
                 lse.fill_(float("-inf"))
         else:
-            a = _lib.FwdArgs()
-            lib.fa3_fwd_args_init(ctypes.byref(a))
+            a = _lib.new_fwd_args()
             a.q, a.k, a.v, a.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr()
             a.lse = lse.data_ptr() if lse is not None else None
             a.batch, a.seqlen_q, a.seqlen_k = batch, seqlen_q, seqlen_k

@@ -68,22 +68,24 @@ def test_missing_library_error_names_paths_tried():
 
 # Offsets printed by a C program compiled against include/fa3jit.h on x86-64 (LP64).
 EXPECTED_LAYOUT = {
-    "fa3_config": (_lib.Config, 32, {"head_dim": 0, "head_dim_v": 4, "dtype": 8, "mask": 12,
-                                     "softcap": 16, "arch": 20, "block_n": 24, "stages": 28}),
-    "fa3_context_options": (_lib.ContextOptions, 16, {"cache_dir": 0, "disable_disk_cache": 8,
-                                                      "backend": 12}),
-    "fa3_kernel_info": (_lib.KernelInfo, 136, {
-        "config": 0, "backend": 32, "cache_key": 36, "num_regs": 72, "spill_store_bytes": 76,
-        "spill_load_bytes": 80, "stack_bytes": 84, "shared_bytes": 88, "threads": 92,
-        "block_m": 96, "block_n": 100, "stages": 104, "source": 108, "compile_ms": 112,
-        "compile_log": 120, "cubin_size": 128}),
-    "fa3_fwd_args": (_lib.FwdArgs, 176, {
-        "q": 0, "k": 8, "v": 16, "o": 24, "lse": 32, "batch": 40, "seqlen_q": 44, "seqlen_k": 48,
-        "num_heads": 52, "num_heads_k": 56, "q_batch_stride": 64, "q_row_stride": 72,
-        "q_head_stride": 80, "k_batch_stride": 88, "k_row_stride": 96, "k_head_stride": 104,
-        "v_batch_stride": 112, "v_row_stride": 120, "v_head_stride": 128, "o_batch_stride": 136,
-        "o_row_stride": 144, "o_head_stride": 152, "softmax_scale": 160, "softcap": 164,
-        "window_size_left": 168, "window_size_right": 172}),
+    "fa3_config": (_lib.Config, 36, {"struct_size": 0, "head_dim": 4, "head_dim_v": 8,
+                                     "dtype": 12, "mask": 16, "softcap": 20, "arch": 24,
+                                     "block_n": 28, "stages": 32}),
+    "fa3_context_options": (_lib.ContextOptions, 24, {"struct_size": 0, "cache_dir": 8,
+                                                      "disable_disk_cache": 16, "backend": 20}),
+    "fa3_kernel_info": (_lib.KernelInfo, 144, {
+        "struct_size": 0, "config": 4, "backend": 40, "cache_key": 44, "num_regs": 80,
+        "spill_store_bytes": 84, "spill_load_bytes": 88, "stack_bytes": 92, "shared_bytes": 96,
+        "threads": 100, "block_m": 104, "block_n": 108, "stages": 112, "source": 116,
+        "compile_ms": 120, "compile_log": 128, "cubin_size": 136}),
+    "fa3_fwd_args": (_lib.FwdArgs, 184, {
+        "struct_size": 0, "q": 8, "k": 16, "v": 24, "o": 32, "lse": 40, "batch": 48,
+        "seqlen_q": 52, "seqlen_k": 56, "num_heads": 60, "num_heads_k": 64,
+        "q_batch_stride": 72, "q_row_stride": 80, "q_head_stride": 88, "k_batch_stride": 96,
+        "k_row_stride": 104, "k_head_stride": 112, "v_batch_stride": 120, "v_row_stride": 128,
+        "v_head_stride": 136, "o_batch_stride": 144, "o_row_stride": 152, "o_head_stride": 160,
+        "softmax_scale": 168, "softcap": 172, "window_size_left": 176,
+        "window_size_right": 180}),
 }
 
 

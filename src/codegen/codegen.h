@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include "common.h"
+#include "codegen/config_fields.h"
 
 /* Bumped whenever generated PTX may change for the same config: part of every cache key. */
 #define FA3_GENERATOR_VERSION "fa3jit-codegen-2"
@@ -71,9 +72,6 @@ typedef struct fa3_plan {
 } fa3_plan;
 
 /* Planner's tile choice for a validated (not yet canonical) config: block_n and stages. */
-/* 1 if the two configs are equal field by field (compare canonical forms). */
-FA3_INTERNAL int fa3_config_equal(const fa3_config *a, const fa3_config *b);
-
 FA3_INTERNAL void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages);
 
 /* Builds the plan of a canonical config. Errors: FA3_ERR_BAD_BLOCK (smem/registers don't fit). */
@@ -81,9 +79,10 @@ FA3_INTERNAL fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *plan);
 
 /* Writes the PTX for plan into a malloc'd NUL-terminated string. */
 FA3_INTERNAL fa3_status fa3_codegen_ptx(const fa3_plan *plan, char **ptx, size_t *len);
-/* fa3_emit_ptx's kernel with each scalar register printed by its name (%tile_7 for %r7), for
-   reading (fa3-gen --emit-ptx --named-registers); a different text, so not what the library
-   compiles or caches. */
+/* The same kernel with each scalar register printed by its name (%tile_7 for %r7), for reading
+   (fa3-gen --emit-ptx --named-registers, through generate.c's fa3_tools_emit_ptx_named); a
+   different text, so not what the library compiles or caches. */
+FA3_INTERNAL fa3_status fa3_codegen_ptx_named(const fa3_plan *plan, char **ptx, size_t *len);
 FA3_TOOLS_API fa3_status fa3_tools_emit_ptx_named(const fa3_config *cfg, char **ptx, size_t *len);
 
 #endif

@@ -1,59 +1,25 @@
 /*
- * fa3_config: defaults, validation with an error naming each bad field, canonical form,
- * a one-line description, and fa3_emit_ptx (plan, then emit).
+ * fa3_config: validation with an error naming each bad field, the canonical form and the list of
+ * supported configurations (defaults, equality and the description walk the field table,
+ * config_fields.c). Calls the planner (tile defaults, the fit check) but never the emitter: the
+ * emitter calls fa3_config_describe, so fa3_emit_ptx lives in generate.c.
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "codegen/codegen.h"
-
-void fa3_config_init(fa3_config *cfg)
-{
-    if (!cfg)
-        return;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->head_dim = 128;
-    cfg->head_dim_v = 0;
-    cfg->dtype = FA3_DTYPE_BF16;
-    cfg->mask = FA3_MASK_NONE;
-    cfg->softcap = 0;
-    cfg->arch = FA3_ARCH_SM90A;
-}
-
-static const char *dtype_name(fa3_dtype d)
-{
-    switch (d) {
-    case FA3_DTYPE_BF16: return "bf16";
-    case FA3_DTYPE_FP16: return "fp16";
-    case FA3_DTYPE_E4M3: return "e4m3";
-    }
-    return "?";
-}
-
-static const char *mask_name(fa3_mask m)
-{
-    switch (m) {
-    case FA3_MASK_NONE: return "none";
-    case FA3_MASK_CAUSAL: return "causal";
-    case FA3_MASK_LOCAL: return "local";
-    }
-    return "?";
-}
 
 fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
 {
     if (!cfg || !out)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_config_canonicalize: NULL %s",
                           !cfg ? "cfg" : "out");
-    fa3_config c = *cfg;
+    fa3_config c;
+    FA3_TRY(fa3_config_in(cfg, &c));
+    const size_t size = cfg->struct_size; /* out receives the caller's size (out may be cfg) */
     if (c.head_dim != 64 && c.head_dim != 96 && c.head_dim != 128 && c.head_dim != 192 &&
         c.head_dim != 256)
         return fa3_seterr(FA3_ERR_BAD_HEAD_DIM,
                           "head_dim %d is not supported (supported: 64, 96, 128, 192, 256)",
                           c.head_dim);
-    if (c.head_dim_v == 0)
-        c.head_dim_v = c.head_dim;
+    fa3_config_fill_zero(&c, FA3_CANON_HEAD_DIM, NULL); /* head_dim_v 0 = head_dim */
     if (c.head_dim_v != c.head_dim && !(c.head_dim == 192 && c.head_dim_v == 128))
         return fa3_seterr(FA3_ERR_BAD_HEAD_DIM_V,
                           "head_dim_v %d is not supported with head_dim %d (supported: equal to "
@@ -70,12 +36,9 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
     if (c.arch != FA3_ARCH_SM90A)
         return fa3_seterr(FA3_ERR_BAD_ARCH, "arch %d is not supported (supported: 90 = sm_90a)",
                           (int)c.arch);
-    int bn, st;
-    fa3_plan_default_tiles(&c, &bn, &st);
-    if (c.block_n == 0)
-        c.block_n = bn;
-    if (c.stages == 0)
-        c.stages = st;
+    fa3_config planned = c;
+    fa3_plan_default_tiles(&c, &planned.block_n, &planned.stages);
+    fa3_config_fill_zero(&c, FA3_CANON_PLANNER, &planned); /* block_n, stages 0 = the planner's */
     if (c.block_n < 16 || c.block_n > 256 || c.block_n % 16 != 0)
         return fa3_seterr(FA3_ERR_BAD_BLOCK,
                           "block_n %d is invalid (a multiple of 16 in 16..256)", c.block_n);
@@ -83,42 +46,38 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
         return fa3_seterr(FA3_ERR_BAD_BLOCK, "stages %d is invalid (2..8)", c.stages);
     fa3_plan plan;
     FA3_TRY(fa3_plan_make(&c, &plan));
-    *out = c;
-    return FA3_OK;
+    return fa3_config_out(out, size, &c);
 }
 
-fa3_status fa3_config_describe(const fa3_config *cfg, char *buf, size_t buf_size)
+int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
 {
-    if (!cfg || !buf || buf_size == 0)
-        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_config_describe: NULL argument");
-    char hdv[16] = "";
-    if (cfg->head_dim_v && cfg->head_dim_v != cfg->head_dim)
-        snprintf(hdv, sizeof hdv, "x%d", cfg->head_dim_v);
-    snprintf(buf, buf_size, "hd%d%s %s %s%s sm_%da bn%d st%d", cfg->head_dim, hdv,
-             dtype_name(cfg->dtype), mask_name(cfg->mask), cfg->softcap ? " softcap" : "",
-             (int)cfg->arch, cfg->block_n, cfg->stages);
-    return FA3_OK;
-}
-
-fa3_status fa3_emit_ptx(const fa3_config *cfg, char **ptx, size_t *len)
-{
-    if (!ptx)
-        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_emit_ptx: NULL ptx");
-    fa3_config c;
-    FA3_TRY(fa3_config_canonicalize(cfg, &c));
-    fa3_plan plan;
-    FA3_TRY(fa3_plan_make(&c, &plan));
-    return fa3_codegen_ptx(&plan, ptx, len);
-}
-
-void fa3_free(void *p)
-{
-    free(p);
-}
-
-int fa3_config_equal(const fa3_config *a, const fa3_config *b)
-{
-    return a->head_dim == b->head_dim && a->head_dim_v == b->head_dim_v && a->dtype == b->dtype &&
-           a->mask == b->mask && a->softcap == b->softcap && a->arch == b->arch &&
-           a->block_n == b->block_n && a->stages == b->stages;
+    /* Candidates; fa3_config_canonicalize decides, so the list follows the generator. */
+    static const int heads[][2] = {{64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256},
+                                   {192, 128}};
+    static const fa3_dtype dtypes[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16};
+    static const fa3_mask masks[] = {FA3_MASK_NONE, FA3_MASK_CAUSAL, FA3_MASK_LOCAL};
+    int n = 0;
+    for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
+        for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
+            for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++)
+                for (int sc = 0; sc <= 1; sc++) {
+                    fa3_config c, canon;
+                    fa3_config_init(&c);
+                    c.head_dim = heads[h][0];
+                    c.head_dim_v = heads[h][1];
+                    c.dtype = dtypes[d];
+                    c.mask = masks[m];
+                    c.softcap = sc;
+                    if (fa3_config_canonicalize(&c, &canon) != FA3_OK)
+                        continue;
+                    /* the caller's array: elements of its struct_size */
+                    if (out && n < max &&
+                        fa3_config_out((fa3_config *)(void *)((char *)out + (size_t)n *
+                                                                                 struct_size),
+                                       struct_size, &canon) != FA3_OK)
+                        return -1;
+                    n++;
+                }
+    fa3_clearerr(); /* the refused candidates are not the caller's error */
+    return n;
 }

@@ -153,13 +153,7 @@ fa3_status fa3_codegen_ptx(const fa3_plan *plan, char **ptx, size_t *len)
     return codegen(plan, ptx, len, 0);
 }
 
-fa3_status fa3_tools_emit_ptx_named(const fa3_config *cfg, char **ptx, size_t *len)
+fa3_status fa3_codegen_ptx_named(const fa3_plan *plan, char **ptx, size_t *len)
 {
-    if (!cfg || !ptx)
-        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_tools_emit_ptx_named: NULL argument");
-    fa3_config c;
-    FA3_TRY(fa3_config_canonicalize(cfg, &c));
-    fa3_plan plan;
-    FA3_TRY(fa3_plan_make(&c, &plan));
-    return codegen(&plan, ptx, len, 1);
+    return codegen(plan, ptx, len, 1);
 }

@@ -1,10 +1,8 @@
 /*
- * The disk cache (layout in cache.h) and the cache key. The key is the XXH3-128 of an explicit
- * little-endian serialization of the canonical config (field by field, never the raw struct with
- * its padding), the PTX text, the generator version, the backend's name and version and the arch —
- * only what changes the binary, nothing that changes per call.
+ * The disk cache's files (layout in cache.h): the folder's name, loading and storing entries
+ * (a temporary file, fsync'd and renamed into place; the bytes from cache_format.c) and the
+ * per-key lock. Failures are reported for the caller to keep as a warning, never fatal.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -17,136 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <xxhash.h>
-
 #include "codegen/codegen.h"
 #include "runtime/cache.h"
-#include "runtime/compile.h"
-#include "runtime/runtime.h"
 
-#define MAGIC FA3_CACHE_MAGIC
 #define HDR FA3_CACHE_HEADER_SIZE
-#define MAX_ENTRY_BYTES FA3_CACHE_MAX_PART /* refuse to believe in a cubin over 1 GiB */
-_Static_assert(FA3_CACHE_PLAN_DEBUG_SIZE == FA3_PLAN_DEBUG_SIZE, "the header holds fa3_plan.debug");
-
-/* ------------------------------------------------------------------ little-endian helpers */
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-/* ------------------------------------------------------------------ key */
-
-/* The canonical config as 8 little-endian u32 fields (32 bytes): the cache key hashes them, and
-   entry headers store them, in this order. */
-static void put_config(uint8_t *p, const fa3_config *c)
-{
-    const int32_t f[8] = {c->head_dim, c->head_dim_v, (int32_t)c->dtype, (int32_t)c->mask,
-                          c->softcap, (int32_t)c->arch, c->block_n, c->stages};
-    for (int i = 0; i < 8; i++)
-        put_u32(p + 4 * i, (uint32_t)f[i]);
-}
-
-static void get_config(const uint8_t *p, fa3_config *c)
-{
-    memset(c, 0, sizeof *c);
-    c->head_dim = (int32_t)get_u32(p);
-    c->head_dim_v = (int32_t)get_u32(p + 4);
-    c->dtype = (fa3_dtype)(int32_t)get_u32(p + 8);
-    c->mask = (fa3_mask)(int32_t)get_u32(p + 12);
-    c->softcap = (int32_t)get_u32(p + 16);
-    c->arch = (fa3_arch)(int32_t)get_u32(p + 20);
-    c->block_n = (int32_t)get_u32(p + 24);
-    c->stages = (int32_t)get_u32(p + 28);
-}
-
-static void hash_u32(XXH3_state_t *s, uint32_t v)
-{
-    uint8_t b[4];
-    put_u32(b, v);
-    XXH3_128bits_update(s, b, sizeof b);
-}
-
-/* Length-prefixed, so that adjacent strings cannot run into each other. */
-static void hash_str(XXH3_state_t *s, const char *p, size_t n)
-{
-    uint8_t b[8];
-    put_u64(b, (uint64_t)n);
-    XXH3_128bits_update(s, b, sizeof b);
-    if (n)
-        XXH3_128bits_update(s, p, n);
-}
-
-fa3_status fa3_cache_key_for(const fa3_config *canonical, const char *ptx, size_t len,
-                             fa3_backend backend, const char *backend_version, char out[33])
-{
-    if (!canonical || !ptx || !backend_version || !out)
-        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_key_for: NULL argument");
-    /* Canonicalizing again is idempotent and makes equal kernels share a key even when a caller
-       hands in a config that is not yet canonical. */
-    fa3_config c;
-    FA3_TRY(fa3_config_canonicalize(canonical, &c));
-    fa3_backend b = fa3_backend_resolve(backend);
-    const char *arch = fa3_arch_name(c.arch);
-
-    XXH3_state_t *s = XXH3_createState();
-    if (!s)
-        return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory for the cache-key hash state");
-    if (XXH3_128bits_reset(s) != XXH_OK) {
-        XXH3_freeState(s);
-        return fa3_seterr(FA3_ERR_INTERNAL, "XXH3_128bits_reset failed");
-    }
-    static const char domain[] = "fa3jit cache key v1";
-    hash_str(s, domain, sizeof domain - 1);
-    /* The canonical config, one fixed-width field at a time (count first: adding a field changes
-       every key). */
-    hash_u32(s, 8);
-    uint8_t cb[32];
-    put_config(cb, &c);
-    XXH3_128bits_update(s, cb, sizeof cb);
-    hash_str(s, ptx, len);
-    hash_str(s, FA3_GENERATOR_VERSION, strlen(FA3_GENERATOR_VERSION));
-    const char *bn = fa3_backend_name(b);
-    hash_str(s, bn, strlen(bn));
-    hash_str(s, backend_version, strlen(backend_version));
-    hash_str(s, arch ? arch : "", arch ? strlen(arch) : 0);
-    XXH128_hash_t h = XXH3_128bits_digest(s);
-    XXH3_freeState(s);
-
-    XXH128_canonical_t canon;
-    XXH128_canonicalFromHash(&canon, h);
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < 16; i++) {
-        out[2 * i] = hex[canon.digest[i] >> 4];
-        out[2 * i + 1] = hex[canon.digest[i] & 15];
-    }
-    out[32] = '\0';
-    return FA3_OK;
-}
+#define MAX_ENTRY_BYTES FA3_CACHE_MAX_PART
 
 /* ------------------------------------------------------------------ directory */
 
@@ -233,9 +106,8 @@ static int mkdir_p(const char *path)
     return S_ISDIR(sb.st_mode) ? 0 : (errno = ENOTDIR, -1);
 }
 
-/* buf = "<dir>/<name><suffix>"; 0, or -1 when it does not fit (no error message set). */
-static int join_path(char *buf, size_t size, const char *dir, const char *name,
-                     const char *suffix)
+int fa3_cache_join_path(char *buf, size_t size, const char *dir, const char *name,
+                        const char *suffix)
 {
     int n = snprintf(buf, size, "%s/%s%s", dir, name, suffix);
     return n < 0 || (size_t)n >= size ? -1 : 0;
@@ -243,133 +115,16 @@ static int join_path(char *buf, size_t size, const char *dir, const char *name,
 
 fa3_status fa3_cache_entry_path(const char *dir, const char *key, char *buf, size_t size)
 {
-    if (join_path(buf, size, dir, key, FA3_CACHE_SUFFIX) != 0)
+    if (fa3_cache_join_path(buf, size, dir, key, FA3_CACHE_SUFFIX) != 0)
         return fa3_seterr(FA3_ERR_CACHE_IO, "cache path too long: %s/%s%s", dir, key,
                           FA3_CACHE_SUFFIX);
     return FA3_OK;
 }
 
-/* 1 if p[0..32) are lowercase hex digits. */
-static int hex32(const char *p)
-{
-    for (int i = 0; i < 32; i++)
-        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
-            return 0;
-    return 1;
-}
-
 static int valid_key(const char *key)
 {
-    return key && hex32(key) && key[32] == '\0';
+    return key && fa3_cache_hex32(key) && key[32] == '\0';
 }
-
-/* ------------------------------------------------------------------ parse */
-
-#define BAD(reason)        \
-    do {                   \
-        if (why)           \
-            *why = reason; \
-        return 0;          \
-    } while (0)
-
-int fa3_cache_parse_header(const void *data, size_t size, const char *key, fa3_cache_view *v,
-                           const char **why)
-{
-    memset(v, 0, sizeof *v);
-    const uint8_t *h = data;
-    if (!h || size < HDR)
-        BAD("truncated (shorter than a header)");
-    if (memcmp(h, MAGIC, 8) != 0)
-        BAD("not an fa3jit cache entry (bad magic)");
-    if (get_u32(h + FA3_CACHE_OFF_VERSION) != FA3_CACHE_FORMAT)
-        BAD("other cache format version");
-    if (get_u32(h + FA3_CACHE_OFF_HEADER_SIZE) != HDR)
-        BAD("unexpected header size");
-    if (!hex32((const char *)h + FA3_CACHE_OFF_KEY))
-        BAD("malformed key");
-    if (key && memcmp(h + FA3_CACHE_OFF_KEY, key, 32) != 0)
-        BAD("key differs from the file name");
-    if (XXH3_64bits(h, FA3_CACHE_OFF_HEADER_SUM) != get_u64(h + FA3_CACHE_OFF_HEADER_SUM))
-        BAD("header checksum mismatch");
-    uint64_t csize = get_u64(h + FA3_CACHE_OFF_CUBIN_SIZE);
-    uint64_t lsize = get_u64(h + FA3_CACHE_OFF_LOG_SIZE);
-    uint64_t psize = get_u64(h + FA3_CACHE_OFF_PAYLOAD_SIZE);
-    if (csize == 0)
-        BAD("empty cubin");
-    if (csize > MAX_ENTRY_BYTES || lsize > MAX_ENTRY_BYTES || psize != csize + lsize)
-        BAD("inconsistent sizes");
-    if ((uint64_t)size - HDR < psize)
-        BAD("truncated payload");
-    if ((uint64_t)size - HDR > psize)
-        BAD("trailing bytes after the payload");
-    uint32_t backend = get_u32(h + FA3_CACHE_OFF_BACKEND);
-    if (backend != FA3_BACKEND_PTX_COMPILER && backend != FA3_BACKEND_NVJITLINK)
-        BAD("unknown backend");
-    fa3_config cfg;
-    get_config(h + FA3_CACHE_OFF_CONFIG, &cfg);
-    /* Plausibility only (the loader compares with the config it wants): enums in range, sizes
-       positive and small. fa3_config_canonicalize would set the thread's message. */
-    if (cfg.head_dim <= 0 || cfg.head_dim > 4096 || cfg.head_dim_v <= 0 ||
-        cfg.head_dim_v > 4096 || (unsigned)cfg.dtype > FA3_DTYPE_E4M3 ||
-        (unsigned)cfg.mask > FA3_MASK_LOCAL || (cfg.softcap != 0 && cfg.softcap != 1) ||
-        cfg.arch != FA3_ARCH_SM90A || cfg.block_n <= 0 || cfg.block_n > 4096 ||
-        cfg.stages <= 0 || cfg.stages > 64)
-        BAD("implausible config");
-
-    /* Printable ASCII, then NULs only: the one spelling fa3_cache_store writes. */
-    const uint8_t *dbg = h + FA3_CACHE_OFF_PLAN_DEBUG;
-    size_t dn = 0;
-    while (dn < FA3_CACHE_PLAN_DEBUG_SIZE && dbg[dn] >= 0x20 && dbg[dn] < 0x7f)
-        dn++;
-    if (dn == FA3_CACHE_PLAN_DEBUG_SIZE)
-        BAD("malformed plan debug text");
-    for (size_t i = dn; i < FA3_CACHE_PLAN_DEBUG_SIZE; i++)
-        if (dbg[i])
-            BAD("malformed plan debug text");
-
-    memcpy(v->key, h + FA3_CACHE_OFF_KEY, 32);
-    v->key[32] = '\0';
-    memcpy(v->meta.plan_debug, dbg, dn + 1);
-    v->cubin_size = (size_t)csize;
-    v->log_size = (size_t)lsize;
-    const uint8_t *r = h + FA3_CACHE_OFF_RESOURCES;
-    v->meta.num_regs = (int32_t)get_u32(r);
-    v->meta.spill_store_bytes = (int32_t)get_u32(r + 4);
-    v->meta.spill_load_bytes = (int32_t)get_u32(r + 8);
-    v->meta.stack_bytes = (int32_t)get_u32(r + 12);
-    v->meta.has_warning = (int)(get_u32(h + FA3_CACHE_OFF_FLAGS) & 1u);
-    v->meta.backend = (fa3_backend)backend;
-    v->meta.config = cfg;
-    v->meta.created = (int64_t)get_u64(h + FA3_CACHE_OFF_CREATED);
-    if (why)
-        *why = NULL;
-    return 1;
-}
-
-/* 1 if the payload (cubin then log, as sized by the parsed header h) matches h's checksum. */
-static int payload_ok(const uint8_t *h, const uint8_t *payload, const fa3_cache_view *v)
-{
-    return XXH3_64bits(payload, v->cubin_size + v->log_size) ==
-           get_u64(h + FA3_CACHE_OFF_PAYLOAD_SUM);
-}
-
-int fa3_cache_parse(const void *data, size_t size, const char *key, fa3_cache_view *v,
-                    const char **why)
-{
-    if (!fa3_cache_parse_header(data, size, key, v, why))
-        return 0;
-    const uint8_t *h = data;
-    const uint8_t *payload = h + HDR;
-    if (!payload_ok(h, payload, v)) {
-        memset(v, 0, sizeof *v);
-        BAD("payload checksum mismatch");
-    }
-    v->cubin = payload;
-    v->log = (const char *)payload + v->cubin_size;
-    return 1;
-}
-
-#undef BAD
 
 /* ------------------------------------------------------------------ load */
 
@@ -398,15 +153,9 @@ static int read_all(int fd, void *buf, size_t n)
         goto out;          \
     } while (0)
 
-/* Reads and checks the entry open on fd (key: the key its file name gives): a regular file of a
-   plausible size; the header first, so that sizes are checked before anything large is
-   allocated; the config (expect, may be NULL); then the payload (cubin and log, size - HDR bytes
-   by the header's checks) against its checksum. Returns 1 with *v filled and *payload (malloc'd,
-   v->cubin_size + v->log_size bytes, v's pointers into it); else 0 with *payload NULL and *why
-   (may be NULL) a static reason. The one check of an entry on disk: the loader and the listing
-   share it. */
-static int read_entry(int fd, const char *key, const fa3_config *expect, fa3_cache_view *v,
-                      uint8_t **payload, const char **why)
+/* See cache.h. */
+int fa3_cache_read_entry(int fd, const char *key, const fa3_config *expect, fa3_cache_view *v,
+                         uint8_t **payload, const char **why)
 {
     *payload = NULL;
     uint8_t *buf = NULL;
@@ -430,7 +179,7 @@ static int read_entry(int fd, const char *key, const fa3_config *expect, fa3_cac
         BAD("out of memory reading it");
     if (read_all(fd, buf, size - HDR) != 0)
         BAD("unreadable");
-    if (!payload_ok(h, buf, v))
+    if (!fa3_cache_payload_ok(h, buf, v))
         BAD("payload checksum mismatch");
     v->cubin = buf;
     v->log = (const char *)buf + v->cubin_size;
@@ -455,7 +204,7 @@ int fa3_cache_load(const char *dir, const char *key, const fa3_config *expect, v
     if (!dir || !valid_key(key))
         return 0;
     char path[4096];
-    if (join_path(path, sizeof path, dir, key, FA3_CACHE_SUFFIX) != 0)
+    if (fa3_cache_join_path(path, sizeof path, dir, key, FA3_CACHE_SUFFIX) != 0)
         return 0;
     /* O_NONBLOCK: a FIFO planted at the entry's path must not block the open (fstat then
        rejects anything that is not a regular file); it does not affect reads of regular files. */
@@ -464,7 +213,7 @@ int fa3_cache_load(const char *dir, const char *key, const fa3_config *expect, v
         return 0;
     fa3_cache_view v;
     uint8_t *buf = NULL;
-    int hit = read_entry(fd, key, expect, &v, &buf, NULL);
+    int hit = fa3_cache_read_entry(fd, key, expect, &v, &buf, NULL);
     close(fd);
     if (!hit)
         return 0;
@@ -532,38 +281,7 @@ fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, 
     }
 
     uint8_t h[HDR];
-    memset(h, 0, sizeof h);
-    memcpy(h, MAGIC, 8);
-    put_u32(h + FA3_CACHE_OFF_VERSION, FA3_CACHE_FORMAT);
-    put_u32(h + FA3_CACHE_OFF_HEADER_SIZE, HDR);
-    memcpy(h + FA3_CACHE_OFF_KEY, key, 32);
-    put_u64(h + FA3_CACHE_OFF_CUBIN_SIZE, cubin_size);
-    put_u64(h + FA3_CACHE_OFF_LOG_SIZE, lsize);
-    put_u64(h + FA3_CACHE_OFF_PAYLOAD_SIZE, (uint64_t)cubin_size + lsize);
-    XXH3_state_t *s = XXH3_createState();
-    if (!s)
-        return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory for the cache checksum state");
-    XXH3_64bits_reset(s);
-    XXH3_64bits_update(s, cubin, cubin_size);
-    if (lsize)
-        XXH3_64bits_update(s, log, lsize);
-    put_u64(h + FA3_CACHE_OFF_PAYLOAD_SUM, XXH3_64bits_digest(s));
-    XXH3_freeState(s);
-    uint8_t *r = h + FA3_CACHE_OFF_RESOURCES;
-    put_u32(r, (uint32_t)meta->num_regs);
-    put_u32(r + 4, (uint32_t)meta->spill_store_bytes);
-    put_u32(r + 8, (uint32_t)meta->spill_load_bytes);
-    put_u32(r + 12, (uint32_t)meta->stack_bytes);
-    put_u32(h + FA3_CACHE_OFF_FLAGS, meta->has_warning ? 1u : 0u);
-    put_u32(h + FA3_CACHE_OFF_BACKEND, (uint32_t)meta->backend);
-    put_config(h + FA3_CACHE_OFF_CONFIG, &meta->config);
-    put_u64(h + FA3_CACHE_OFF_CREATED,
-            (uint64_t)(meta->created ? meta->created : (int64_t)time(NULL)));
-    for (size_t i = 0; i + 1 < FA3_CACHE_PLAN_DEBUG_SIZE && meta->plan_debug[i]; i++) {
-        unsigned char ch = (unsigned char)meta->plan_debug[i];
-        h[FA3_CACHE_OFF_PLAN_DEBUG + i] = ch >= 0x20 && ch < 0x7f ? ch : '?';
-    }
-    put_u64(h + FA3_CACHE_OFF_HEADER_SUM, XXH3_64bits(h, FA3_CACHE_OFF_HEADER_SUM));
+    FA3_TRY(fa3_cache_header_write(h, key, cubin, cubin_size, log, lsize, meta));
 
     int fd = inject("open", EROFS) ? -1 : mkstemp(tmp);
     if (fd < 0) {
@@ -627,7 +345,7 @@ fa3_cache_lock_result fa3_cache_lock_take(const char *dir, const char *key, int 
         why_size = 0;
     if (why_size)
         why[0] = '\0';
-    if (join_path(lk->path, sizeof lk->path, dir, key, FA3_CACHE_LOCK_SUFFIX) != 0) {
+    if (fa3_cache_join_path(lk->path, sizeof lk->path, dir, key, FA3_CACHE_LOCK_SUFFIX) != 0) {
         snprintf(why, why_size, "cache lock path too long: %s", dir);
         return FA3_CACHE_LOCK_UNAVAILABLE;
     }
@@ -693,156 +411,4 @@ void fa3_cache_lock_release(fa3_cache_lock *lk)
     (void)unlink(lk->path); /* while still holding it: see fa3_cache_lock_take */
     close(lk->fd);
     lk->fd = -1;
-}
-
-/* ------------------------------------------------------------------ listing */
-
-fa3_cache_file_kind fa3_cache_file_kind_of(const char *name)
-{
-    if (!name)
-        return FA3_CACHE_FILE_OTHER;
-    size_t n = strlen(name);
-    if (n == 37 && hex32(name)) {
-        if (strcmp(name + 32, FA3_CACHE_SUFFIX) == 0)
-            return FA3_CACHE_FILE_ENTRY;
-        if (strcmp(name + 32, FA3_CACHE_LOCK_SUFFIX) == 0)
-            return FA3_CACHE_FILE_LOCK;
-        return FA3_CACHE_FILE_OTHER;
-    }
-    /* ".<key>.tmp.XXXXXX" (mkstemp's six letters or digits) */
-    if (n == 44 && name[0] == '.' && hex32(name + 1) && memcmp(name + 33, ".tmp.", 5) == 0) {
-        for (size_t i = 38; i < 44; i++)
-            if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
-                  (name[i] >= '0' && name[i] <= '9')))
-                return FA3_CACHE_FILE_OTHER;
-        return FA3_CACHE_FILE_TEMP;
-    }
-    return FA3_CACHE_FILE_OTHER;
-}
-
-static int cmp_file(const void *a, const void *b)
-{
-    return strcmp(((const fa3_cache_file *)a)->name, ((const fa3_cache_file *)b)->name);
-}
-
-/* Opens the cache directory for listing: *d = NULL (FA3_OK) when it does not exist. */
-static fa3_status open_cache_dir(const char *dir, DIR **d)
-{
-    *d = opendir(dir);
-    if (*d || errno == ENOENT)
-        return FA3_OK;
-    return fa3_seterr(FA3_ERR_CACHE_IO, "cannot list cache directory %s: opendir: %s", dir,
-                      strerror(errno));
-}
-
-fa3_status fa3_cache_list(const char *dir, fa3_cache_file **files, size_t *count)
-{
-    if (!dir || !files || !count)
-        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_list: NULL argument");
-    *files = NULL;
-    *count = 0;
-    DIR *d = NULL;
-    FA3_TRY(open_cache_dir(dir, &d));
-    if (!d)
-        return FA3_OK; /* no directory: nothing cached */
-    fa3_cache_file *v = NULL;
-    size_t nv = 0, cap = 0;
-    fa3_status st = FA3_OK;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        fa3_cache_file_kind kind = fa3_cache_file_kind_of(de->d_name);
-        if (kind == FA3_CACHE_FILE_OTHER)
-            continue;
-        if (nv == cap) {
-            size_t nc = cap ? 2 * cap : 32;
-            fa3_cache_file *m = realloc(v, nc * sizeof *m);
-            if (!m) {
-                st = fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory listing %s", dir);
-                break;
-            }
-            v = m;
-            cap = nc;
-        }
-        fa3_cache_file *f = &v[nv];
-        memset(f, 0, sizeof *f);
-        size_t nl = strlen(de->d_name); /* <= 44 for the kinds above */
-        memcpy(f->name, de->d_name, nl < sizeof f->name ? nl + 1 : sizeof f->name);
-        f->name[sizeof f->name - 1] = '\0';
-        f->kind = kind;
-        char path[4096];
-        struct stat sb;
-        if (join_path(path, sizeof path, dir, de->d_name, "") != 0 || lstat(path, &sb) != 0)
-            continue; /* vanished (a concurrent store or clear) */
-        f->file_size = (uint64_t)sb.st_size;
-        f->mtime = (int64_t)sb.st_mtime;
-        nv++;
-        if (kind != FA3_CACHE_FILE_ENTRY)
-            continue;
-        if (!S_ISREG(sb.st_mode)) {
-            f->why = "not a regular file";
-            continue;
-        }
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-        if (fd < 0) {
-            f->why = "unreadable";
-            continue;
-        }
-        char key[33];
-        memcpy(key, de->d_name, 32);
-        key[32] = '\0';
-        uint8_t *payload = NULL;
-        f->valid = read_entry(fd, key, NULL, &f->view, &payload, &f->why);
-        close(fd);
-        free(payload);
-        f->view.cubin = NULL; /* pointed into the payload */
-        f->view.log = NULL;
-    }
-    closedir(d);
-    if (st != FA3_OK) {
-        free(v);
-        return st;
-    }
-    if (nv)
-        qsort(v, nv, sizeof *v, cmp_file);
-    *files = v;
-    *count = nv;
-    return FA3_OK;
-}
-
-fa3_status fa3_cache_clear(const char *dir, size_t *removed, uint64_t *bytes)
-{
-    if (removed)
-        *removed = 0;
-    if (bytes)
-        *bytes = 0;
-    if (!dir)
-        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_clear: NULL dir");
-    DIR *d = NULL;
-    FA3_TRY(open_cache_dir(dir, &d));
-    if (!d)
-        return FA3_OK; /* no directory: nothing cached */
-    fa3_status st = FA3_OK;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (fa3_cache_file_kind_of(de->d_name) == FA3_CACHE_FILE_OTHER)
-            continue;
-        char path[4096];
-        if (join_path(path, sizeof path, dir, de->d_name, "") != 0)
-            continue;
-        struct stat sb;
-        if (lstat(path, &sb) != 0)
-            continue;
-        if (unlink(path) != 0) {
-            if (errno != ENOENT && st == FA3_OK)
-                st = fa3_seterr(FA3_ERR_CACHE_IO, "cannot remove %s: unlink: %s", path,
-                                strerror(errno));
-            continue;
-        }
-        if (removed)
-            (*removed)++;
-        if (bytes)
-            *bytes += (uint64_t)sb.st_size;
-    }
-    closedir(d);
-    return st;
 }

@@ -1,6 +1,8 @@
 /*
  * On-disk kernel cache: one file <dir>/<key>.fa3k per compiled kernel, where key is the XXH3-128
- * of everything that determines the binary (fa3_cache_key_for, declared in runtime.h). Files are
+ * of everything that determines the binary (fa3_cache_key_for). In three files: cache_format.c
+ * (the key and the header's bytes, pure), cache.c (the folder, load, store, the lock) and
+ * cache_list.c (fa3-gen's ls and clear). Files are
  * written to a temporary name in the same directory (.<key>.tmp.XXXXXX), fsync'd and renamed into
  * place, so readers only ever see complete entries; a file that fails any check (magic, version,
  * key, sizes, config, checksums) is treated as a miss, never loaded, and replaced on the next store.
@@ -17,7 +19,7 @@
  * Linux maps flock onto POSIX locks, which belong to the process: there, threads of one process
  * may both compile; processes still exclude each other.)
  *
- * File layout (all integers little-endian), FA3_CACHE_FORMAT 3:
+ * File layout (all integers little-endian), FA3_CACHE_FORMAT 4:
  *     0  magic "FA3JITK\0"          8 bytes
  *     8  u32 format version          (FA3_CACHE_FORMAT)
  *    12  u32 header size             (FA3_CACHE_HEADER_SIZE)
@@ -29,15 +31,21 @@
  *    80  i32 num_regs, spill_store_bytes, spill_load_bytes, stack_bytes (-1 = unknown)
  *    96  u32 flags                   (bit 0: the compiler log has a warning)
  *   100  u32 backend                 (fa3_backend that built the cubin, resolved)
- *   104  i32 canonical config: head_dim, head_dim_v, dtype, mask, softcap, arch, block_n, stages
- *   136  i64 created                 (seconds since the Unix epoch)
- *   144  u64 reserved (0)
- *   152  plan debug text, 256 bytes: fa3_plan.debug (printable ASCII, then NULs to the end;
+ *   104  i32 canonical config, 32 slots: the values of the field table (config_fields.c) in its
+ *        order (head_dim first), then 0 in the slots past the count
+ *   232  u32 config field count      (FA3_CONFIG_NUM_FIELDS of the library that wrote it)
+ *   236  u32 kernel kind             (fa3_kernel_kind, kernel_abi.h)
+ *   240  i64 created                 (seconds since the Unix epoch)
+ *   248  u64 reserved (0)
+ *   256  plan debug text, 256 bytes: fa3_plan.debug (printable ASCII, then NULs to the end;
  *        all NULs for the default plan), the FA3JIT_PLAN_DEBUG value of a benchmark variant
- *   408  u64 XXH3-64 of header bytes [0, 408)
- *   416  payload: the cubin, then the compiler log
- * Older formats (1: no config, 112-byte header; 2: no plan debug text, 160-byte header) are
- * refused as foreign and rebuilt.
+ *   512  u64 XXH3-64 of header bytes [0, 512)
+ *   520  payload: the cubin, then the compiler log
+ * A config field added later needs no new format: an entry whose count differs from this
+ * library's is refused (it lists as written by another fa3jit version; its key could not match
+ * anyway, the count being hashed). Older formats (1: no config,
+ * 112-byte header; 2: no plan debug text, 160-byte header; 3: no kernel kind, 8 config fields,
+ * 416-byte header) are refused as foreign and rebuilt.
  */
 #ifndef FA3JIT_CACHE_H
 #define FA3JIT_CACHE_H
@@ -45,10 +53,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "common.h"
+#include "kernel_abi.h"
 #include "runtime/env.h"
 
-#define FA3_CACHE_FORMAT 3u
-#define FA3_CACHE_HEADER_SIZE 416u
+#define FA3_CACHE_FORMAT 4u
+#define FA3_CACHE_HEADER_SIZE 520u
 #define FA3_CACHE_SUFFIX ".fa3k"
 #define FA3_CACHE_LOCK_SUFFIX ".lock"
 #define FA3_CACHE_MAGIC "FA3JITK\0"
@@ -65,10 +74,13 @@
 #define FA3_CACHE_OFF_FLAGS 96
 #define FA3_CACHE_OFF_BACKEND 100
 #define FA3_CACHE_OFF_CONFIG 104
-#define FA3_CACHE_OFF_CREATED 136
-#define FA3_CACHE_OFF_PLAN_DEBUG 152
+#define FA3_CACHE_CONFIG_SLOTS 32
+#define FA3_CACHE_OFF_CONFIG_COUNT 232
+#define FA3_CACHE_OFF_KIND 236
+#define FA3_CACHE_OFF_CREATED 240
+#define FA3_CACHE_OFF_PLAN_DEBUG 256
 #define FA3_CACHE_PLAN_DEBUG_SIZE 256
-#define FA3_CACHE_OFF_HEADER_SUM 408
+#define FA3_CACHE_OFF_HEADER_SUM 512
 
 /* Largest cubin (and largest log) an entry may claim. */
 #define FA3_CACHE_MAX_PART ((uint64_t)1 << 30)
@@ -78,6 +90,7 @@ typedef struct fa3_cache_meta {
     int num_regs, spill_store_bytes, spill_load_bytes, stack_bytes; /* -1 = unknown */
     int has_warning;
     fa3_backend backend; /* resolved backend that built the cubin */
+    fa3_kernel_kind kind; /* which kernel of the config's operation */
     fa3_config config;   /* canonical config */
     int64_t created;     /* Unix seconds when stored (0 = let fa3_cache_store use the clock) */
     char plan_debug[FA3_CACHE_PLAN_DEBUG_SIZE]; /* fa3_plan.debug: "" for the default plan */
@@ -92,6 +105,35 @@ typedef struct fa3_cache_view {
     size_t log_size;
     fa3_cache_meta meta;
 } fa3_cache_view;
+
+/* What a cache key is the hash of: everything that changes a kernel's binary, nothing that
+   changes per call. The caller names each part (the cache calls no other layer). */
+typedef struct fa3_cache_key_input {
+    fa3_kernel_kind kind;
+    const fa3_config *config;    /* canonical */
+    const char *ptx;             /* ptx[0..ptx_len) */
+    size_t ptx_len;
+    const char *generator;       /* FA3_GENERATOR_VERSION */
+    const char *backend;         /* fa3_backend_name of the resolved backend */
+    const char *backend_version; /* fa3_backend_version's string */
+    const char *arch;            /* fa3_arch_name, e.g. "sm_90a" */
+} fa3_cache_key_input;
+
+/* Cache key of a kernel: XXH3-128 (32 lowercase hex digits + NUL into out) of in's parts, each
+   in a fixed little-endian or length-prefixed form. Pure. Errors: FA3_ERR_INVALID_ARGUMENT (a
+   NULL part), FA3_ERR_OUT_OF_MEMORY. */
+FA3_INTERNAL fa3_status fa3_cache_key(const fa3_cache_key_input *in, char out[33]);
+
+/*
+ * The key of the forward kernel (FA3_KERNEL_FWD) of cfg: fa3_cache_key of the canonical form of
+ * cfg (canonicalized again here, so equal kernels share a key), the PTX text ptx[0..len), the
+ * generator version FA3_GENERATOR_VERSION, backend's name (AUTO is resolved first) and
+ * backend_version (fa3_backend_version's string), and the arch name. Pure.
+ * Errors: FA3_ERR_INVALID_ARGUMENT, the config errors, FA3_ERR_OUT_OF_MEMORY.
+ */
+FA3_INTERNAL fa3_status fa3_cache_key_for(const fa3_config *canonical, const char *ptx, size_t len,
+                                          fa3_backend backend, const char *backend_version,
+                                          char out[33]);
 
 /*
  * Decides the cache directory: opt_dir if non-empty, else env's FA3JIT_CACHE_DIR, else
@@ -147,6 +189,36 @@ FA3_INTERNAL fa3_status fa3_cache_entry_path(const char *dir, const char *key, c
    (the lock and the store classify a folder alike). */
 FA3_INTERNAL int fa3_cache_errno_readonly(int e);
 
+/* ------------------------------------------------------------------ shared by the cache's files */
+
+/* 1 if p[0..32) are lowercase hex digits (a key). */
+FA3_INTERNAL int fa3_cache_hex32(const char *p);
+
+/* buf = "<dir>/<name><suffix>"; 0, or -1 when it does not fit (no error message set). */
+FA3_INTERNAL int fa3_cache_join_path(char *buf, size_t size, const char *dir, const char *name,
+                                     const char *suffix);
+
+/* Writes the FA3_CACHE_HEADER_SIZE header bytes h of an entry for key holding cubin and the
+   lsize bytes of log, with meta (created 0 = now). Errors: FA3_ERR_OUT_OF_MEMORY. */
+FA3_INTERNAL fa3_status fa3_cache_header_write(uint8_t *h, const char *key, const void *cubin,
+                                               size_t cubin_size, const char *log, size_t lsize,
+                                               const fa3_cache_meta *meta);
+
+/* 1 if the payload (cubin then log, as sized by the parsed header h) matches h's checksum. */
+FA3_INTERNAL int fa3_cache_payload_ok(const uint8_t *h, const uint8_t *payload,
+                                      const fa3_cache_view *v);
+
+/*
+ * Reads and checks the entry open on fd (key: the key its file name gives): a regular file of a
+ * plausible size; the header first, so that sizes are checked before anything large is
+ * allocated; the config (expect, may be NULL); then the payload (cubin and log) against its
+ * checksum. Returns 1 with *v filled and *payload (malloc'd, v->cubin_size + v->log_size bytes,
+ * v's pointers into it); else 0 with *payload NULL and *why (may be NULL) a static reason. The
+ * one check of an entry on disk: the loader and the listing share it.
+ */
+FA3_INTERNAL int fa3_cache_read_entry(int fd, const char *key, const fa3_config *expect,
+                                      fa3_cache_view *v, uint8_t **payload, const char **why);
+
 /* ------------------------------------------------------------------ lock */
 
 typedef enum fa3_cache_lock_result {
@@ -199,8 +271,8 @@ FA3_TOOLS_API fa3_cache_file_kind fa3_cache_file_kind_of(const char *name);
 
 /*
  * Lists fa3jit's files in dir (entries read whole and checked as the loader checks them, locks,
- * temporaries; other files ignored), sorted by name. *files is malloc'd (release with fa3_free), *count its length; a
- * missing dir gives 0 files. Errors: FA3_ERR_CACHE_IO (opendir failed, named), _OUT_OF_MEMORY.
+ * temporaries; other files ignored), sorted by name. *files is malloc'd (release with
+ * fa3_free), *count its length; a missing dir gives 0 files. Errors: FA3_ERR_CACHE_IO (opendir failed, named), _OUT_OF_MEMORY.
  */
 FA3_TOOLS_API fa3_status fa3_cache_list(const char *dir, fa3_cache_file **files, size_t *count);
 

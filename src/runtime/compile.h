@@ -7,7 +7,7 @@
  *                              setmaxnreg (C7504) and serializes wgmma (C7509; both caught by
  *                              has_warning).
  *   FA3_BACKEND_DRIVER_JIT   — nothing to do at compile time: the driver JITs the PTX when the
- *                              module is loaded (context.c), so the result has no cubin.
+ *                              module is loaded (kernel.c), so the result has no cubin.
  */
 #ifndef FA3JIT_COMPILE_H
 #define FA3JIT_COMPILE_H
@@ -56,15 +56,22 @@ FA3_INTERNAL fa3_status fa3_compile_ptx(const char *ptx, size_t len, fa3_arch ar
 /* Releases what a result owns and resets it (fields -1 / NULL). Safe on a zeroed result. */
 FA3_INTERNAL void fa3_compile_result_free(fa3_compile_result *r);
 
-/* Parses ptxas verbose output (info log, or the driver JIT's log) into r's num_regs, spill and
-   stack fields and has_warning. Values of the entry function FA3_KERNEL_NAME are preferred; fields
-   not found are left unchanged. Exposed for tests and for the DRIVER_JIT path. */
+/* What the logs say (compile_log.c). */
+
+/* The two compiler logs joined into one malloc'd text (a newline between them when the first
+   does not end with one); NULL when out of memory. */
+FA3_INTERNAL char *fa3_compile_join_logs(const char *info, const char *error);
+
 /* 1 if the log line p[0..n) is a compiler diagnostic CI treats as a failure: "warning" (any case),
    "Performance Loss", or a ptxas advisory code "(Cnnnn)" (e.g. "(C7504) Potential Performance
    Loss: 'setmaxnreg' ignored"). fa3_parse_ptxas_log sets has_warning by it; fa3-gen --info
    prints the lines it matches. */
 FA3_TOOLS_API int fa3_log_line_is_diagnostic(const char *p, size_t n);
 
+/* Parses ptxas verbose output (info log, or the driver JIT's log) into r's num_regs, spill and
+   stack fields and has_warning. Values of the entry function FA3_KERNEL_NAME are preferred, else
+   the first function's (a module holds one kernel, so a kernel of another kind gets its own);
+   fields not found are left unchanged. Exposed for tests and for the DRIVER_JIT path. */
 FA3_INTERNAL void fa3_parse_ptxas_log(const char *log, fa3_compile_result *r);
 
 /* "sm_90a" for FA3_ARCH_SM90A, NULL for an unknown arch. */

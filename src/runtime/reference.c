@@ -1,13 +1,10 @@
 /*
  * Reference attention for verification: "simple and obviously right".
  *
- * One CUDA C kernel (held below as a string, no CUDA headers) compiled at first use with NVRTC,
- * which is dlopen'd ("libnvrtc.so.13", then "libnvrtc.so", then the toolkit's lib64) so that the
- * library has no link-time dependency on it. One warp per (batch, head, query row); lane l owns
- * the head dimensions l, l+32, l+64, ... Two passes over the row's visible keys: pass 1 finds the
- * row max of the scaled (and capped) scores, pass 2 accumulates p = exp(s - max), the row sum
- * l = Σp and Σ p·v, then O = Σ p·v / l and LSE = max + ln l. Everything is accumulated in fp32
- * (dot products, row sum, P·V), with IEEE expf/logf/tanhf and IEEE division.
+ * One CUDA C kernel (its source and what it computes: reference_kernel.c) compiled at first use
+ * with NVRTC, which is dlopen'd ("libnvrtc.so.13", then "libnvrtc.so", then the toolkit's lib64)
+ * so that the library has no link-time dependency on it. This file: NVRTC, the per-arch image
+ * and per-CUcontext module caches, the argument checks and the launch.
  *
  * emulate_dtype = 1 reproduces where a flash kernel rounds: the unnormalised p is rounded to the
  * dtype (bf16: round-to-nearest-even on the bits; fp16: cvt.rn.f16.f32) before it multiplies V,
@@ -31,210 +28,8 @@
 #include "fa3jit_build_config.h"
 #include "runtime/driver.h"
 #include "runtime/reference.h"
+#include "runtime/runtime.h"
 
-/* ------------------------------------------------------------------ the kernel (CUDA C) */
-
-static const char ref_kernel_src[] =
-    "typedef unsigned short u16;\n"
-    "typedef long long i64;\n"
-    "typedef unsigned long long u64;\n"
-    "\n"
-    "/* Must match struct ref_params in reference.c field for field. */\n"
-    "struct RefParams {\n"
-    "    u64 q, k, v, o, lse;\n"
-    "    i64 q_bs, q_rs, q_hs;\n"
-    "    i64 k_bs, k_rs, k_hs;\n"
-    "    i64 v_bs, v_rs, v_hs;\n"
-    "    i64 total_rows;\n"
-    "    int batch, seqlen_q, seqlen_k, num_heads, heads_per_kv;\n"
-    "    int head_dim, head_dim_v;\n"
-    "    int mask;\n"
-    "    int window_left, window_right;\n"
-    "    int is_fp16, emulate, use_softcap;\n"
-    "    float scale, softcap;\n"
-    "    int pad_;\n"
-    "};\n"
-    "\n"
-    "__device__ __forceinline__ float bf16_bits_to_f32(u16 b)\n"
-    "{\n"
-    "    return __uint_as_float(((unsigned)b) << 16);\n"
-    "}\n"
-    "\n"
-    "__device__ __forceinline__ float f16_bits_to_f32(u16 h)\n"
-    "{\n"
-    "    float f;\n"
-    "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
-    "    return f;\n"
-    "}\n"
-    "\n"
-    "/* Round to the nearest bf16 (ties to even) and back to float; NaN stays NaN. */\n"
-    "__device__ __forceinline__ float round_to_bf16(float x)\n"
-    "{\n"
-    "    unsigned u = __float_as_uint(x);\n"
-    "    if ((u & 0x7fffffffu) > 0x7f800000u)\n"
-    "        return __uint_as_float((u | 0x00400000u) & 0xffff0000u);\n"
-    "    u += 0x7fffu + ((u >> 16) & 1u);\n"
-    "    return __uint_as_float(u & 0xffff0000u);\n"
-    "}\n"
-    "\n"
-    "/* Round to the nearest fp16 (ties to even, overflow to inf) and back to float. */\n"
-    "__device__ __forceinline__ float round_to_f16(float x)\n"
-    "{\n"
-    "    u16 h;\n"
-    "    asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(x));\n"
-    "    return f16_bits_to_f32(h);\n"
-    "}\n"
-    "\n"
-    "template <bool FP16> __device__ __forceinline__ float load_elem(const u16 *p)\n"
-    "{\n"
-    "    return FP16 ? f16_bits_to_f32(*p) : bf16_bits_to_f32(*p);\n"
-    "}\n"
-    "\n"
-    "template <bool FP16> __device__ __forceinline__ float round_to_dtype(float x)\n"
-    "{\n"
-    "    return FP16 ? round_to_f16(x) : round_to_bf16(x);\n"
-    "}\n"
-    "\n"
-    "/* Scaled (and capped) score of one key: lane owns dimensions d = lane + 32*t. The xor\n"
-    "   butterfly leaves the same sum in every lane. */\n"
-    "template <int T, bool FP16>\n"
-    "__device__ __forceinline__ float score(const float (&q)[T], const u16 *__restrict__ krow, int lane,\n"
-    "                                       const RefParams &p)\n"
-    "{\n"
-    "    float dot = 0.f;\n"
-    "#pragma unroll\n"
-    "    for (int t = 0; t < T; ++t) {\n"
-    "        int d = lane + 32 * t;\n"
-    "        if (d < p.head_dim)\n"
-    "            dot += q[t] * load_elem<FP16>(krow + d);\n"
-    "    }\n"
-    "#pragma unroll\n"
-    "    for (int off = 16; off > 0; off >>= 1)\n"
-    "        dot += __shfl_xor_sync(0xffffffffu, dot, off);\n"
-    "    float s = dot * p.scale;\n"
-    "    if (p.use_softcap)\n"
-    "        s = p.softcap * tanhf(s / p.softcap);\n"
-    "    return s;\n"
-    "}\n"
-    "\n"
-    "/* One warp per (batch, head, query row); rows numbered query-fastest so that neighbouring warps\n"
-    "   read the same K/V rows. Pass 1: row max over the visible keys. Pass 2: p = exp(s - max),\n"
-    "   l += p, acc += p*v (p rounded to the dtype first when emulating). O = acc / l. */\n"
-    "template <int T, bool FP16> __device__ void attention_rows(const RefParams &p)\n"
-    "{\n"
-    "    const u16 *__restrict__ Q = (const u16 *)p.q;\n"
-    "    const u16 *__restrict__ K = (const u16 *)p.k;\n"
-    "    const u16 *__restrict__ V = (const u16 *)p.v;\n"
-    "    float *__restrict__ O = (float *)p.o;\n"
-    "    float *__restrict__ L = (float *)p.lse;\n"
-    "    const int lane = threadIdx.x & 31;\n"
-    "    const i64 warps_per_block = blockDim.x >> 5;\n"
-    "    const i64 first = (i64)blockIdx.x * warps_per_block + (threadIdx.x >> 5);\n"
-    "    const i64 step = (i64)gridDim.x * warps_per_block;\n"
-    "    const float neg_inf = __int_as_float(0xff800000);\n"
-    "\n"
-    "    for (i64 row = first; row < p.total_rows; row += step) {\n"
-    "        const int i = (int)(row % p.seqlen_q);\n"
-    "        const i64 bh = row / p.seqlen_q;\n"
-    "        const int h = (int)(bh % p.num_heads);\n"
-    "        const int b = (int)(bh / p.num_heads);\n"
-    "        const int hk = h / p.heads_per_kv;\n"
-    "\n"
-    "        /* Visible keys [lo, hi], bottom-right aligned. */\n"
-    "        const i64 diag = (i64)i + p.seqlen_k - p.seqlen_q;\n"
-    "        i64 lo = 0, hi = (i64)p.seqlen_k - 1;\n"
-    "        if (p.mask == 1) {\n"
-    "            if (diag < hi) hi = diag;\n"
-    "        } else if (p.mask == 2) {\n"
-    "            if (p.window_left >= 0 && diag - p.window_left > lo) lo = diag - p.window_left;\n"
-    "            if (p.window_right >= 0 && diag + p.window_right < hi) hi = diag + p.window_right;\n"
-    "        }\n"
-    "\n"
-    "        const u16 *qrow = Q + b * p.q_bs + i * p.q_rs + h * p.q_hs;\n"
-    "        const u16 *kbase = K + b * p.k_bs + hk * p.k_hs;\n"
-    "        const u16 *vbase = V + b * p.v_bs + hk * p.v_hs;\n"
-    "        float q[T];\n"
-    "#pragma unroll\n"
-    "        for (int t = 0; t < T; ++t) {\n"
-    "            int d = lane + 32 * t;\n"
-    "            q[t] = d < p.head_dim ? load_elem<FP16>(qrow + d) : 0.f;\n"
-    "        }\n"
-    "\n"
-    "        float m = neg_inf;\n"
-    "#pragma unroll 4\n"
-    "        for (i64 j = lo; j <= hi; ++j)\n"
-    "            m = fmaxf(m, score<T, FP16>(q, kbase + j * p.k_rs, lane, p));\n"
-    "\n"
-    "        float l = 0.f;\n"
-    "        float acc[T];\n"
-    "#pragma unroll\n"
-    "        for (int t = 0; t < T; ++t)\n"
-    "            acc[t] = 0.f;\n"
-    "#pragma unroll 2\n"
-    "        for (i64 j = lo; j <= hi; ++j) {\n"
-    "            float s = score<T, FP16>(q, kbase + j * p.k_rs, lane, p);\n"
-    "            float e = expf(s - m);\n"
-    "            l += e;\n"
-    "            float w = p.emulate ? round_to_dtype<FP16>(e) : e;\n"
-    "            const u16 *vrow = vbase + j * p.v_rs;\n"
-    "#pragma unroll\n"
-    "            for (int t = 0; t < T; ++t) {\n"
-    "                int d = lane + 32 * t;\n"
-    "                if (d < p.head_dim_v)\n"
-    "                    acc[t] += w * load_elem<FP16>(vrow + d);\n"
-    "            }\n"
-    "        }\n"
-    "\n"
-    "        const bool empty = lo > hi;\n"
-    "        float *orow = O + (((i64)b * p.seqlen_q + i) * p.num_heads + h) * p.head_dim_v;\n"
-    "#pragma unroll\n"
-    "        for (int t = 0; t < T; ++t) {\n"
-    "            int d = lane + 32 * t;\n"
-    "            if (d < p.head_dim_v) {\n"
-    "                float o = empty ? 0.f : acc[t] / l;\n"
-    "                if (p.emulate)\n"
-    "                    o = round_to_dtype<FP16>(o);\n"
-    "                orow[d] = o;\n"
-    "            }\n"
-    "        }\n"
-    "        if (L && lane == 0)\n"
-    "            L[((i64)b * p.num_heads + h) * p.seqlen_q + i] = empty ? neg_inf : m + logf(l);\n"
-    "    }\n"
-    "}\n"
-    "\n"
-    "#define FA3_REF_KERNEL(T)                                                                     \\\n"
-    "    extern \"C\" __global__ void __launch_bounds__(128) fa3_reference_t##T(RefParams p)         \\\n"
-    "    {                                                                                         \\\n"
-    "        if (p.is_fp16)                                                                        \\\n"
-    "            attention_rows<T, true>(p);                                                       \\\n"
-    "        else                                                                                  \\\n"
-    "            attention_rows<T, false>(p);                                                      \\\n"
-    "    }\n"
-    "FA3_REF_KERNEL(1)\n"
-    "FA3_REF_KERNEL(2)\n"
-    "FA3_REF_KERNEL(4)\n"
-    "FA3_REF_KERNEL(8)\n";
-
-/* Host image of the kernel's RefParams (same field order and types; all 8-byte fields first). */
-typedef struct ref_params {
-    uint64_t q, k, v, o, lse;
-    int64_t q_bs, q_rs, q_hs;
-    int64_t k_bs, k_rs, k_hs;
-    int64_t v_bs, v_rs, v_hs;
-    int64_t total_rows;
-    int32_t batch, seqlen_q, seqlen_k, num_heads, heads_per_kv;
-    int32_t head_dim, head_dim_v;
-    int32_t mask;
-    int32_t window_left, window_right;
-    int32_t is_fp16, emulate, use_softcap;
-    float scale, softcap;
-    int32_t pad_;
-} ref_params;
-_Static_assert(sizeof(ref_params) == 15 * 8 + 16 * 4, "ref_params layout");
-
-#define REF_THREADS 128  /* 4 warps per block (the kernel's __launch_bounds__) */
-#define REF_MAX_HEAD_DIM 256
-#define REF_NUM_VARIANTS 4 /* fa3_reference_t1/t2/t4/t8: 32·T ≥ max(head_dim, head_dim_v) */
 static const int ref_variant_t[REF_NUM_VARIANTS] = {1, 2, 4, 8};
 
 /* ------------------------------------------------------------------ NVRTC, dlopen'd */
@@ -332,7 +127,7 @@ static fa3_status nvrtc_compile_locked(int cc, void **image, size_t *size, int *
     const char *opts[] = {arch_opt, "--std=c++17"};
 
     nvrtcProgram prog = NULL;
-    nvrtcResult r = nvrtc.CreateProgram(&prog, ref_kernel_src, "fa3_reference.cu", 0, NULL, NULL);
+    nvrtcResult r = nvrtc.CreateProgram(&prog, fa3_ref_kernel_src, "fa3_reference.cu", 0, NULL, NULL);
     if (r != NVRTC_SUCCESS)
         return nvrtc_fail(r, "nvrtcCreateProgram", arch_opt);
     fa3_status st = FA3_OK;
@@ -520,7 +315,7 @@ static fa3_status check_ptr(const char *name, const void *p, unsigned align)
 /* Validates everything and fills the kernel parameters (no GPU needed). */
 static fa3_status make_params(const fa3_context *ctx, const fa3_config *cfg,
                               const fa3_fwd_args *a, float *o_ref, float *lse_ref,
-                              int emulate_dtype, ref_params *p)
+                              int emulate_dtype, fa3_ref_params *p)
 {
     if (!ctx)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "reference: ctx is NULL");
@@ -531,6 +326,12 @@ static fa3_status make_params(const fa3_context *ctx, const fa3_config *cfg,
     if (emulate_dtype != 0 && emulate_dtype != 1)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "reference: emulate_dtype %d must be 0 or 1",
                           emulate_dtype);
+    fa3_config cfg_in;
+    fa3_fwd_args args_in;
+    FA3_TRY(fa3_config_in(cfg, &cfg_in));
+    FA3_TRY(fa3_fwd_args_in(a, &args_in));
+    cfg = &cfg_in;
+    a = &args_in;
 
     /* The config: any head dims up to 256 (a superset of what the fast kernel supports). */
     const int hd = cfg->head_dim;
@@ -623,7 +424,7 @@ static fa3_status make_params(const fa3_context *ctx, const fa3_config *cfg,
                           a->window_size_right, cfg->mask == FA3_MASK_CAUSAL ? "causal" : "none");
     }
 
-    *p = (ref_params){0};
+    *p = (fa3_ref_params){0};
     p->q = (uint64_t)(uintptr_t)a->q;
     p->k = (uint64_t)(uintptr_t)a->k;
     p->v = (uint64_t)(uintptr_t)a->v;
@@ -663,7 +464,7 @@ static fa3_status make_params(const fa3_context *ctx, const fa3_config *cfg,
 fa3_status fa3_reference_fwd_ex(fa3_context *ctx, const fa3_config *cfg, const fa3_fwd_args *args,
                                 float *o_ref, float *lse_ref, int emulate_dtype, void *stream)
 {
-    ref_params p;
+    fa3_ref_params p;
     FA3_TRY(make_params(ctx, cfg, args, o_ref, lse_ref, emulate_dtype, &p));
 
     const fa3_driver *drv = NULL;

@@ -1,9 +1,36 @@
-/* Internal hooks of the reference attention (reference.c), for tests. */
+/* Internals of the reference attention: its kernel's source and parameter block
+   (reference_kernel.c, the CUDA C's RefParams field for field) and a hook for tests
+   (reference.c). */
 #ifndef FA3JIT_REFERENCE_H
 #define FA3JIT_REFERENCE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "common.h"
+
+/* The CUDA C source of the reference kernels fa3_reference_t1/t2/t4/t8. */
+FA3_INTERNAL extern const char fa3_ref_kernel_src[];
+
+/* Host image of the kernel's RefParams (same field order and types; all 8-byte fields first). */
+typedef struct fa3_ref_params {
+    uint64_t q, k, v, o, lse;
+    int64_t q_bs, q_rs, q_hs;
+    int64_t k_bs, k_rs, k_hs;
+    int64_t v_bs, v_rs, v_hs;
+    int64_t total_rows;
+    int32_t batch, seqlen_q, seqlen_k, num_heads, heads_per_kv;
+    int32_t head_dim, head_dim_v;
+    int32_t mask;
+    int32_t window_left, window_right;
+    int32_t is_fp16, emulate, use_softcap;
+    float scale, softcap;
+    int32_t pad_;
+} fa3_ref_params;
+_Static_assert(sizeof(fa3_ref_params) == 15 * 8 + 16 * 4, "fa3_ref_params layout");
+
+#define REF_THREADS 128  /* 4 warps per block (the kernel's __launch_bounds__) */
+#define REF_MAX_HEAD_DIM 256
+#define REF_NUM_VARIANTS 4 /* fa3_reference_t1/t2/t4/t8: 32·T ≥ max(head_dim, head_dim_v) */
 
 /*
  * Compiles the reference kernel's CUDA C source with NVRTC for compute capability cc (90 for

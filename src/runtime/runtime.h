@@ -1,7 +1,8 @@
 /*
  * Runtime objects behind the public handles: fa3_context (options, resolved backend, cache
- * directory, the table of kernels) and fa3_kernel (config, plan, PTX, cubin, compile results and
- * the per-CUcontext modules). Internal functions other runtime files call are declared here.
+ * directory, the table of kernels) and fa3_kernel (config, plan, the operation and, for each of
+ * its kernels, PTX, cubin, compile results and the per-CUcontext modules). Internal functions
+ * other runtime files call are declared here.
  */
 #ifndef FA3JIT_RUNTIME_H
 #define FA3JIT_RUNTIME_H
@@ -11,7 +12,9 @@
 #include <stddef.h>
 
 #include "codegen/codegen.h"
+#include "runtime/compile.h"
 #include "runtime/driver.h"
+#include "runtime/op.h"
 
 /* One loaded copy of a kernel's module in one CUDA context. */
 typedef struct fa3_kernel_module {
@@ -27,29 +30,43 @@ typedef struct fa3_section_memo {
 } fa3_section_memo;
 #define FA3_SECTION_MEMO 16
 
-struct fa3_kernel {
-    fa3_context *owner;
-    /* Immutable once the kernel is published in the context's table (state == READY). */
-    fa3_config cfg;          /* canonical */
-    fa3_plan plan;
-    fa3_backend backend;     /* resolved: PTX_COMPILER, NVJITLINK or DRIVER_JIT */
-    char backend_version[96];
+/* One kernel of an operation (op.h): its code, its compile results and its loaded modules. */
+typedef struct fa3_part {
+    /* Immutable once the kernel is published. */
+    fa3_kernel_kind kind;
+    int threads, smem_bytes; /* launch shape (fa3_kind_shape of the plan) */
     char key[33];            /* cache key, 32 lowercase hex digits */
     char *ptx;               /* NUL-terminated generated PTX */
     size_t ptx_len;
     void *cubin;             /* NULL for DRIVER_JIT */
     size_t cubin_size;
     double compile_ms;       /* codegen + compile when compiled by this context, else 0 */
+    fa3_kernel_source source; /* COMPILED or DISK */
 
-    /* Guarded by mu (DRIVER_JIT fills these in at the first module load). */
-    pthread_mutex_t mu;
+    /* Guarded by the kernel's mu (DRIVER_JIT fills these in at the first module load). */
     char *compile_log;       /* never NULL once published; replaced only while "" (DRIVER_JIT) */
     int num_regs, spill_store_bytes, spill_load_bytes, stack_bytes; /* -1 = unknown */
     int has_warning;         /* the compiler log has a warning line */
-    fa3_kernel_source first_source; /* COMPILED or DISK: how the context first obtained it */
-    unsigned long long serial;      /* process-unique id (per-thread "latest source" tracking) */
     fa3_kernel_module *modules;
     size_t num_modules, cap_modules;
+} fa3_part;
+
+/* The public handle: the operation one config runs, with its kernels. */
+struct fa3_kernel {
+    fa3_context *owner;
+    /* Immutable once the kernel is published in the context's table (ready). */
+    fa3_config cfg;          /* canonical */
+    fa3_plan plan;           /* the operation's plan, shared by its kernels */
+    const fa3_op *op;
+    fa3_backend backend;     /* resolved: PTX_COMPILER, NVJITLINK or DRIVER_JIT */
+    char backend_version[96];
+    int num_parts;           /* op->num_kernels */
+    fa3_part parts[FA3_OP_MAX_KERNELS]; /* in launch order */
+    fa3_kernel_source first_source; /* COMPILED (any part compiled) or DISK */
+    unsigned long long serial;      /* process-unique id (per-thread "latest source" tracking) */
+
+    /* Guarded by mu: what the parts' comment says, and the section memo. */
+    pthread_mutex_t mu;
     fa3_section_memo section_memo[FA3_SECTION_MEMO]; /* recent launch shapes (schedule.c) */
     unsigned section_memo_next;
 
@@ -79,32 +96,64 @@ struct fa3_context {
                                 (creation), else the first disk-cache problem */
 };
 
+/* The caller's fa3_fwd_args copied into out (this library's size; what an older struct lacks at
+   fa3_fwd_args_init's defaults). Errors: FA3_ERR_INVALID_ARGUMENT for a struct_size this library
+   does not know. fwd.c. */
+FA3_INTERNAL fa3_status fa3_fwd_args_in(const fa3_fwd_args *args, fa3_fwd_args *out);
+
+/* log2(e): softmax constants in base 2. */
+#define FA3_LOG2E 1.4426950408889634
+/* TMA's limit on a byte stride (exclusive). */
+#define FA3_MAX_TMA_STRIDE ((int64_t)1 << 40)
+
+/* TMA's rule for an element stride: any value when the axis has one element (never used: the
+   tensor map gets a substitute), else non-negative, × element size esize a multiple of 16 bytes
+   and below 2^40 bytes. fwd_args.c. */
+FA3_INTERNAL int fa3_tma_stride_ok(int64_t stride, int64_t extent, int esize);
+
+/* Everything about args that does not need the GPU, against kernel's config: FA3_OK with the
+   normalized values (scale: softmax_scale with 0 resolved; windows as the kernel gets them; the
+   tile count), else the status and a message naming the bad field and value. fwd_args.c. */
+FA3_INTERNAL fa3_status fa3_fwd_validate(const fa3_kernel *kernel, const fa3_fwd_args *args,
+                                         float *scale, int *win_left, int *win_right,
+                                         uint32_t *tiles);
+
+/* Keeps ctx's first warning (later ones are dropped: reported once). The text is written before
+   ctx->warned is set and never changed after, so readers need no lock. context.c. */
+FA3_INTERNAL void fa3_context_warn(fa3_context *ctx, const char *fmt, ...) FA3_PRINTF(2, 3);
+
+/* Moves ctx's disk state (FA3_DISK_*) towards OFF, never back. context.c. */
+FA3_INTERNAL void fa3_context_degrade_disk(fa3_context *ctx, int state);
+
+/* Unloads kernel's modules (when a driver was ever loaded) and frees it (NULL is ignored).
+   kernel.c. */
+FA3_INTERNAL void fa3_kernel_free(fa3_kernel *kernel);
+
+/* A new kernel of ctx for a canonical config (not yet built, not in the table), or NULL when out
+   of memory. kernel.c. */
+FA3_INTERNAL fa3_kernel *fa3_kernel_new(fa3_context *ctx, const fa3_config *canonical);
+
+/* Records that the calling thread's latest fa3_jit_get_kernel call returned kernel from source
+   (fa3_kernel_info.source is per thread: matched by serial, not by address, which a freed kernel
+   may pass on; another kernel's info shows how the context first obtained it). kernel.c. */
+FA3_INTERNAL void fa3_kernel_note_source(const fa3_kernel *kernel, fa3_kernel_source source);
+
+/* Sets part pt's registers, spills, stack and warning flag from a compile (or driver JIT) result.
+   kernel.c. */
+FA3_INTERNAL void fa3_part_take_resources(fa3_part *pt, const fa3_compile_result *r);
+
 /*
- * The CUfunction of kernel in the calling thread's current CUDA context (made current first with
- * fa3_driver_ensure_context if there is none). The first call per context loads the module:
- * cuModuleLoadData on the cubin, or, for DRIVER_JIT, cuModuleLoadDataEx on the PTX with info/error
- * log buffers (its log and the registers the driver reports then fill the kernel's info); then sets
- * CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to plan.smem_bytes. Thread-safe.
- * *dev (may be NULL) receives the context's device.
+ * The CUfunction of kernel part (its operation's kernel number part) in the calling thread's
+ * current CUDA context (made current first with fa3_driver_ensure_context if there is none). The
+ * first call per context loads the module: cuModuleLoadData on the cubin, or, for DRIVER_JIT,
+ * cuModuleLoadDataEx on the PTX with info/error log buffers (its log and the registers the driver
+ * reports then fill the part's info); then sets CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to
+ * the part's smem_bytes. Thread-safe. *dev (may be NULL) receives the context's device.
  * Errors: FA3_ERR_NO_DRIVER, FA3_ERR_CUDA, FA3_ERR_COMPILE (driver JIT failed, log in the message),
  * FA3_ERR_OUT_OF_MEMORY.
  */
-FA3_INTERNAL fa3_status fa3_kernel_function(fa3_kernel *kernel, CUfunction *fn, CUdevice *dev);
-
-/*
- * Cache key of a kernel: XXH3-128 (32 lowercase hex digits + NUL into out) of the canonical form
- * of cfg (canonicalized again here, so equal kernels share a key), the PTX text ptx[0..len), the
- * generator version FA3_GENERATOR_VERSION, backend's name (AUTO is resolved first) and
- * backend_version (fa3_backend_version's string), and the arch name. Pure; implemented in cache.c.
- * Errors: FA3_ERR_INVALID_ARGUMENT, the config errors, FA3_ERR_OUT_OF_MEMORY.
- */
-FA3_INTERNAL fa3_status fa3_cache_key_for(const fa3_config *canonical, const char *ptx, size_t len,
-                                          fa3_backend backend, const char *backend_version,
-                                          char out[33]);
-
-/* 1 if the kernel's compile log has a diagnostic line (see fa3_compile_result.has_warning); for
-   DRIVER_JIT kernels known only after the first module load. Thread-safe. */
-FA3_INTERNAL int fa3_kernel_has_warning(const fa3_kernel *kernel);
+FA3_INTERNAL fa3_status fa3_kernel_function(fa3_kernel *kernel, int part, CUfunction *fn,
+                                            CUdevice *dev);
 
 /*
  * Section size for a masked launch (fa3_kernel_params.section_hb), in [lo, hi] (hi clipped to

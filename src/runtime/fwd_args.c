@@ -1,0 +1,363 @@
+/*
+ * The forward call's arguments: fa3_fwd_args_init and the struct's size rules, contiguous
+ * strides, the FLOP count, and the validation fa3_fwd runs before anything touches the GPU: every
+ * argument against the kernel's config, each failure naming the field and its value (fwd.c
+ * launches).
+ */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+/* ------------------------------------------------------------------ helpers */
+
+static const fa3_struct_kind args_kind = {"fa3_fwd_args", "fa3_fwd_args_init()",
+                                          sizeof(fa3_fwd_args), NULL, 0};
+static const fa3_fwd_args args_defaults = {.struct_size = sizeof(fa3_fwd_args),
+                                           .window_size_left = -1, .window_size_right = -1};
+
+void fa3_fwd_args_init_sized(fa3_fwd_args *args, size_t struct_size)
+{
+    if (args)
+        fa3_struct_init(&args_kind, args, struct_size, &args_defaults);
+}
+
+fa3_status fa3_fwd_args_in(const fa3_fwd_args *args, fa3_fwd_args *out)
+{
+    return fa3_struct_in(&args_kind, args, out, &args_defaults);
+}
+
+void fa3_fwd_args_set_contiguous(fa3_fwd_args *a, int head_dim, int head_dim_v)
+{
+    if (!a)
+        return;
+    if (head_dim_v <= 0)
+        head_dim_v = head_dim;
+    int64_t hq = a->num_heads, hk = a->num_heads_k, sq = a->seqlen_q, sk = a->seqlen_k;
+    a->q_head_stride = head_dim;
+    a->q_row_stride = hq * head_dim;
+    a->q_batch_stride = sq * hq * head_dim;
+    a->k_head_stride = head_dim;
+    a->k_row_stride = hk * head_dim;
+    a->k_batch_stride = sk * hk * head_dim;
+    a->v_head_stride = head_dim_v;
+    a->v_row_stride = hk * head_dim_v;
+    a->v_batch_stride = sk * hk * head_dim_v;
+    a->o_head_stride = head_dim_v;
+    a->o_row_stride = hq * head_dim_v;
+    a->o_batch_stride = sq * hq * head_dim_v;
+}
+
+/* Number of (query, key) pairs one (batch, head) sees under the mask; windows as in fa3_mask
+   (negative = unlimited). Exact, O(seqlen_q). */
+static double visible_pairs(int sq, int sk, int64_t wl, int64_t wr)
+{
+    double pairs = 0;
+    int64_t off = (int64_t)sk - sq;
+    for (int64_t i = 0; i < sq; i++) {
+        int64_t lo = wl < 0 ? 0 : i + off - wl;
+        int64_t hi = wr < 0 ? (int64_t)sk - 1 : i + off + wr;
+        if (lo < 0)
+            lo = 0;
+        if (hi > (int64_t)sk - 1)
+            hi = (int64_t)sk - 1;
+        if (hi >= lo)
+            pairs += (double)(hi - lo + 1);
+    }
+    return pairs;
+}
+
+double fa3_fwd_flops(const fa3_config *config, const fa3_fwd_args *arguments)
+{
+    fa3_config c;
+    fa3_fwd_args a;
+    const fa3_config *cfg = &c;
+    const fa3_fwd_args *args = &a;
+    if (!config || !arguments || fa3_config_in(config, &c) != FA3_OK ||
+        fa3_fwd_args_in(arguments, &a) != FA3_OK || args->batch < 1 || args->num_heads < 1 ||
+        args->seqlen_q < 1 || args->seqlen_k < 1)
+        return 0.0;
+    int hd = cfg->head_dim, hdv = cfg->head_dim_v ? cfg->head_dim_v : cfg->head_dim;
+    /* QKᵀ: 2·sq·sk·hd, PV: 2·sq·sk·hdv per (batch, head). */
+    double per_pair = 2.0 * ((double)hd + (double)hdv);
+    double bh = (double)args->batch * (double)args->num_heads;
+    double sq = args->seqlen_q, sk = args->seqlen_k;
+    switch (cfg->mask) {
+    case FA3_MASK_NONE:
+        return bh * sq * sk * per_pair;
+    case FA3_MASK_CAUSAL:
+        if (args->seqlen_q == args->seqlen_k)
+            return 0.5 * bh * sq * sk * per_pair; /* FlashAttention's convention */
+        return bh * visible_pairs(args->seqlen_q, args->seqlen_k, -1, 0) * per_pair;
+    case FA3_MASK_LOCAL:
+        return bh *
+               visible_pairs(args->seqlen_q, args->seqlen_k, args->window_size_left,
+                             args->window_size_right) *
+               per_pair;
+    }
+    return 0.0;
+}
+
+/* ------------------------------------------------------------------ validation */
+
+/* See runtime.h. */
+int fa3_tma_stride_ok(int64_t stride, int64_t extent, int esize)
+{
+    return extent <= 1 ||
+           (stride >= 0 && stride < FA3_MAX_TMA_STRIDE / esize && (stride * esize) % 16 == 0);
+}
+
+/* A Q/K/V stride: non-negative, and TMA's rule (fa3_tma_stride_ok). */
+static fa3_status check_tma_stride(const char *name, int64_t stride, int64_t extent, int esize)
+{
+    if (stride < 0)
+        return fa3_seterr(FA3_ERR_BAD_STRIDE, "%s %lld is negative", name, (long long)stride);
+    if (fa3_tma_stride_ok(stride, extent, esize))
+        return FA3_OK;
+    if (stride >= FA3_MAX_TMA_STRIDE / esize)
+        return fa3_seterr(FA3_ERR_BAD_STRIDE,
+                          "%s %lld elements is too large (TMA strides must be below 2^40 bytes)",
+                          name, (long long)stride);
+    return fa3_seterr(FA3_ERR_BAD_STRIDE,
+                      "%s %lld elements = %lld bytes is not a multiple of 16 bytes (TMA)", name,
+                      (long long)stride, (long long)(stride * esize));
+}
+
+static fa3_status check_o_stride(const char *name, int64_t stride, int64_t extent)
+{
+    if (stride < 0)
+        return fa3_seterr(FA3_ERR_BAD_STRIDE, "%s %lld is negative", name, (long long)stride);
+    if (extent > 1 && stride % 2 != 0)
+        return fa3_seterr(FA3_ERR_BAD_STRIDE,
+                          "%s %lld is odd (O is written two elements at a time: strides must be "
+                          "even)", name, (long long)stride);
+    if (extent > 1 && stride > (INT64_MAX / 4) / extent)
+        return fa3_seterr(FA3_ERR_BAD_STRIDE, "%s %lld is too large", name, (long long)stride);
+    return FA3_OK;
+}
+
+/* O is written, so no two of its elements may share an address (a race, not a broadcast): with
+   its axes ordered by stride, each stride must step past everything the smaller axes span, starting
+   from the head_dim_v contiguous elements of a row. Axes of extent 1 are never stepped. */
+static fa3_status check_o_disjoint(const fa3_fwd_args *a, int head_dim_v)
+{
+    struct { const char *name; int64_t stride; int64_t extent; } ax[3] = {
+        {"args->o_head_stride", a->o_head_stride, a->num_heads},
+        {"args->o_row_stride", a->o_row_stride, a->seqlen_q},
+        {"args->o_batch_stride", a->o_batch_stride, a->batch},
+    };
+    for (int i = 1; i < 3; i++) /* insertion sort by stride; ties keep head < row < batch */
+        for (int j = i; j > 0 && ax[j].stride < ax[j - 1].stride; j--) {
+            __typeof__(ax[0]) t = ax[j];
+            ax[j] = ax[j - 1];
+            ax[j - 1] = t;
+        }
+    int64_t span = head_dim_v; /* elements covered by the axes handled so far */
+    for (int i = 0; i < 3; i++) {
+        if (ax[i].extent <= 1)
+            continue;
+        if (ax[i].stride < span)
+            return fa3_seterr(FA3_ERR_BAD_STRIDE,
+                              "%s %lld is smaller than the %lld elements it must step over "
+                              "(head_dim_v %d): elements of O would overlap", ax[i].name,
+                              (long long)ax[i].stride, (long long)span, head_dim_v);
+        span = ax[i].stride * (ax[i].extent - 1) + span;
+    }
+    return FA3_OK;
+}
+
+static fa3_status check_aligned(const char *name, const void *p, uintptr_t align)
+{
+    if ((uintptr_t)p % align != 0)
+        return fa3_seterr(FA3_ERR_BAD_ALIGNMENT, "%s %p is not %u-byte aligned", name, p,
+                          (unsigned)align);
+    return FA3_OK;
+}
+
+/* [first, last] byte range a strided tensor (batch, seqlen, heads, dim) can touch. */
+typedef struct byte_range {
+    uintptr_t lo, hi; /* inclusive */
+} byte_range;
+
+static byte_range tensor_range(const void *p, int batch, int seqlen, int heads, int dim,
+                               int64_t bs, int64_t rs, int64_t hs, int es)
+{
+    uint64_t last = (uint64_t)(batch - 1) * (uint64_t)bs + (uint64_t)(seqlen - 1) * (uint64_t)rs +
+                    (uint64_t)(heads - 1) * (uint64_t)hs + (uint64_t)(dim - 1);
+    byte_range r = {(uintptr_t)p, (uintptr_t)p + (uintptr_t)(last * (uint64_t)es + (uint64_t)es - 1)};
+    return r;
+}
+
+static int ranges_meet(byte_range a, byte_range b)
+{
+    return a.lo <= b.hi && b.lo <= a.hi;
+}
+
+/* O and LSE are written while other CTAs still read Q, K and V: they must not overlap K, V or
+   each other, nor Q unless O has exactly Q's place and layout (each tile reads its own Q rows
+   before writing the same rows of O). Byte ranges are a conservative test: interleaved but
+   disjoint layouts (e.g. O inside a packed QKV buffer) are refused too. */
+static fa3_status check_no_alias(const fa3_fwd_args *a, const fa3_config *c, int es)
+{
+    byte_range o = tensor_range(a->o, a->batch, a->seqlen_q, a->num_heads, c->head_dim_v,
+                                a->o_batch_stride, a->o_row_stride, a->o_head_stride, es);
+    byte_range q = tensor_range(a->q, a->batch, a->seqlen_q, a->num_heads, c->head_dim,
+                                a->q_batch_stride, a->q_row_stride, a->q_head_stride, es);
+    byte_range k = tensor_range(a->k, a->batch, a->seqlen_k, a->num_heads_k, c->head_dim,
+                                a->k_batch_stride, a->k_row_stride, a->k_head_stride, es);
+    byte_range v = tensor_range(a->v, a->batch, a->seqlen_k, a->num_heads_k, c->head_dim_v,
+                                a->v_batch_stride, a->v_row_stride, a->v_head_stride, es);
+    if (ranges_meet(o, k) || ranges_meet(o, v))
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                          "args->o (bytes %p..%p) overlaps args->%s: the output would be written "
+                          "while it is still read", (void *)o.lo, (void *)o.hi,
+                          ranges_meet(o, k) ? "k" : "v");
+    int same_as_q = a->o == a->q && a->o_batch_stride == a->q_batch_stride &&
+                    a->o_row_stride == a->q_row_stride && a->o_head_stride == a->q_head_stride &&
+                    c->head_dim_v == c->head_dim;
+    if (ranges_meet(o, q) && !same_as_q)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                          "args->o overlaps args->q without having exactly q's address and "
+                          "strides (in-place output is allowed only that way)");
+    if (a->lse) {
+        uint64_t n = (uint64_t)a->batch * (uint64_t)a->num_heads * (uint64_t)a->seqlen_q;
+        byte_range l = {(uintptr_t)a->lse, (uintptr_t)a->lse + (uintptr_t)(4 * n - 1)};
+        if (ranges_meet(l, o) || ranges_meet(l, q) || ranges_meet(l, k) || ranges_meet(l, v))
+            return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                              "args->lse (%llu floats at %p) overlaps args->%s",
+                              (unsigned long long)n, (void *)a->lse,
+                              ranges_meet(l, o) ? "o" : ranges_meet(l, q) ? "q"
+                              : ranges_meet(l, k) ? "k" : "v");
+    }
+    return FA3_OK;
+}
+
+/* See runtime.h. */
+fa3_status fa3_fwd_validate(const fa3_kernel *k, const fa3_fwd_args *a, float *scale,
+                            int *win_left, int *win_right, uint32_t *tiles)
+{
+    const fa3_config *c = &k->cfg;
+    const int es = k->plan.elem_bytes;
+    if (!a->q || !a->k || !a->v || !a->o)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "args->%s is NULL",
+                          !a->q ? "q" : !a->k ? "k" : !a->v ? "v" : "o");
+
+    /* shapes */
+    static const char *const shape_names[] = {"batch", "seqlen_q", "seqlen_k", "num_heads",
+                                              "num_heads_k"};
+    const int shape[] = {a->batch, a->seqlen_q, a->seqlen_k, a->num_heads, a->num_heads_k};
+    for (int i = 0; i < 5; i++)
+        if (shape[i] < 1)
+            return fa3_seterr(FA3_ERR_BAD_SHAPE, "args->%s %d must be at least 1", shape_names[i],
+                              shape[i]);
+    if (a->num_heads % a->num_heads_k != 0)
+        return fa3_seterr(FA3_ERR_BAD_SHAPE,
+                          "args->num_heads %d is not a multiple of args->num_heads_k %d",
+                          a->num_heads, a->num_heads_k);
+    /* The kernel forms i + seqlen_k - seqlen_q ± window and key-block bounds (+ block_m,
+       + block_n) in 32-bit integers. */
+    const int64_t margin = (int64_t)k->plan.block_m + k->plan.block_n;
+    if ((int64_t)a->seqlen_q + a->seqlen_k + margin > INT32_MAX)
+        return fa3_seterr(FA3_ERR_BAD_SHAPE,
+                          "args->seqlen_q %d + args->seqlen_k %d exceeds 2^31-1 - %lld (the "
+                          "kernel's 32-bit index range)", a->seqlen_q, a->seqlen_k,
+                          (long long)margin);
+    int64_t m_blocks = ((int64_t)a->seqlen_q + k->plan.block_m - 1) / k->plan.block_m;
+    int64_t total = m_blocks * a->num_heads; /* ≤ 2^31 · 2^31 / 128: no overflow */
+    if (total > INT32_MAX || total * a->batch > INT32_MAX)
+        return fa3_seterr(FA3_ERR_BAD_SHAPE,
+                          "too many tiles: ceil(seqlen_q %d / %d) * num_heads %d * batch %d exceeds "
+                          "2^31-1", a->seqlen_q, k->plan.block_m, a->num_heads, a->batch);
+    total *= a->batch;
+
+    /* pointers */
+    FA3_TRY(check_aligned("args->q", a->q, 16));
+    FA3_TRY(check_aligned("args->k", a->k, 16));
+    FA3_TRY(check_aligned("args->v", a->v, 16));
+    FA3_TRY(check_aligned("args->o", a->o, 4));
+    FA3_TRY(check_aligned("args->lse", a->lse, 4));
+
+    /* strides */
+    FA3_TRY(check_tma_stride("args->q_row_stride", a->q_row_stride, a->seqlen_q, es));
+    FA3_TRY(check_tma_stride("args->q_head_stride", a->q_head_stride, a->num_heads, es));
+    FA3_TRY(check_tma_stride("args->q_batch_stride", a->q_batch_stride, a->batch, es));
+    FA3_TRY(check_tma_stride("args->k_row_stride", a->k_row_stride, a->seqlen_k, es));
+    FA3_TRY(check_tma_stride("args->k_head_stride", a->k_head_stride, a->num_heads_k, es));
+    FA3_TRY(check_tma_stride("args->k_batch_stride", a->k_batch_stride, a->batch, es));
+    FA3_TRY(check_tma_stride("args->v_row_stride", a->v_row_stride, a->seqlen_k, es));
+    FA3_TRY(check_tma_stride("args->v_head_stride", a->v_head_stride, a->num_heads_k, es));
+    FA3_TRY(check_tma_stride("args->v_batch_stride", a->v_batch_stride, a->batch, es));
+    FA3_TRY(check_o_stride("args->o_row_stride", a->o_row_stride, a->seqlen_q));
+    FA3_TRY(check_o_stride("args->o_head_stride", a->o_head_stride, a->num_heads));
+    FA3_TRY(check_o_stride("args->o_batch_stride", a->o_batch_stride, a->batch));
+    FA3_TRY(check_o_disjoint(a, c->head_dim_v));
+
+    /* softmax scale */
+    float s = a->softmax_scale;
+    if (s == 0.0f)
+        s = (float)(1.0 / sqrt((double)c->head_dim));
+    else if (!isfinite(s) || !(s > 0.0f))
+        return fa3_seterr(FA3_ERR_BAD_SCALE,
+                          "args->softmax_scale %g must be positive and finite (0 = 1/sqrt(head_dim))",
+                          (double)a->softmax_scale);
+    *scale = s;
+
+    /* softcap */
+    if (c->softcap) {
+        if (!isfinite(a->softcap) || !(a->softcap > 0.0f))
+            return fa3_seterr(FA3_ERR_BAD_SOFTCAP,
+                              "args->softcap %g must be positive and finite for a softcap kernel",
+                              (double)a->softcap);
+    } else if (a->softcap != 0.0f) {
+        return fa3_seterr(FA3_ERR_BAD_SOFTCAP,
+                          "args->softcap %g must be 0: the kernel's config has softcap = 0",
+                          (double)a->softcap);
+    }
+
+    /* windows */
+    int wl = a->window_size_left, wr = a->window_size_right;
+    if (c->mask == FA3_MASK_LOCAL) {
+        if (wl < -1 || wr < -1)
+            return fa3_seterr(FA3_ERR_BAD_WINDOW,
+                              "args->window_size_%s %d is invalid (-1 = unlimited, else >= 0)",
+                              wl < -1 ? "left" : "right", wl < -1 ? wl : wr);
+        /* A window that reaches past every key is unlimited (left: wl >= seqlen_k - 1 already
+           is; right: wr >= seqlen_q - 1). Writing -1 for it keeps the kernel's 32-bit
+           i + seqlen_k - seqlen_q ± window within range. */
+        if (wl >= a->seqlen_k)
+            wl = -1;
+        if (wr >= a->seqlen_q)
+            wr = -1;
+        *win_left = wl;
+        *win_right = wr;
+    } else {
+        if (wl != -1 || wr != -1)
+            return fa3_seterr(FA3_ERR_BAD_WINDOW,
+                              "args->window_size_left/right %d/%d must be -1/-1 for mask %s (only "
+                              "FA3_MASK_LOCAL uses windows)", wl, wr,
+                              c->mask == FA3_MASK_CAUSAL ? "causal" : "none");
+        *win_left = -1;
+        *win_right = c->mask == FA3_MASK_CAUSAL ? 0 : -1;
+    }
+    /* The constants the kernel gets must stay finite and non-zero in fp32 (a huge scale or
+       softcap would give inf·0 or inf-inf = NaN inside the kernel). */
+    double sl2 = c->softcap ? (double)a->softcap * FA3_LOG2E : (double)s * FA3_LOG2E;
+    double smul = c->softcap ? (double)s / (double)a->softcap : 1.0;
+    if (!(fabs(sl2) <= FLT_MAX) || (float)sl2 == 0.0f)
+        return c->softcap ? fa3_seterr(FA3_ERR_BAD_SOFTCAP,
+                                       "args->softcap %g gives softcap*log2(e) = %g, outside "
+                                       "the float range", (double)a->softcap, sl2)
+                          : fa3_seterr(FA3_ERR_BAD_SCALE,
+                                       "args->softmax_scale %g gives softmax_scale*log2(e) = %g, "
+                                       "outside the float range", (double)s, sl2);
+    if (!(fabs(smul) <= FLT_MAX) || (float)smul == 0.0f)
+        return fa3_seterr(FA3_ERR_BAD_SOFTCAP,
+                          "softmax_scale / softcap = %g / %g = %g is outside the float range",
+                          (double)s, (double)a->softcap, smul);
+
+    FA3_TRY(check_no_alias(a, c, es));
+    *tiles = (uint32_t)total;
+    return FA3_OK;
+}
