@@ -63,8 +63,11 @@ def main():
     names = ["default"] + a.variants
     parsed = {n: parse_variant("" if n == "default" else n, a.fa3_gen) for n in names}
     runs = {n: [] for n in names}
-    for _ in range(a.rounds):
-        for n in names:
+    for rnd in range(a.rounds):
+        # the order rotates each round: the column timed first in a round reads low (clock and
+        # power ramp; docs/notes.md), so each variant takes each place in turn
+        k = rnd % len(names)
+        for n in names[k:] + names[:k]:
             gen, env, args = parsed[n]
             runs[n].append(fa3_gen_bench(gen, ["--" + a.mask, "--head-dim", str(a.head_dim),
                                                "--dtype", a.dtype] + args, env))
