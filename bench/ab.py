@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A/B timing of kernel variants in one device run: runs `fa3-gen bench --json` for the default
-plan and for each FA3JIT_PLAN_DEBUG variant (see src/codegen/knobs.c), alternating ROUNDS times so
-that clock and thermal drift hit every variant alike, and prints the median TFLOP/s per shape.
+plan and for each FA3JIT_PLAN_DEBUG variant (see src/codegen/knobs.c), ROUNDS times with the order
+rotated each round so that clock and thermal drift hit every variant alike, and prints the median
+TFLOP/s per shape (ROUNDS a multiple of the number of columns gives each column each place).
 
 usage: bench/ab.py [--fa3-gen build/fa3-gen] [--head-dim 64] [--dtype bf16] [--rounds 3]
                    [--mask both|causal|non-causal]
