@@ -67,8 +67,7 @@ void kg_rows_init(kgen *g, cons *c)
 ptx_r kg_block_needs_mask(kgen *g, cons *c)
 {
     const int bn = g->p->block_n;
-    ptx_r k0 = ptx_reg(g->f, PTX_B32, "bk0"), k1 = ptx_reg(g->f, PTX_B32, "bk1");
-    ptx_r need = ptx_reg(g->f, PTX_PRED, "needmask");
+    ptx_r k0 = c->tmp.bk0, k1 = c->tmp.bk1, need = c->tmp.need;
     INS("mul.lo.s32 $, $, %d;", k0, c->n, bn);
     INS("add.s32 $, $, %d;", k1, k0, bn - 1); /* last key of the block */
     INS("setp.gt.s32 $, $, $;", need, k1, c->all_last);
@@ -83,28 +82,23 @@ void kg_apply_mask(kgen *g, cons *c)
 {
     const fa3_plan *p = g->p;
     const int lower = p->cfg.mask == FA3_MASK_LOCAL;
-    ptx_r base = ptx_reg(g->f, PTX_B32, "kbase"), l2 = ptx_reg(g->f, PTX_B32, "lanecol");
-    ptx_r l3 = ptx_reg(g->f, PTX_B32, "lanecol"), col0 = ptx_reg(g->f, PTX_B32, "col0");
-    INS("mul.lo.s32 $, $, %d;", base, c->n, p->block_n);
+    ptx_r col0 = c->tmp.col0, l2 = c->tmp.lanecol;
+    INS("mul.lo.s32 $, $, %d;", col0, c->n, p->block_n);
     INS("shl.b32 $, $, 1;", l2, g->lane);
-    INS("and.b32 $, $, 6;", l3, l2);
-    INS("add.s32 $, $, $;", col0, base, l3); /* this thread's base key column */
-    ptx_r last[2], first[2];
+    INS("and.b32 $, $, 6;", l2, l2);
+    INS("add.s32 $, $, $;", col0, col0, l2); /* this thread's base key column */
     for (int r = 0; r < 2; r++) {
-        last[r] = ptx_reg(g->f, PTX_B32, "relast");
-        INS("sub.s32 $, $, $;", last[r], c->klast[r], col0);
-        if (lower) {
-            first[r] = ptx_reg(g->f, PTX_B32, "refirst");
-            INS("sub.s32 $, $, $;", first[r], c->kfirst[r], col0);
-        }
+        INS("sub.s32 $, $, $;", c->tmp.rlast[r], c->klast[r], col0);
+        if (lower)
+            INS("sub.s32 $, $, $;", c->tmp.rfirst[r], c->kfirst[r], col0);
     }
     const int ns = p->block_n / 2;
+    ptx_r out = g->sc.pt;
     for (int i = 0; i < ns; i++) {
         const int r = acc_row(i);
-        ptx_r out = ptx_reg(g->f, PTX_PRED, "out");
-        INS("setp.lt.s32 $, $, %d;", out, last[r], acc_col(i)); /* past the last key */
+        INS("setp.lt.s32 $, $, %d;", out, c->tmp.rlast[r], acc_col(i)); /* past the last key */
         if (lower) /* before the first key */
-            INS("setp.gt.or.s32 $, $, %d, $;", out, first[r], acc_col(i), out);
+            INS("setp.gt.or.s32 $, $, %d, $;", out, c->tmp.rfirst[r], acc_col(i), out);
         INS("selp.f32 $, " NEG_INF ", $, $;", ptx_at(c->s, i), ptx_at(c->s, i), out);
     }
 }

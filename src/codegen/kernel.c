@@ -44,17 +44,16 @@ static void prologue(kgen *g)
     g->lane = ptx_reg(g->f, PTX_B32, "lane");
     g->sbase = ptx_reg(g->f, PTX_B32, "sbase");
     g->bars = ptx_reg(g->f, PTX_B32, "bars");
-    ptx_r w = ptx_reg(g->f, PTX_B32, "warpcta"), s0 = ptx_reg(g->f, PTX_B32, "smem");
-    ptx_r s1 = ptx_reg(g->f, PTX_B32, "smem");
+    ptx_r s0 = ptx_reg(g->f, PTX_B32, "smem");
     INS("mov.u32 $, %%tid.x;", g->thr);
     INS("shr.u32 $, $, 7;", g->wg, g->thr);
-    INS("shr.u32 $, $, 5;", w, g->thr);
-    INS("and.b32 $, $, 3;", g->warp, w); /* warp within its warpgroup */
+    INS("shr.u32 $, $, 5;", g->warp, g->thr);
+    INS("and.b32 $, $, 3;", g->warp, g->warp); /* warp within its warpgroup */
     INS("and.b32 $, $, 31;", g->lane, g->thr);
     /* 1024-aligned dynamic shared memory base (128B-swizzle atoms need it) */
     INS("mov.u32 $, fa3_smem;", s0);
-    INS("add.u32 $, $, 1023;", s1, s0);
-    INS("and.b32 $, $, -1024;", g->sbase, s1);
+    INS("add.u32 $, $, 1023;", s0, s0);
+    INS("and.b32 $, $, -1024;", g->sbase, s0);
     INS("add.u32 $, $, %d;", g->bars, g->sbase, p->smem_bar);
     g->sq = kg_param(g, PTX_B32, "u32", FA3P_OFF_SEQLEN_Q, "sq");
     g->sk = kg_param(g, PTX_B32, "u32", FA3P_OFF_SEQLEN_K, "sk");
@@ -67,10 +66,30 @@ static void prologue(kgen *g)
     ptx_r not0 = ptx_reg(g->f, PTX_PRED, "notthr0");
     INS("setp.ne.u32 $, $, 0;", not0, g->thr);
     INS("@$ bra %s;", not0, ptx_lab(g->f, lab));
-    for (int m = 0; m < g->f->nmbar; m++) {
-        INS("mbarrier.init.shared::cta.b64 [$+%d], %d;", g->bars, g->f->mbar[m].offset,
-            g->f->mbar[m].count);
-        ptx_mbar_inited(g->f, m);
+    /* in layout order: q_full[0], each stage's k_full, v_full, k_empty, v_empty, then the Q
+       buffers' q_empty (and q_full[1]) */
+    int order[PTX_MAX_MBARS], n = 0;
+    order[n++] = g->mb_q_full[0];
+    for (int st = 0; st < p->stages; st++) {
+        order[n++] = g->mb_k_full[st];
+        order[n++] = g->mb_v_full[st];
+        order[n++] = g->mb_k_empty[st];
+        order[n++] = g->mb_v_empty[st];
+    }
+    for (int b = 0; b < p->q_bufs; b++) {
+        if (b)
+            order[n++] = g->mb_q_full[b];
+        order[n++] = g->mb_q_empty[b];
+    }
+    if (n != g->f->nmbar)
+        ptx_bug(g->f, "%d mbarriers in the table, %d initialized", g->f->nmbar, n);
+    for (int i = 0; i < n && i < PTX_MAX_MBARS; i++) {
+        const ptx_mbar *mb = &g->f->mbar[order[i]];
+        if (mb->offset)
+            INS("mbarrier.init.shared::cta.b64 [$+%d], %d;", g->bars, mb->offset, mb->count);
+        else
+            INS("mbarrier.init.shared::cta.b64 [$], %d;", g->bars, mb->count);
+        ptx_mbar_inited(g->f, order[i]);
     }
     INS("fence.mbarrier_init.release.cluster;");
     ptx_place(g->f, lab);

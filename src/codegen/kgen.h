@@ -25,6 +25,17 @@ typedef struct pipe_state {
     ptx_r stage, phase;
 } pipe_state;
 
+/* Temporaries a role's emitters share and rewrite in place, as the kernel's first, hand-written
+   generator did: ptxas schedules the same instruction stream differently when every temporary is
+   a fresh register (the hd256 loop ran 3-5% slower that way, same PTX otherwise; docs/notes.md),
+   so the hot paths keep this reuse pattern. Each use writes before it reads. */
+typedef struct scratch {
+    ptx_r pw;         /* mbarrier wait result */
+    ptx_r pt;         /* a predicate: lane 0 for releases, the mask's per-element test */
+    ptx_r wrap, flip; /* ring advance */
+    ptx_r bar;        /* an mbarrier address (also it + 1 in the Q release) */
+} scratch;
+
 /* A tile's coordinates and key-block range (tile_order.c). */
 typedef struct tile_info {
     ptx_r tile, mblk, head, batch, kvhead, m0;
@@ -48,6 +59,14 @@ typedef struct cons {
     ptx_r s, a, o;              /* arrays: S then P (fp32), P fragments, O accumulators */
     ptx_r m[2], l[2], alpha[2]; /* row max, partial row sum, rescale factor of each row */
     int lab_epilogue;
+    /* the loop body's temporaries (see scratch) */
+    struct {
+        ptx_r dq, dk, dv;             /* wgmma descriptors of one k-step */
+        ptx_r koff, voff, kaddr, vaddr; /* ring offsets and operand addresses */
+        ptx_r bmax[2], shf, mnew[2], mz[2], psum[2], nokey; /* softmax */
+        ptx_r col0, lanecol, rlast[2], rfirst[2]; /* mask */
+        ptx_r done, need, bk0, bk1, qlast; /* loop control, mask decision, Q release */
+    } tmp;
 } cons;
 
 typedef struct kgen {
@@ -59,6 +78,7 @@ typedef struct kgen {
     ptx_r thr, wg, warp, lane, sbase, bars, pw;
     ptx_r sq, sk, wl, wr, ntiles;
     ptx_r round; /* this role's tile round */
+    scratch sc;  /* this role's shared temporaries */
     int lab_done;
     /* the barrier table (indices into f->mbar), from the plan */
     int mb_q_full[2], mb_q_empty[2];
@@ -71,8 +91,11 @@ typedef struct kgen {
 /* pipeline.c */
 ptx_r kg_param(kgen *g, ptx_cls cls, const char *type, int off, const char *name);
 void kg_mbar_wait(kgen *g, ptx_r addr, ptx_r parity, int mbar);
-/* Address of ring barrier mb[stage] (a group of plan->stages barriers 8 bytes apart). */
-ptx_r kg_ring_bar(kgen *g, const int *mb, ptx_r stage);
+/* Address of ring barrier mb[stage] (a group of plan->stages barriers 8 bytes apart), into
+   g->sc.bar; off receives stage·8. */
+ptx_r kg_ring_bar(kgen *g, const int *mb, ptx_r stage, ptx_r off);
+/* The role's shared temporaries. */
+void kg_scratch_init(kgen *g);
 /* Address of Q barrier mb[buffer] (buf: 0 or 1 in a register; one Q buffer: mb[0]). */
 ptx_r kg_q_bar(kgen *g, const int *mb, ptx_r buf);
 /* One arrive per consumer warp (lane 0) on the barrier at addr: a release site of mbar. */

@@ -32,7 +32,7 @@ static void qk(kgen *g, cons *c)
         const int chunk = ks / 4, within = ks % 4;
         const int qoff = (chunk * p->block_m * 128 + within * 32) >> 4;
         const int koff = (chunk * p->block_n * 128 + within * 32) >> 4;
-        ptx_r dq = ptx_reg(g->f, PTX_B64, "dq"), dk = ptx_reg(g->f, PTX_B64, "dk");
+        ptx_r dq = c->tmp.dq, dk = c->tmp.dk;
         INS("add.s64 $, $, %d;", dq, c->descq, qoff);
         INS("add.s64 $, $, %d;", dk, c->desck, koff);
         INS("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s ${, $, $, $, 1, 1, 0, 0;",
@@ -48,7 +48,7 @@ static void pv(kgen *g, cons *c)
     const int ncols = p->hdv_chunks * 64;
     INS("wgmma.fence.sync.aligned;");
     for (int kk = 0; kk < p->block_n / 16; kk++) {
-        ptx_r dv = ptx_reg(g->f, PTX_B64, "dv");
+        ptx_r dv = c->tmp.dv;
         INS("add.s64 $, $, %d;", dv, c->descv, (kk * 16 * 128) >> 4);
         INS("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s ${, ${, $, $, 1, 1, 1;", ncols,
             g->ab, g->ab, c->o, ncols / 2, ptx_at(c->a, 4 * kk), 4, dv, c->ptrue);
@@ -59,10 +59,9 @@ static void pv(kgen *g, cons *c)
 /* A K-major (Q, K) or MN-major (V) descriptor: start address, LBO, SBO 1024 B, 128B swizzle. */
 static void make_desc(kgen *g, ptx_r desc, ptx_r addr, int lbo_enc)
 {
-    ptx_r a = ptx_reg(g->f, PTX_B32, "da"), b = ptx_reg(g->f, PTX_B32, "da");
-    INS("shr.u32 $, $, 4;", a, addr);
-    INS("or.b32 $, $, %d;", b, a, lbo_enc << 16);
-    INS("mov.b64 $, {$, 0x40000040};", desc, b);
+    INS("shr.u32 $, $, 4;", addr, addr); /* in place: addr is the caller's temporary */
+    INS("or.b32 $, $, %d;", addr, addr, lbo_enc << 16);
+    INS("mov.b64 $, {$, 0x40000040};", desc, addr);
 }
 
 /* Wait for the ring operand of a block and build its descriptor: K of block n (stage ps,
@@ -73,13 +72,12 @@ static void ring_wait_desc(kgen *g, cons *c, int is_v)
     const fa3_plan *p = g->p;
     const pipe_state *ps = is_v ? &c->pps : &c->ps;
     const int *mb = is_v ? g->mb_v_full : g->mb_k_full;
-    ptx_r full = kg_ring_bar(g, mb, ps->stage);
+    ptx_r full = kg_ring_bar(g, mb, ps->stage, is_v ? c->tmp.voff : c->tmp.koff);
     kg_mbar_wait(g, full, ps->phase, mb[0]);
-    ptx_r st = ptx_reg(g->f, PTX_B32, is_v ? "vst" : "kst");
-    ptx_r a = ptx_reg(g->f, PTX_B32, is_v ? "va" : "ka");
-    INS("mad.lo.u32 $, $, %d, $;", st, ps->stage, is_v ? p->smem_v_stage : p->smem_k_stage,
+    ptx_r a = is_v ? c->tmp.vaddr : c->tmp.kaddr;
+    INS("mad.lo.u32 $, $, %d, $;", a, ps->stage, is_v ? p->smem_v_stage : p->smem_k_stage,
         g->sbase);
-    INS("add.u32 $, $, %d;", a, st, is_v ? p->smem_v : p->smem_k);
+    INS("add.u32 $, $, %d;", a, a, is_v ? p->smem_v : p->smem_k);
     make_desc(g, is_v ? c->descv : c->desck, a, is_v ? p->block_n * 128 >> 4 : 1);
 }
 
@@ -90,7 +88,7 @@ static void k_wait_desc(kgen *g, cons *c)
 
 static void k_release(kgen *g, cons *c)
 {
-    kg_release_warp(g, kg_ring_bar(g, g->mb_k_empty, c->ps.stage), g->mb_k_empty[0],
+    kg_release_warp(g, kg_ring_bar(g, g->mb_k_empty, c->ps.stage, c->tmp.koff), g->mb_k_empty[0],
                     "consumer after QK");
 }
 
@@ -101,7 +99,7 @@ static void v_wait_desc(kgen *g, cons *c)
 
 static void v_release(kgen *g, cons *c)
 {
-    kg_release_warp(g, kg_ring_bar(g, g->mb_v_empty, c->pps.stage), g->mb_v_empty[0],
+    kg_release_warp(g, kg_ring_bar(g, g->mb_v_empty, c->pps.stage, c->tmp.voff), g->mb_v_empty[0],
                     "consumer after PV");
 }
 
@@ -113,7 +111,7 @@ static void q_release_if_last(kgen *g, cons *c)
 {
     if (g->p->o_stage == 2)
         return;
-    ptx_r next = ptx_reg(g->f, PTX_B32, "itn"), last = ptx_reg(g->f, PTX_PRED, "lastqk");
+    ptx_r next = g->sc.bar, last = c->tmp.qlast;
     INS("add.u32 $, $, 1;", next, c->it);
     INS("setp.eq.s32 $, $, $;", last, next, c->t.niters);
     INS("setp.eq.and.u32 $, $, 0, $;", last, g->lane, last);
@@ -207,6 +205,31 @@ void kg_consumer(kgen *g)
     c.s = ptx_array(g->f, PTX_F32, "s", p->block_n / 2); /* S = Q·Kᵀ, then P in fp32 */
     c.a = ptx_array(g->f, PTX_B32, "a", p->block_n / 4); /* P as 16-bit A fragments */
     c.o = ptx_array(g->f, PTX_F32, "o", p->hdv_chunks * 32); /* O (padded head_dim_v) */
+    kg_scratch_init(g);
+    c.tmp.dq = ptx_reg(g->f, PTX_B64, "dq");
+    c.tmp.dk = ptx_reg(g->f, PTX_B64, "dk");
+    c.tmp.dv = ptx_reg(g->f, PTX_B64, "dv");
+    c.tmp.koff = ptx_reg(g->f, PTX_B32, "koff");
+    c.tmp.voff = ptx_reg(g->f, PTX_B32, "voff");
+    c.tmp.kaddr = ptx_reg(g->f, PTX_B32, "kaddr");
+    c.tmp.vaddr = ptx_reg(g->f, PTX_B32, "vaddr");
+    for (int r = 0; r < 2; r++) {
+        c.tmp.bmax[r] = ptx_reg(g->f, PTX_F32, "bmax");
+        c.tmp.mnew[r] = ptx_reg(g->f, PTX_F32, "mnew");
+        c.tmp.mz[r] = ptx_reg(g->f, PTX_F32, "mz");
+        c.tmp.psum[r] = ptx_reg(g->f, PTX_F32, "psum");
+        c.tmp.rlast[r] = ptx_reg(g->f, PTX_B32, "rlast");
+        c.tmp.rfirst[r] = ptx_reg(g->f, PTX_B32, "rfirst");
+    }
+    c.tmp.shf = ptx_reg(g->f, PTX_F32, "shf");
+    c.tmp.nokey = ptx_reg(g->f, PTX_PRED, "nokey");
+    c.tmp.col0 = ptx_reg(g->f, PTX_B32, "col0");
+    c.tmp.lanecol = ptx_reg(g->f, PTX_B32, "lanecol");
+    c.tmp.done = ptx_reg(g->f, PTX_PRED, "done");
+    c.tmp.need = ptx_reg(g->f, PTX_PRED, "needmask");
+    c.tmp.bk0 = ptx_reg(g->f, PTX_B32, "bk0");
+    c.tmp.bk1 = ptx_reg(g->f, PTX_B32, "bk1");
+    c.tmp.qlast = ptx_reg(g->f, PTX_PRED, "qlast");
     c.descq = ptx_reg(g->f, PTX_B64, "descq");
     c.desck = ptx_reg(g->f, PTX_B64, "desck");
     c.descv = ptx_reg(g->f, PTX_B64, "descv");
@@ -220,11 +243,6 @@ void kg_consumer(kgen *g)
         ptx_named_bar(g->f, p->nb_pingpong + w, 256);
     c.pp_own = ptx_reg(g->f, PTX_B32, "ppown");
     c.pp_next = ptx_reg(g->f, PTX_B32, "ppnext");
-    ptx_r nx = ptx_reg(g->f, PTX_B32, "ppnext"), nx2 = ptx_reg(g->f, PTX_B32, "ppnext");
-    INS("add.u32 $, $, %d;", c.pp_own, c.cw, p->nb_pingpong);
-    INS("add.u32 $, $, 1;", nx, c.cw);
-    INS("rem.u32 $, $, %d;", nx2, nx, nwg);
-    INS("add.u32 $, $, %d;", c.pp_next, nx2, p->nb_pingpong);
     {
         /* the last consumer gives consumer 0 the first turn, once */
         const int lab = ptx_label(g->f, "pp");
@@ -251,6 +269,11 @@ void kg_consumer(kgen *g)
     INS("setp.le.s32 $, $, 0;", empty, c.t.niters);
     INS("@$ bra %s;", empty, ptx_lab(g->f, c.lab_epilogue));
     q_wait_desc(g, &c);
+    /* my ping-pong barrier and the next consumer's (per tile: short-lived registers) */
+    INS("add.u32 $, $, %d;", c.pp_own, c.cw, p->nb_pingpong);
+    INS("add.u32 $, $, 1;", c.pp_next, c.cw);
+    INS("rem.u32 $, $, %d;", c.pp_next, c.pp_next, nwg);
+    INS("add.u32 $, $, %d;", c.pp_next, c.pp_next, p->nb_pingpong);
 
     const int windows = p->cfg.mask != FA3_MASK_NONE;
     c.it = ptx_reg(g->f, PTX_B32, "it");
@@ -273,12 +296,11 @@ void kg_consumer(kgen *g)
 
     /* 2. the other blocks */
     ptx_place(g->f, lab_loop);
-    ptx_r done = ptx_reg(g->f, PTX_PRED, "alldone");
-    ptx_r n1 = ptx_reg(g->f, PTX_B32, "n");
+    ptx_r done = c.tmp.done;
     INS("setp.ge.s32 $, $, $;", done, c.it, c.t.niters);
     INS("@$ bra %s;", done, ptx_lab(g->f, lab_pv));
-    INS("sub.s32 $, $, $;", n1, c.t.nmax, c.it);
-    INS("sub.s32 $, $, 1;", c.n, n1);
+    INS("sub.s32 $, $, $;", c.n, c.t.nmax, c.it);
+    INS("sub.s32 $, $, 1;", c.n, c.n);
     const int lab_masked = ptx_label(g->f, "cons_masked");
     if (windows) {
         ptx_r need = kg_block_needs_mask(g, &c);

@@ -17,56 +17,61 @@ ptx_r kg_param(kgen *g, ptx_cls cls, const char *type, int off, const char *name
 }
 
 /* Spin until the phase with the given parity of the mbarrier at addr completes. */
+void kg_scratch_init(kgen *g)
+{
+    g->sc.pw = ptx_reg(g->f, PTX_PRED, "pw");
+    g->sc.pt = ptx_reg(g->f, PTX_PRED, "pt");
+    g->sc.wrap = ptx_reg(g->f, PTX_PRED, "wrap");
+    g->sc.flip = ptx_reg(g->f, PTX_B32, "flip");
+    g->sc.bar = ptx_reg(g->f, PTX_B32, "bar");
+}
+
 void kg_mbar_wait(kgen *g, ptx_r addr, ptx_r parity, int mbar)
 {
     ptx_mbar_waited(g->f, mbar);
     const int l = ptx_label(g->f, "wait");
-    ptx_r ok = ptx_reg(g->f, PTX_PRED, "ready");
+    ptx_r ok = g->sc.pw;
     ptx_place(g->f, l);
     INS("mbarrier.try_wait.parity.shared::cta.b64 $, [$], $;", ok, addr, parity);
     INS("@!$ bra %s;", ok, ptx_lab(g->f, l));
 }
 
 /* Address of ring barrier mb[stage]: the group's stage 0 plus 8 bytes a stage. */
-ptx_r kg_ring_bar(kgen *g, const int *mb, ptx_r stage)
+ptx_r kg_ring_bar(kgen *g, const int *mb, ptx_r stage, ptx_r off)
 {
-    ptx_r off = ptx_reg(g->f, PTX_B32, "stoff");
-    ptx_r a = ptx_reg(g->f, PTX_B32, "bar");
-    ptx_r b = ptx_reg(g->f, PTX_B32, "bar");
+    ptx_r b = g->sc.bar;
     INS("shl.b32 $, $, 3;", off, stage);
-    INS("add.u32 $, $, %d;", a, g->bars, g->f->mbar[mb[0]].offset);
-    INS("add.u32 $, $, $;", b, a, off);
+    INS("add.u32 $, $, %d;", b, g->bars, g->f->mbar[mb[0]].offset);
+    INS("add.u32 $, $, $;", b, b, off);
     return b;
 }
 
 /* Address of Q barrier mb[buf]: with two buffers, buf (0 or 1) picks the entry. */
 ptx_r kg_q_bar(kgen *g, const int *mb, ptx_r buf)
 {
-    ptx_r a = ptx_reg(g->f, PTX_B32, "qbar");
+    ptx_r a = g->sc.bar;
     if (g->p->q_bufs == 1) {
         INS("add.u32 $, $, %d;", a, g->bars, g->f->mbar[mb[0]].offset);
         return a;
     }
     const int o0 = g->f->mbar[mb[0]].offset, o1 = g->f->mbar[mb[1]].offset;
     if (o1 - o0 == 16) { /* the q_empty pair: base + 16·buf */
-        ptx_r b = ptx_reg(g->f, PTX_B32, "qbar");
         INS("add.u32 $, $, %d;", a, g->bars, o0);
-        INS("mad.lo.u32 $, $, 16, $;", b, buf, a);
-        return b;
+        INS("mad.lo.u32 $, $, 16, $;", a, buf, a);
+        return a;
     }
     ptx_r p = ptx_reg(g->f, PTX_PRED, "qbuf1");
-    ptx_r b = ptx_reg(g->f, PTX_B32, "qbar");
     INS("setp.ne.u32 $, $, 0;", p, buf);
     INS("selp.b32 $, %d, %d, $;", a, o1, o0, p);
-    INS("add.u32 $, $, $;", b, a, g->bars);
-    return b;
+    INS("add.u32 $, $, $;", a, a, g->bars);
+    return a;
 }
 
 /* Lane 0 of each consumer warp arrives: num_consumer_wg × 4 arrivals per phase. */
 void kg_release_warp(kgen *g, ptx_r addr, int mbar, const char *site)
 {
     ptx_mbar_release(g->f, mbar, 4 * g->p->num_consumer_wg, site);
-    ptx_r l0 = ptx_reg(g->f, PTX_PRED, "lane0");
+    ptx_r l0 = g->sc.pt;
     INS("setp.eq.u32 $, $, 0;", l0, g->lane);
     INS("@$ mbarrier.arrive.shared::cta.b64 _, [$];", l0, addr);
 }
@@ -82,8 +87,7 @@ pipe_state kg_pipe_init(kgen *g, const char *who)
 
 void kg_pipe_advance(kgen *g, pipe_state *s)
 {
-    ptx_r wrap = ptx_reg(g->f, PTX_PRED, "wrap");
-    ptx_r flip = ptx_reg(g->f, PTX_B32, "flip");
+    ptx_r wrap = g->sc.wrap, flip = g->sc.flip;
     INS("add.u32 $, $, 1;", s->stage, s->stage);
     INS("setp.eq.u32 $, $, %d;", wrap, s->stage, g->p->stages);
     INS("selp.b32 $, 0, $, $;", s->stage, s->stage, wrap);

@@ -10,7 +10,7 @@
 #include "kernel_abi.h"
 
 typedef struct prod {
-    ptx_r tmq, tmk, tmv, qc;
+    ptx_r tmq, tmk, tmv, qc, off;
     tile_info t;
 } prod;
 
@@ -74,11 +74,11 @@ static void load_kv(kgen *g, prod *pr, pipe_state *ps, ptx_r row0, int is_v)
     const int chunks = is_v ? p->hdv_chunks : p->hd_chunks;
     const int stage_bytes = is_v ? p->smem_v_stage : p->smem_k_stage;
     const int base = is_v ? p->smem_v : p->smem_k;
-    ptx_r empty = kg_ring_bar(g, empty_mb, ps->stage);
+    ptx_r empty = kg_ring_bar(g, empty_mb, ps->stage, pr->off);
     ptx_r par = ptx_reg(g->f, PTX_B32, "epar");
     INS("xor.b32 $, $, 1;", par, ps->phase); /* first pass: parity 1 falls through */
     kg_mbar_wait(g, empty, par, empty_mb[0]);
-    ptx_r full = kg_ring_bar(g, full_mb, ps->stage);
+    ptx_r full = kg_ring_bar(g, full_mb, ps->stage, pr->off);
     INS("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$], %d;", full, stage_bytes);
     ptx_r st = ptx_reg(g->f, PTX_B32, is_v ? "vst" : "kst");
     INS("mad.lo.u32 $, $, %d, $;", st, ps->stage, stage_bytes, g->sbase);
@@ -110,6 +110,8 @@ void kg_producer(kgen *g)
     INS("add.s64 $, $, %d;", pr.tmk, gen, FA3P_OFF_TMAP_K);
     INS("add.s64 $, $, %d;", pr.tmv, gen, FA3P_OFF_TMAP_V);
     INS("add.s64 $, $, %d;", pr.tmq, gen, FA3P_OFF_TMAP_Q);
+    kg_scratch_init(g);
+    pr.off = ptx_reg(g->f, PTX_B32, "off");
     pipe_state ps = kg_pipe_init(g, "producer");
     pr.qc = ptx_reg(g->f, PTX_B32, "qc");
     ptx_r totit = ptx_reg(g->f, PTX_B32, "totit");
@@ -166,7 +168,7 @@ void kg_producer(kgen *g)
     INS("mov.u32 $, 0;", k);
     const int lab_tail = ptx_label(g->f, "prod_tail");
     ptx_place(g->f, lab_tail);
-    ptx_r vempty = kg_ring_bar(g, g->mb_v_empty, ps.stage); /* released last */
+    ptx_r vempty = kg_ring_bar(g, g->mb_v_empty, ps.stage, pr.off); /* released last */
     ptx_r par = ptx_reg(g->f, PTX_B32, "epar");
     INS("xor.b32 $, $, 1;", par, ps.phase);
     kg_mbar_wait(g, vempty, par, g->mb_v_empty[0]);

@@ -36,10 +36,9 @@ void kg_softmax(kgen *g, cons *c, int masked)
     if (masked)
         kg_apply_mask(g, c);
 
-    ptx_r mz[2];
     for (int r = 0; r < 2; r++) {
         /* the block's row max over the thread's values, then over the row's 4 threads */
-        ptx_r bmax = ptx_reg(g->f, PTX_F32, "bmax");
+        ptx_r bmax = c->tmp.bmax[r], o = c->tmp.shf;
         int first = 1;
         for (int i = 0; i < ns; i++) {
             if (acc_row(i) != r)
@@ -51,29 +50,26 @@ void kg_softmax(kgen *g, cons *c, int masked)
             first = 0;
         }
         for (int lanes = 1; lanes <= 2; lanes *= 2) {
-            ptx_r o = ptx_reg(g->f, PTX_F32, "shfl");
             INS("shfl.sync.bfly.b32 $, $, %d, 31, -1;", o, bmax, lanes);
             INS("max.f32 $, $, $;", bmax, bmax, o);
         }
-        ptx_r mnew = ptx_reg(g->f, PTX_F32, "mnew"), d = ptx_reg(g->f, PTX_F32, "mdiff");
-        ptx_r none = ptx_reg(g->f, PTX_PRED, "nokey");
-        mz[r] = ptx_reg(g->f, PTX_F32, "mz");
+        ptx_r mnew = c->tmp.mnew[r], mz = c->tmp.mz[r], none = c->tmp.nokey;
         INS("max.f32 $, $, $;", mnew, bmax, c->m[r]);
         INS("setp.eq.f32 $, $, " NEG_INF ";", none, mnew);
-        INS("selp.f32 $, " ZERO_F ", $, $;", mz[r], mnew, none);
-        INS("sub.rn.f32 $, $, $;", d, c->m[r], mz[r]);
-        INS("mul.rn.f32 $, $, $;", d, d, c->scale_log2);
-        INS("ex2.approx.ftz.f32 $, $;", c->alpha[r], d);
+        INS("selp.f32 $, " ZERO_F ", $, $;", mz, mnew, none);
+        INS("sub.rn.f32 $, $, $;", c->alpha[r], c->m[r], mz);
+        INS("mul.rn.f32 $, $, $;", c->alpha[r], c->alpha[r], c->scale_log2);
+        INS("ex2.approx.ftz.f32 $, $;", c->alpha[r], c->alpha[r]);
         INS("mov.f32 $, $;", c->m[r], mnew);
     }
     /* p = 2^((s - m_z)·c) (explicit rounding: no contraction into an FMA), partial row sums */
-    ptx_r sum[2] = {ptx_reg(g->f, PTX_F32, "psum"), ptx_reg(g->f, PTX_F32, "psum")};
+    ptx_r *sum = c->tmp.psum;
     INS("mov.f32 $, " ZERO_F ";", sum[0]);
     INS("mov.f32 $, " ZERO_F ";", sum[1]);
     for (int i = 0; i < ns; i++) {
         const int r = acc_row(i);
         ptx_r x = ptx_at(c->s, i);
-        INS("sub.rn.f32 $, $, $;", x, x, mz[r]);
+        INS("sub.rn.f32 $, $, $;", x, x, c->tmp.mz[r]);
         INS("mul.rn.f32 $, $, $;", x, x, c->scale_log2);
         INS("ex2.approx.ftz.f32 $, $;", x, x);
         INS("add.f32 $, $, $;", sum[r], sum[r], x);
