@@ -20,6 +20,9 @@
  *     apart from the default kernel's entry, loaded back with its mark; the default unmarked;
  *   - disable_disk_cache, or $FA3JIT_CACHE_DISABLE=1 → nothing written, no warning;
  *   - the cache folder's resolution from the options and the environment.
+ *
+ * Over 600 lines on purpose: every damaged-entry and key case runs against each backend through
+ * one fixture (the folder, the contexts, the entry reader); split files would repeat it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
