@@ -6,6 +6,24 @@
 
 #include "codegen/emit.h"
 
+/* Room for n more bytes and a NUL; 0 (and b->oom set) when memory ran out. */
+static int reserve(fa3_buf *b, size_t n)
+{
+    if (b->data && b->cap - b->len > n)
+        return 1;
+    size_t cap = b->cap ? b->cap : 65536;
+    while (cap - b->len <= n)
+        cap *= 2;
+    char *d = realloc(b->data, cap);
+    if (!d) {
+        b->oom = 1;
+        return 0;
+    }
+    b->data = d;
+    b->cap = cap;
+    return 1;
+}
+
 static void vappend(fa3_buf *b, const char *fmt, va_list ap)
 {
     if (b->oom)
@@ -24,35 +42,15 @@ static void vappend(fa3_buf *b, const char *fmt, va_list ap)
             b->len += (size_t)n;
             return;
         }
-        size_t cap = b->cap ? b->cap : 65536;
-        while (cap - b->len <= (size_t)n)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d) {
-            b->oom = 1;
+        if (!reserve(b, (size_t)n))
             return;
-        }
-        b->data = d;
-        b->cap = cap;
     }
 }
 
 void fa3_emitn(fa3_buf *b, const char *text, size_t n)
 {
-    if (b->oom)
+    if (b->oom || !reserve(b, n))
         return;
-    if (!b->data || b->cap - b->len <= n) {
-        size_t cap = b->cap ? b->cap : 65536;
-        while (cap - b->len <= n)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d) {
-            b->oom = 1;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
     memcpy(b->data + b->len, text, n);
     b->len += n;
     b->data[b->len] = '\0';
