@@ -96,3 +96,14 @@ fa3_status fa3_struct_out(const fa3_struct_kind *k, void *dst, size_t size, cons
     set_size(dst, size);
     return FA3_OK;
 }
+
+const char *fa3_printable(const char *s, long len, char *out, size_t size)
+{
+    size_t i = 0;
+    if (!size)
+        return out;
+    for (; s && s[i] && (len < 0 || (long)i < len) && i + 1 < size; i++)
+        out[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+    out[i] = '\0';
+    return out;
+}

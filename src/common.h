@@ -30,6 +30,9 @@ FA3_INTERNAL void fa3_append(char *buf, size_t size, size_t *len, const char *fm
 /* s[0..len) as a whole number written in digits only (no sign, space or other base), at most
    max: 1 and *out set if it is one, else 0. */
 FA3_INTERNAL int fa3_parse_whole(const char *s, size_t len, long max, long *out);
+/* s[0..len) (len < 0: up to its NUL) as printable text for a message: bytes outside 0x20..0x7e
+   become '?', cut to fit out (size bytes, NUL-terminated). Returns out. */
+FA3_INTERNAL const char *fa3_printable(const char *s, long len, char *out, size_t size);
 
 /*
  * The public structs' sizes ("Growing structs" in fa3jit.h). Each struct starts with uint32_t

@@ -43,6 +43,15 @@ count "ls: the reason is the cache switch" "$dir/err" "the disk cache is off (FA
 check "relative FA3JIT_CACHE_DIR" 0 env FA3JIT_CACHE_DIR=relative/cache XDG_CACHE_HOME="$dir/xdg" "$gen" cache warm --dry-run
 count "relative folder named" "$dir/err" "FA3JIT_CACHE_DIR='relative/cache' is not an absolute path" 1
 
+# control bytes of a value are shown as '?', never sent to the terminal as they are
+check "a lock timeout with a newline and an escape" 0 env "FA3JIT_CACHE_LOCK_TIMEOUT=$(printf '5\n0')" "FA3JIT_CACHE_DIR=$(printf 'rel\033[31m')" "$gen" --emit-ptx --head-dim 64
+count "control bytes shown as ?" "$dir/err" "FA3JIT_CACHE_DIR='rel?[31m'" 1
+count "a newline shown as ?" "$dir/err" "FA3JIT_CACHE_LOCK_TIMEOUT='5?0'" 1
+if grep -q "$(printf '\033')" "$dir/err"; then bad "an escape byte reached stderr"; else ok "no escape byte on stderr"; fi
+# an empty --cache-dir (an unset "$DIR") is refused, not taken for the default folder
+check "--cache-dir ''" 64 "$gen" cache clear --cache-dir ""
+count "empty folder named" "$dir/err" "option '--cache-dir': an empty folder name" 1
+
 check "--help" 0 "$gen" --help
 count "--help: head_dim_v defaults to head_dim" "$dir/out" "--head-dim-v N       V/O head dimension (default: the same as head_dim;" 1
 count "--help: 128 with 192 is not called the default" "$dir/out" "head_dim; 128 with head_dim 192" 0

@@ -1,6 +1,6 @@
 /*
  * test_ptx_hash: the XXH3-64 of the generated PTX of every supported config under every benchmark
- * knob set the planner keeps, and of a few tile overrides, against tests/ptx_hashes.txt. A change
+ * knob set the planner keeps, and of a few tile overrides (stages up to 8), against tests/ptx_hashes.txt. A change
  * of the generator that means to move code without changing it keeps every hash; one that changes
  * the PTX on purpose regenerates the file (and says so in its commit):
  *
@@ -32,7 +32,8 @@ static const char *const knob_sets[] = {"", "wg3=0", "dbg_no_o_store=1", "dbg_no
 /* Tile overrides (config fields): block_n / stages on some head dims. */
 static const struct {
     int hd, block_n, stages;
-} tiles[] = {{64, 64, 2}, {64, 128, 3}, {128, 64, 2}, {128, 176, 2}, {128, 128, 3}, {256, 64, 2}};
+} tiles[] = {{64, 64, 2},  {64, 128, 3}, {128, 64, 2}, {128, 176, 2},
+             {128, 128, 3}, {256, 64, 2}, {64, 16, 8}, {128, 32, 8}}; /* stages 8: the most */
 #define NTILES (sizeof tiles / sizeof tiles[0])
 
 typedef struct entry {

@@ -68,22 +68,30 @@ static void prologue(kgen *g)
     INS("@$ bra %s;", not0, ptx_lab(g->f, lab));
     /* in layout order: q_full[0], each stage's k_full, v_full, k_empty, v_empty, then the Q
        buffers' q_empty (and q_full[1]) */
-    int order[PTX_MAX_MBARS], n = 0;
-    order[n++] = g->mb_q_full[0];
-    for (int st = 0; st < p->stages; st++) {
-        order[n++] = g->mb_k_full[st];
-        order[n++] = g->mb_v_full[st];
-        order[n++] = g->mb_k_empty[st];
-        order[n++] = g->mb_v_empty[st];
+    int order[4 * FA3_MAX_STAGES + 4], n = 0;
+#define ORDER(m)                                                           \
+    do {                                                                   \
+        if (n < (int)(sizeof order / sizeof order[0]))                     \
+            order[n++] = (m);                                              \
+        else                                                               \
+            ptx_bug(g->f, "more mbarriers than the init order holds");     \
+    } while (0)
+    ORDER(g->mb_q_full[0]);
+    for (int st = 0; st < p->stages && st < FA3_MAX_STAGES; st++) {
+        ORDER(g->mb_k_full[st]);
+        ORDER(g->mb_v_full[st]);
+        ORDER(g->mb_k_empty[st]);
+        ORDER(g->mb_v_empty[st]);
     }
     for (int b = 0; b < p->q_bufs; b++) {
         if (b)
-            order[n++] = g->mb_q_full[b];
-        order[n++] = g->mb_q_empty[b];
+            ORDER(g->mb_q_full[b]);
+        ORDER(g->mb_q_empty[b]);
     }
+#undef ORDER
     if (n != g->f->nmbar)
         ptx_bug(g->f, "%d mbarriers in the table, %d initialized", g->f->nmbar, n);
-    for (int i = 0; i < n && i < PTX_MAX_MBARS; i++) {
+    for (int i = 0; i < n; i++) {
         const ptx_mbar *mb = &g->f->mbar[order[i]];
         if (mb->offset)
             INS("mbarrier.init.shared::cta.b64 [$+%d], %d;", g->bars, mb->offset, mb->count);

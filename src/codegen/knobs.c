@@ -57,11 +57,13 @@ int fa3_knobs_parse(const char *text, fa3_plan *plan, char *warn, size_t warn_si
             if (plan)
                 *(int *)((char *)plan + k->off) = (int)v;
         } else {
+            char pt[201], pi[65]; /* control bytes of the value shown as '?' */
             if (bad)
                 fa3_append(warn, warn_size, &n, ", ");
             else
-                fa3_append(warn, warn_size, &n, "%s='%.200s': ignored ", FA3_KNOBS_ENV, text);
-            fa3_append(warn, warn_size, &n, "'%.*s' ", len > 64 ? 64 : (int)len, p);
+                fa3_append(warn, warn_size, &n, "%s='%s': ignored ", FA3_KNOBS_ENV,
+                           fa3_printable(text, -1, pt, sizeof pt));
+            fa3_append(warn, warn_size, &n, "'%s' ", fa3_printable(p, (long)len, pi, sizeof pi));
             if (!len)
                 fa3_append(warn, warn_size, &n, "(an empty item)");
             else if (!eq)
@@ -100,9 +102,8 @@ void fa3_knobs_apply_env(fa3_plan *plan)
        chars only, so memcmp compares its values. */
     if (!env || memcmp(&def, plan, sizeof def) == 0)
         return;
-    size_t n = strlen(env), max = sizeof plan->debug - 1;
-    for (size_t i = 0; i < n && i < max; i++)
-        plan->debug[i] = env[i] >= 0x20 && env[i] < 0x7f ? env[i] : '?';
+    const size_t n = strlen(env), max = sizeof plan->debug - 1;
+    fa3_printable(env, -1, plan->debug, sizeof plan->debug);
     if (n > max)
         memcpy(plan->debug + max - 3, "...", 3);
 }

@@ -52,7 +52,7 @@ typedef struct ptx_fn ptx_fn;
 #define PTX_MAX_SCALARS 4096
 #define PTX_MAX_ARRAYS 8
 #define PTX_MAX_LABELS 512
-#define PTX_MAX_MBARS 32
+#define PTX_MAX_MBARS 64 /* 4 per K/V stage (at most 8) and 4 for Q: 36 */
 #define PTX_MAX_SITES 64
 
 /* An mbarrier the kernel uses: its byte offset from the barrier area, its arrival count per

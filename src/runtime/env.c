@@ -28,7 +28,9 @@ static const char *absolute(const char *name, char *warn, size_t size, size_t *n
     const char *v = value_of(name);
     if (v && v[0] != '/') {
         next_problem(warn, size, n, count);
-        fa3_append(warn, size, n, "%s='%.300s' is not an absolute path: ignored", name, v);
+        char pv[301];
+        fa3_append(warn, size, n, "%s='%s' is not an absolute path: ignored", name,
+                   fa3_printable(v, -1, pv, sizeof pv));
         return NULL;
     }
     return v;
@@ -47,11 +49,12 @@ int fa3_env_read(fa3_env *env, char *warn, size_t warn_size)
     env->xdg_cache_home = absolute("XDG_CACHE_HOME", warn, warn_size, &n, &count);
     env->home = absolute("HOME", warn, warn_size, &n, &count);
 
+    char pv[101];
     const char *v = value_of("FA3JIT_CACHE_DISABLE");
     if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
         next_problem(warn, warn_size, &n, &count);
-        fa3_append(warn, warn_size, &n, "FA3JIT_CACHE_DISABLE='%.100s' is not 0 or 1: ignored "
-                   "(disk cache on)", v);
+        fa3_append(warn, warn_size, &n, "FA3JIT_CACHE_DISABLE='%s' is not 0 or 1: ignored "
+                   "(disk cache on)", fa3_printable(v, -1, pv, sizeof pv));
     }
     env->cache_disable = v && strcmp(v, "1") == 0;
 
@@ -59,8 +62,9 @@ int fa3_env_read(fa3_env *env, char *warn, size_t warn_size)
     long sec = 0;
     if ((v = value_of("FA3JIT_CACHE_LOCK_TIMEOUT")) && !fa3_parse_whole(v, strlen(v), FA3_LOCK_TIMEOUT_MAX_S, &sec)) {
         next_problem(warn, warn_size, &n, &count);
-        fa3_append(warn, warn_size, &n, "FA3JIT_CACHE_LOCK_TIMEOUT='%.100s' is not whole seconds "
-                   "in 0..%d: using %d", v, FA3_LOCK_TIMEOUT_MAX_S, FA3_LOCK_TIMEOUT_DEFAULT_S);
+        fa3_append(warn, warn_size, &n, "FA3JIT_CACHE_LOCK_TIMEOUT='%s' is not whole seconds "
+                   "in 0..%d: using %d", fa3_printable(v, -1, pv, sizeof pv),
+                   FA3_LOCK_TIMEOUT_MAX_S, FA3_LOCK_TIMEOUT_DEFAULT_S);
     } else if (v) {
         env->lock_timeout_s = (int)sec;
     }

@@ -245,6 +245,9 @@ int parse_common(cli *c, common_opts *o)
         return 1; /* not a kernel-config flag */
     } else if (cli_is(c, "--cache-dir")) {
         o->ctx_opts.cache_dir = cli_value(c);
+        if (!o->ctx_opts.cache_dir[0]) /* an unset "$DIR" must not mean the default folder */
+            usage_error("option '--cache-dir': an empty folder name (leave the option out for the "
+                        "default folder)");
         return 1;
     } else if (cli_is(c, "--no-cache")) {
         cli_noval(c);
