@@ -75,7 +75,7 @@ typedef struct kgen {
     const char *ab;  /* wgmma operand type: "bf16" or "f16" */
     const char *cvt; /* P and O packing: "bf16x2" or "f16x2" */
     /* every thread */
-    ptx_r thr, wg, warp, lane, sbase, bars, pw;
+    ptx_r thr, wg, warp, lane, sbase, bars;
     ptx_r sq, sk, wl, wr, ntiles;
     ptx_r round; /* this role's tile round */
     scratch sc;  /* this role's shared temporaries */
@@ -100,7 +100,7 @@ void kg_scratch_init(kgen *g);
 ptx_r kg_q_bar(kgen *g, const int *mb, ptx_r buf);
 /* One arrive per consumer warp (lane 0) on the barrier at addr: a release site of mbar. */
 void kg_release_warp(kgen *g, ptx_r addr, int mbar, const char *site);
-pipe_state kg_pipe_init(kgen *g, const char *who);
+pipe_state kg_pipe_init(kgen *g);
 void kg_pipe_advance(kgen *g, pipe_state *s);
 void kg_pipe_assign(kgen *g, pipe_state *dst, pipe_state src);
 

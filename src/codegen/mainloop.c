@@ -194,7 +194,7 @@ void kg_consumer(kgen *g)
     c.score_mul = kg_param(g, PTX_F32, "f32", FA3P_OFF_SCORE_MUL, "score_mul");
     c.scale_log2 = kg_param(g, PTX_F32, "f32", FA3P_OFF_SCALE_LOG2, "scale_log2");
     c.lse_mul = kg_param(g, PTX_F32, "f32", FA3P_OFF_LSE_MUL, "lse_mul");
-    c.ps = kg_pipe_init(g, "consumer");
+    c.ps = kg_pipe_init(g);
     c.pps = (pipe_state){ptx_reg(g->f, PTX_B32, "pstage"), ptx_reg(g->f, PTX_B32, "pphase")};
     c.qc = ptx_reg(g->f, PTX_B32, "qc");
     c.qbuf = ptx_reg(g->f, PTX_B32, "qbuf");

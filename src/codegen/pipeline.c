@@ -76,9 +76,8 @@ void kg_release_warp(kgen *g, ptx_r addr, int mbar, const char *site)
     INS("@$ mbarrier.arrive.shared::cta.b64 _, [$];", l0, addr);
 }
 
-pipe_state kg_pipe_init(kgen *g, const char *who)
+pipe_state kg_pipe_init(kgen *g)
 {
-    (void)who;
     pipe_state s = {ptx_reg(g->f, PTX_B32, "stage"), ptx_reg(g->f, PTX_B32, "phase")};
     INS("mov.u32 $, 0;", s.stage);
     INS("mov.u32 $, 0;", s.phase);

@@ -112,7 +112,7 @@ void kg_producer(kgen *g)
     INS("add.s64 $, $, %d;", pr.tmq, gen, FA3P_OFF_TMAP_Q);
     kg_scratch_init(g);
     pr.off = ptx_reg(g->f, PTX_B32, "off");
-    pipe_state ps = kg_pipe_init(g, "producer");
+    pipe_state ps = kg_pipe_init(g);
     pr.qc = ptx_reg(g->f, PTX_B32, "qc");
     ptx_r totit = ptx_reg(g->f, PTX_B32, "totit");
     g->round = ptx_reg(g->f, PTX_B32, "round");
