@@ -121,7 +121,12 @@ FA3_API const char *fa3_last_error_message(void);
 typedef enum fa3_dtype {
     FA3_DTYPE_BF16 = 0, /* bfloat16 Q/K/V/O */
     FA3_DTYPE_FP16 = 1, /* IEEE half Q/K/V/O */
-    FA3_DTYPE_E4M3 = 2  /* fp8 e4m3 (not yet supported: FA3_ERR_BAD_DTYPE) */
+    /* fp8 e4m3 (OCP FP8, torch.float8_e4m3fn) Q/K/V with fp32 descales (fa3_fwd_args), O in
+       out_dtype (bf16 by default). e5m2 is not supported (FA3_ERR_BAD_DTYPE). */
+    FA3_DTYPE_E4M3 = 2,
+    /* fa3_config.out_dtype only: the default for the input dtype (dtype itself for bf16/fp16,
+       bf16 for e4m3) */
+    FA3_DTYPE_AUTO = -1
 } fa3_dtype;
 
 typedef enum fa3_mask {
@@ -166,10 +171,13 @@ typedef struct fa3_config {
     fa3_arch arch;    /* FA3_ARCH_SM90A */
     int block_n;      /* keys per tile; 0 = the planner's choice (recommended) */
     int stages;       /* K/V shared-memory ring depth; 0 = the planner's choice */
+    fa3_dtype out_dtype; /* dtype of O: FA3_DTYPE_AUTO (the default) = dtype for bf16/fp16 and
+                            bf16 for e4m3; e4m3 configs also take FA3_DTYPE_FP16; bf16/fp16
+                            configs only their own dtype (canonical form: resolved) */
 } fa3_config;
 
 /** Sets struct_size and the defaults: head_dim 128, head_dim_v 0, bf16, no mask, no softcap,
- *  sm_90a, planner tiles. NULL is ignored. A macro over fa3_config_init_sized. */
+ *  sm_90a, planner tiles, out_dtype FA3_DTYPE_AUTO. NULL is ignored. A macro over fa3_config_init_sized. */
 #define fa3_config_init(cfg) fa3_config_init_sized((cfg), sizeof(fa3_config))
 FA3_API void fa3_config_init_sized(fa3_config *cfg, size_t struct_size);
 
@@ -185,7 +193,8 @@ FA3_API fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *ou
 /**
  * Enumerates the configurations this build supports, in canonical form (the planner's block_n and
  * stages): every head_dim / head_dim_v pair (64, 96, 128, 192, 256 with head_dim_v = head_dim,
- * and 192 with 128) × dtype (bf16, fp16) × mask (none, causal, local) × softcap (0, 1) that
+ * and 192 with 128) × dtype (bf16, fp16, e4m3 with out_dtype bf16) × mask (none, causal, local)
+ * × softcap (0, 1) that
  * fa3_config_canonicalize accepts, in that order. Writes the first min(total, max) of them to out
  * (out may be NULL when max <= 0) and returns the total, so fa3_supported_configs(NULL, 0) gives
  * the count. Pure, thread-safe, needs no GPU. This is the set `fa3-gen cache warm --all`
@@ -353,9 +362,18 @@ FA3_API fa3_status fa3_kernel_get_cubin(const fa3_kernel *kernel, const void **d
  *   q: (batch, seqlen_q, num_heads,   head_dim)    dtype of the config
  *   k: (batch, seqlen_k, num_heads_k, head_dim)    dtype of the config
  *   v: (batch, seqlen_k, num_heads_k, head_dim_v)  dtype of the config
- *   o: (batch, seqlen_q, num_heads,   head_dim_v)  dtype of the config (written)
+ *   o: (batch, seqlen_q, num_heads,   head_dim_v)  out_dtype of the config (written)
  *   lse: (batch, num_heads, seqlen_q) fp32 contiguous, natural-log sum-exp of the scaled (and
  *        capped) scores of each row; -inf for a row that sees no key. NULL = not written.
+ * FP8 (dtype e4m3): q, k, v hold e4m3 values x8; the kernel computes with x8 · descale, each
+ * descale an fp32 DEVICE array of shape (batch, num_heads_k), contiguous (element b·num_heads_k +
+ * h_k scales batch b, kv head h_k; for q: every query head h of the group h / (num_heads /
+ * num_heads_k), FlashAttention-3's convention), or NULL for 1.0. Softmax scale and softcap apply
+ * to the dequantized scores q·kᵀ·descale_q·descale_k; O = softmax · (v8·descale_v). Descales must
+ * be positive and finite: fa3_fwd reads them back (a blocking device-to-host copy on the call's
+ * stream) and refuses others with FA3_ERR_BAD_SCALE naming the array, index and value, unless
+ * descales_trusted = 1 (no read: for CUDA graph capture and the lowest latency; a bad value then
+ * gives wrong output, not an error). bf16/fp16 configs need all three NULL.
  * TMA requirements: q, k, v 16-byte aligned; their batch/row/head strides × element size multiples
  * of 16 bytes (a stride of 0 broadcasts, e.g. K/V shared by all heads). o must be 4-byte aligned
  * with even strides and must not overlap itself; lse 4-byte aligned. An o that also meets the
@@ -383,6 +401,9 @@ typedef struct fa3_fwd_args {
     float softcap;         /* > 0 iff the config has softcap */
     int window_size_left;  /* FA3_MASK_LOCAL: >= 0, or -1 = unlimited; other masks: must be -1 */
     int window_size_right; /* FA3_MASK_LOCAL: >= 0, or -1 = unlimited; other masks: must be -1 */
+    /* e4m3 configs: (batch, num_heads_k) fp32 device arrays, NULL = 1.0 (see above) */
+    const float *descale_q, *descale_k, *descale_v;
+    int descales_trusted;  /* 1: fa3_fwd does not read the descales back to check them */
 } fa3_fwd_args;
 
 /** Zeroes args, sets struct_size and the window sizes to -1. NULL is ignored. A macro over
@@ -412,11 +433,53 @@ FA3_API fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *s
  */
 FA3_API double fa3_fwd_flops(const fa3_config *cfg, const fa3_fwd_args *args);
 
+/* ---------------------------------------------------------------- FP8 quantizer */
+/**
+ * Quantizes a bf16/fp16 tensor x of shape (batch, seqlen, num_heads, head_dim) to e4m3 for the FP8
+ * forward pass, with one fp32 descale per (batch, descale head): descale head g covers the heads
+ * g·(num_heads/num_descale_heads) .. +(num_heads/num_descale_heads)-1 (num_descale_heads divides
+ * num_heads: num_heads_k for q, so q's descales have fa3_fwd_args' shape (batch, num_heads_k); and
+ * num_heads for k, v). descale = amax / 448 over the group's elements (after the rotation), out =
+ * e4m3(x / descale), round to nearest even, saturating; a group of zeros gets descale 1.
+ * Optional incoherent processing (FlashAttention-3, arXiv 2407.08608 §3.3): with hadamard = 1
+ * every row is rotated first, x ← x · diag(signs) · H / sqrt(head_dim), H the Sylvester
+ * Walsh-Hadamard matrix (head_dim a power of two: 64, 128, 256, else FA3_ERR_BAD_HEAD_DIM); apply
+ * it to q and k with the same signs and not to v: (q·M)(k·M)ᵀ = q·kᵀ for the orthogonal M.
+ * signs: a DEVICE array of head_dim floats, each +1 or -1, or NULL for the signs of `seed`
+ * (fa3_hadamard_signs writes them to host memory). Strides in elements, head_dim contiguous; out
+ * 16-byte aligned with strides multiples of 16 for fa3_fwd; descale (batch, num_descale_heads)
+ * fp32 contiguous. The kernel is CUDA C compiled at the first call through NVRTC (cached in the
+ * context). Asynchronous on stream. Errors: FA3_ERR_INVALID_ARGUMENT, _BAD_SHAPE, _BAD_STRIDE,
+ * _BAD_ALIGNMENT, _BAD_DTYPE, _BAD_HEAD_DIM, _NO_NVRTC, _COMPILE, _CUDA.
+ */
+typedef struct fa3_quantize_args {
+    uint32_t struct_size;   /* sizeof(fa3_quantize_args), set by fa3_quantize_args_init */
+    fa3_dtype dtype;        /* of x: FA3_DTYPE_BF16 or FA3_DTYPE_FP16 */
+    const void *x;          /* device, (batch, seqlen, num_heads, head_dim) */
+    void *out;              /* device, e4m3, same shape (written) */
+    float *descale;         /* device, (batch, num_descale_heads) fp32 (written) */
+    int batch, seqlen, num_heads, head_dim;
+    int num_descale_heads;  /* 0 = num_heads */
+    int64_t x_batch_stride, x_row_stride, x_head_stride;
+    int64_t out_batch_stride, out_row_stride, out_head_stride;
+    int hadamard;           /* 1: rotate rows by diag(signs)·H/sqrt(head_dim) before quantizing */
+    const float *signs;     /* device, head_dim entries of ±1, or NULL: from seed */
+    uint64_t seed;          /* the signs when signs is NULL */
+} fa3_quantize_args;
+
+#define fa3_quantize_args_init(args) fa3_quantize_args_init_sized((args), sizeof(fa3_quantize_args))
+/** Zeroes args and sets struct_size (num_descale_heads 0 = num_heads, no rotation). */
+FA3_API void fa3_quantize_args_init_sized(fa3_quantize_args *args, size_t struct_size);
+FA3_API fa3_status fa3_quantize_fp8(fa3_context *ctx, const fa3_quantize_args *args, void *stream);
+/** The random signs (+1/-1) of seed for head_dim entries, into host memory out[head_dim]:
+ *  sign i is bit 0 of splitmix64(seed + i) (1 → -1). Pure, thread-safe. */
+FA3_API fa3_status fa3_hadamard_signs(uint64_t seed, int head_dim, float *out);
+
 /* ---------------------------------------------------------------- reference (verification) */
 /**
  * Plain reference attention: one CUDA C kernel compiled at run time through NVRTC (dlopen'd),
  * fp32 accumulation, two passes over the keys. Same argument conventions as fa3_fwd (cfg says
- * dtype, head dims, mask and softcap); o_ref (DEVICE pointer) is fp32 with layout (batch, seqlen_q, num_heads,
+ * dtype, head dims, mask and softcap; e4m3 inputs are dequantized with the descales); o_ref (DEVICE pointer) is fp32 with layout (batch, seqlen_q, num_heads,
  * head_dim_v) contiguous; lse_ref (DEVICE pointer) fp32 (batch, num_heads, seqlen_q), may be NULL. args->o/lse are
  * ignored. Synchronous. Errors: as fa3_fwd, plus FA3_ERR_NO_NVRTC, FA3_ERR_COMPILE.
  */
@@ -426,7 +489,8 @@ FA3_API fa3_status fa3_reference_fwd(fa3_context *ctx, const fa3_config *cfg,
 
 /**
  * As fa3_reference_fwd, but with emulate_dtype = 1 the probabilities P are rounded to the config's
- * dtype before the PV product (as the fast kernel does), and O is rounded to the dtype at the end:
+ * dtype before the PV product (as the fast kernel does; e4m3: P·2^8 rounded to e4m3, FA3's exponent
+ * offset), and O is rounded to the out_dtype at the end:
  * the difference between the two references measures the error the dtype itself makes, which the
  * tests use as the tolerance scale (FlashAttention's testing rule).
  */

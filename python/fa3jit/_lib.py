@@ -39,6 +39,7 @@ STATUS_NAMES = {
 }
 
 FA3_DTYPE_BF16, FA3_DTYPE_FP16, FA3_DTYPE_E4M3 = 0, 1, 2
+FA3_DTYPE_AUTO = -1
 FA3_MASK_NONE, FA3_MASK_CAUSAL, FA3_MASK_LOCAL = 0, 1, 2
 FA3_ARCH_SM90A = 90
 BACKENDS = {"auto": 0, "ptx-compiler": 1, "nvjitlink": 2, "driver-jit": 3}
@@ -51,14 +52,15 @@ SOURCES = {0: "compiled", 1: "disk", 2: "memory"}
 # so a library built from a later fa3jit.h reads only the fields this mirror has. Layout on
 # x86-64 / aarch64 (LP64), checked against a C program that printed sizeof/offsetof of the
 # header's structs:
-#   fa3_config           36 bytes: struct_size@0, 8 ints at 4,8,...,32
+#   fa3_config           40 bytes: struct_size@0, 9 ints at 4,8,...,36
 #   fa3_context_options  24 bytes: struct_size@0 cache_dir@8 disable_disk_cache@16 backend@20
-#   fa3_kernel_info     144 bytes: struct_size@0 config@4 backend@40 cache_key[33]@44
-#                                  num_regs@80 ... source@116 compile_ms@120 compile_log@128
-#                                  cubin_size@136
-#   fa3_fwd_args        184 bytes: struct_size@0 q,k,v,o,lse@8..40 batch@48 ... num_heads_k@64
+#   fa3_kernel_info     152 bytes: struct_size@0 config@4 backend@44 cache_key[33]@48
+#                                  num_regs@84 ... compile_ms@128 compile_log@136
+#                                  cubin_size@144
+#   fa3_fwd_args        216 bytes: struct_size@0 q,k,v,o,lse@8..40 batch@48 ... num_heads_k@64
 #                                  q_batch_stride@72 ... o_head_stride@160 softmax_scale@168
 #                                  softcap@172 window_size_left@176 window_size_right@180
+#                                  descale_q,k,v@184..200 descales_trusted@208
 class Config(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -70,6 +72,7 @@ class Config(ctypes.Structure):
         ("arch", ctypes.c_int),       # fa3_arch
         ("block_n", ctypes.c_int),
         ("stages", ctypes.c_int),
+        ("out_dtype", ctypes.c_int),  # fa3_dtype, FA3_DTYPE_AUTO = -1
     ]
 
 
@@ -133,11 +136,15 @@ class FwdArgs(ctypes.Structure):
         ("softcap", ctypes.c_float),
         ("window_size_left", ctypes.c_int),
         ("window_size_right", ctypes.c_int),
+        ("descale_q", ctypes.c_void_p),   # float * (device) or NULL
+        ("descale_k", ctypes.c_void_p),
+        ("descale_v", ctypes.c_void_p),
+        ("descales_trusted", ctypes.c_int),
     ]
 
 
 # Sizes derived from the header's layout (LP64). A mismatch means this file and fa3jit.h disagree.
-EXPECTED_SIZES_LP64 = {Config: 36, ContextOptions: 24, KernelInfo: 144, FwdArgs: 184}
+EXPECTED_SIZES_LP64 = {Config: 40, ContextOptions: 24, KernelInfo: 152, FwdArgs: 216}
 if ctypes.sizeof(ctypes.c_void_p) == 8 and ctypes.sizeof(ctypes.c_long) == 8:
     for _t, _n in EXPECTED_SIZES_LP64.items():
         if ctypes.sizeof(_t) != _n:  # pragma: no cover - a programming error in this file

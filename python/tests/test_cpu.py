@@ -68,24 +68,25 @@ def test_missing_library_error_names_paths_tried():
 
 # Offsets printed by a C program compiled against include/fa3jit.h on x86-64 (LP64).
 EXPECTED_LAYOUT = {
-    "fa3_config": (_lib.Config, 36, {"struct_size": 0, "head_dim": 4, "head_dim_v": 8,
+    "fa3_config": (_lib.Config, 40, {"struct_size": 0, "head_dim": 4, "head_dim_v": 8,
                                      "dtype": 12, "mask": 16, "softcap": 20, "arch": 24,
-                                     "block_n": 28, "stages": 32}),
+                                     "block_n": 28, "stages": 32, "out_dtype": 36}),
     "fa3_context_options": (_lib.ContextOptions, 24, {"struct_size": 0, "cache_dir": 8,
                                                       "disable_disk_cache": 16, "backend": 20}),
-    "fa3_kernel_info": (_lib.KernelInfo, 144, {
-        "struct_size": 0, "config": 4, "backend": 40, "cache_key": 44, "num_regs": 80,
-        "spill_store_bytes": 84, "spill_load_bytes": 88, "stack_bytes": 92, "shared_bytes": 96,
-        "threads": 100, "block_m": 104, "block_n": 108, "stages": 112, "source": 116,
-        "compile_ms": 120, "compile_log": 128, "cubin_size": 136}),
-    "fa3_fwd_args": (_lib.FwdArgs, 184, {
+    "fa3_kernel_info": (_lib.KernelInfo, 152, {
+        "struct_size": 0, "config": 4, "backend": 44, "cache_key": 48, "num_regs": 84,
+        "spill_store_bytes": 88, "spill_load_bytes": 92, "stack_bytes": 96, "shared_bytes": 100,
+        "threads": 104, "block_m": 108, "block_n": 112, "stages": 116, "source": 120,
+        "compile_ms": 128, "compile_log": 136, "cubin_size": 144}),
+    "fa3_fwd_args": (_lib.FwdArgs, 216, {
         "struct_size": 0, "q": 8, "k": 16, "v": 24, "o": 32, "lse": 40, "batch": 48,
         "seqlen_q": 52, "seqlen_k": 56, "num_heads": 60, "num_heads_k": 64,
         "q_batch_stride": 72, "q_row_stride": 80, "q_head_stride": 88, "k_batch_stride": 96,
         "k_row_stride": 104, "k_head_stride": 112, "v_batch_stride": 120, "v_row_stride": 128,
         "v_head_stride": 136, "o_batch_stride": 144, "o_row_stride": 152, "o_head_stride": 160,
         "softmax_scale": 168, "softcap": 172, "window_size_left": 176,
-        "window_size_right": 180}),
+        "window_size_right": 180, "descale_q": 184, "descale_k": 192, "descale_v": 200,
+        "descales_trusted": 208}),
 }
 
 

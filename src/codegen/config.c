@@ -24,11 +24,17 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
         return fa3_seterr(FA3_ERR_BAD_HEAD_DIM_V,
                           "head_dim_v %d is not supported with head_dim %d (supported: equal to "
                           "head_dim, or 128 with head_dim 192)", c.head_dim_v, c.head_dim);
-    if (c.dtype == FA3_DTYPE_E4M3)
-        return fa3_seterr(FA3_ERR_BAD_DTYPE, "dtype e4m3 (%d) is not supported yet (supported: "
-                          "bf16, fp16)", (int)c.dtype);
-    if (c.dtype != FA3_DTYPE_BF16 && c.dtype != FA3_DTYPE_FP16)
-        return fa3_seterr(FA3_ERR_BAD_DTYPE, "dtype %d is not a valid fa3_dtype", (int)c.dtype);
+    if (c.dtype != FA3_DTYPE_BF16 && c.dtype != FA3_DTYPE_FP16 && c.dtype != FA3_DTYPE_E4M3)
+        return fa3_seterr(FA3_ERR_BAD_DTYPE, "dtype %d is not supported (supported: bf16 = 0, "
+                          "fp16 = 1, e4m3 = 2; e5m2 is not supported)", (int)c.dtype);
+    if (c.out_dtype != FA3_DTYPE_AUTO && c.out_dtype != fa3_default_out_dtype(c.dtype) &&
+        !(c.dtype == FA3_DTYPE_E4M3 && c.out_dtype == FA3_DTYPE_FP16))
+        return fa3_seterr(FA3_ERR_BAD_DTYPE,
+                          "out_dtype %d is not supported with dtype %s (supported: %s)",
+                          (int)c.out_dtype, c.dtype == FA3_DTYPE_E4M3 ? "e4m3" : c.dtype == FA3_DTYPE_FP16 ? "fp16" : "bf16",
+                          c.dtype == FA3_DTYPE_E4M3 ? "-1 = auto, bf16 = 0, fp16 = 1"
+                                                    : "-1 = auto, or the dtype itself");
+    fa3_config_fill_zero(&c, FA3_CANON_OUT_DTYPE, NULL); /* out_dtype auto = the default */
     if (c.mask != FA3_MASK_NONE && c.mask != FA3_MASK_CAUSAL && c.mask != FA3_MASK_LOCAL)
         return fa3_seterr(FA3_ERR_BAD_MASK, "mask %d is not a valid fa3_mask", (int)c.mask);
     if (c.softcap != 0 && c.softcap != 1)
@@ -54,7 +60,7 @@ int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
     /* Candidates; fa3_config_canonicalize decides, so the list follows the generator. */
     static const int heads[][2] = {{64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256},
                                    {192, 128}};
-    static const fa3_dtype dtypes[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16};
+    static const fa3_dtype dtypes[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16, FA3_DTYPE_E4M3};
     static const fa3_mask masks[] = {FA3_MASK_NONE, FA3_MASK_CAUSAL, FA3_MASK_LOCAL};
     int n = 0;
     for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)

@@ -29,6 +29,8 @@ const fa3_config_field fa3_config_fields[FA3_CONFIG_NUM_FIELDS] = {
      " sm_", "a", NULL, 0},
     {FIELD(block_n), 0, 1, 4096, FA3_CANON_PLANNER, FA3_SHOW_NUMBER, " bn", "", NULL, 0},
     {FIELD(stages), 0, 1, 64, FA3_CANON_PLANNER, FA3_SHOW_NUMBER, " st", "", NULL, 0},
+    {FIELD(out_dtype), FA3_DTYPE_AUTO, FA3_DTYPE_BF16, FA3_DTYPE_FP16, FA3_CANON_OUT_DTYPE,
+     FA3_SHOW_NAME, " out ", "", NAMES(dtype_names)},
 };
 
 /* Every member of fa3_config after struct_size is a 32-bit field of the table. */
@@ -90,11 +92,24 @@ int fa3_config_equal(const fa3_config *a, const fa3_config *b)
     return 1;
 }
 
+int32_t fa3_default_out_dtype(int32_t dtype)
+{
+    return dtype == FA3_DTYPE_E4M3 ? FA3_DTYPE_BF16 : dtype;
+}
+
 void fa3_config_fill_zero(fa3_config *c, fa3_field_canon canon, const fa3_config *planned)
 {
     for (int i = 0; i < FA3_CONFIG_NUM_FIELDS; i++) {
         const fa3_config_field *f = &fa3_config_fields[i];
-        if (f->canon != canon || canon == FA3_CANON_NONE || fa3_config_get(c, f) != 0)
+        if (f->canon != canon || canon == FA3_CANON_NONE)
+            continue;
+        const int32_t v = fa3_config_get(c, f);
+        if (canon == FA3_CANON_OUT_DTYPE) {
+            if (v == FA3_DTYPE_AUTO)
+                fa3_config_set(c, f, fa3_default_out_dtype(c->dtype));
+            continue;
+        }
+        if (v != 0)
             continue;
         fa3_config_set(c, f, canon == FA3_CANON_HEAD_DIM ? c->head_dim : fa3_config_get(planned, f));
     }
@@ -138,6 +153,9 @@ fa3_status fa3_config_describe(const fa3_config *cfg, char *buf, size_t buf_size
         int32_t v = fa3_config_get(cfg, f);
         if (f->canon == FA3_CANON_HEAD_DIM && (v == 0 || v == cfg->head_dim))
             continue; /* the same as head_dim: said by head_dim */
+        if (f->canon == FA3_CANON_OUT_DTYPE &&
+            (v == FA3_DTYPE_AUTO || v == fa3_default_out_dtype(cfg->dtype)))
+            continue; /* the dtype's default output: said by dtype */
         switch (f->show) {
         case FA3_SHOW_NUMBER:
             fa3_append(buf, buf_size, &n, "%s%d%s", f->prefix, (int)v, f->suffix);

@@ -27,7 +27,9 @@ typedef enum fa3_field_show {
 typedef enum fa3_field_canon {
     FA3_CANON_NONE = 0,     /* 0 is a value like any other */
     FA3_CANON_HEAD_DIM,     /* 0 = head_dim's value (and describe omits the field when equal) */
-    FA3_CANON_PLANNER       /* 0 = the planner's choice (fa3_plan_default_tiles) */
+    FA3_CANON_PLANNER,      /* 0 = the planner's choice (fa3_plan_default_tiles) */
+    FA3_CANON_OUT_DTYPE     /* FA3_DTYPE_AUTO (-1, not 0) = the input dtype's default output
+                               (describe omits the field when it holds that default) */
 } fa3_field_canon;
 
 typedef struct fa3_config_field {
@@ -43,7 +45,7 @@ typedef struct fa3_config_field {
     int num_names;
 } fa3_config_field;
 
-#define FA3_CONFIG_NUM_FIELDS 8
+#define FA3_CONFIG_NUM_FIELDS 9
 /* The most fields a cache header has room for (cache.h: the config slots). */
 #define FA3_CONFIG_MAX_FIELDS 32
 _Static_assert(FA3_CONFIG_NUM_FIELDS <= FA3_CONFIG_MAX_FIELDS, "room in the cache header");
@@ -64,11 +66,15 @@ FA3_INTERNAL void fa3_config_set(fa3_config *c, const fa3_config_field *f, int32
 /* 1 if the two configs are equal field by field (compare canonical forms). */
 FA3_INTERNAL int fa3_config_equal(const fa3_config *a, const fa3_config *b);
 
-/* Sets each field of c with rule canon that holds 0 to its derived value: head_dim's value
-   (FA3_CANON_HEAD_DIM) or the same field of planned (FA3_CANON_PLANNER; planned may be NULL for
-   the other rule). */
+/* Sets each field of c with rule canon that holds 0 (FA3_DTYPE_AUTO for FA3_CANON_OUT_DTYPE) to
+   its derived value: head_dim's value (FA3_CANON_HEAD_DIM), the same field of planned
+   (FA3_CANON_PLANNER; planned may be NULL for the other rules), or the dtype's default output
+   (FA3_CANON_OUT_DTYPE: fa3_default_out_dtype). */
 FA3_INTERNAL void fa3_config_fill_zero(fa3_config *c, fa3_field_canon canon,
                                        const fa3_config *planned);
+
+/* The output dtype of a config whose out_dtype is FA3_DTYPE_AUTO: bf16 for e4m3, else dtype. */
+FA3_INTERNAL int32_t fa3_default_out_dtype(int32_t dtype);
 
 /* c's values in table order (FA3_CONFIG_NUM_FIELDS of them). */
 FA3_INTERNAL void fa3_config_to_values(const fa3_config *c, int32_t *values);

@@ -165,6 +165,7 @@ const char *dtype_str(fa3_dtype d)
     case FA3_DTYPE_BF16: return "bf16";
     case FA3_DTYPE_FP16: return "fp16";
     case FA3_DTYPE_E4M3: return "e4m3";
+    case FA3_DTYPE_AUTO: return "auto";
     }
     return "?";
 }
