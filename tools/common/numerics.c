@@ -165,3 +165,44 @@ uint16_t nan16_bits(fa3_dtype dt)
 {
     return dt == FA3_DTYPE_FP16 ? 0x7E00u : 0x7FC0u;
 }
+
+/* ---------------------------------------------------------------- fp8 e4m3 */
+
+float e4m3_to_f32(uint8_t b)
+{
+    const int sign = b >> 7, e = (b >> 3) & 15, m = b & 7;
+    float v;
+    if (e == 15 && m == 7)
+        return NAN;
+    if (e == 0)
+        v = ldexpf((float)m, -9); /* subnormal: m · 2^-9 */
+    else
+        v = ldexpf((float)(8 + m), e - 10); /* (1 + m/8) · 2^(e-7) */
+    return sign ? -v : v;
+}
+
+uint8_t f32_to_e4m3(float x)
+{
+    if (isnan(x))
+        return 0x7F;
+    const uint8_t sign = signbit(x) ? 0x80 : 0;
+    double a = fabs((double)x);
+    if (a >= 448.0)
+        return sign | 0x7E; /* saturate (0x7E = 448) */
+    /* the representable neighbours: spacing 2^(e-3) in [2^e, 2^(e+1)), 2^-9 below 2^-6 */
+    int e;
+    (void)frexp(a, &e); /* a = f · 2^e, f in [0.5, 1): a in [2^(e-1), 2^e) */
+    int q = e - 1 < -6 ? -9 : e - 1 - 3; /* log2 of the spacing */
+    double units = ldexp(a, -q);         /* a in units of the spacing */
+    double r = nearbyint(units);         /* ties to even (default rounding mode) */
+    double v = ldexp(r, q);
+    if (v >= 448.0)
+        return sign | 0x7E;
+    /* encode v exactly */
+    if (v < ldexp(1.0, -6))
+        return sign | (uint8_t)(int)ldexp(v, 9); /* subnormal or zero */
+    int ev;
+    double f = frexp(v, &ev); /* v = f · 2^ev, f in [0.5, 1) */
+    int m = (int)ldexp(f, 4) - 8; /* (1 + m/8) · 2^(ev-1) */
+    return sign | (uint8_t)((ev - 1 + 7) << 3) | (uint8_t)m;
+}

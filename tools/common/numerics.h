@@ -40,6 +40,12 @@ float dtype_to_f32(fa3_dtype dt, uint16_t h);
 /* dst[i] = f32_to_dtype(dt, src[i]) for i < n. */
 void floats_to_dtype(uint16_t *dst, const float *src, size_t n, fa3_dtype dt);
 
+/* ---- fp8 e4m3 (OCP FP8 E4M3, torch.float8_e4m3fn: bias 7, no infinities, 0x7F/0xFF NaN,
+   largest finite 448, smallest subnormal 2^-9) */
+/* Round to nearest even; saturating: |x| beyond 448 (and ±inf) gives ±448; NaN gives 0x7F. */
+uint8_t f32_to_e4m3(float x);
+float e4m3_to_f32(uint8_t b); /* exact */
+
 /* ---- random inputs */
 /* n values N(0, 1) as floats, drawn in pairs within the call (an odd n drops the last pair's
    second value; the spare of rng_normal is neither used nor left): the values depend only on the
