@@ -27,7 +27,7 @@ typedef enum fa3_kernel_kind {
 typedef struct fa3_kernel_params {
     /* CUtensorMap objects (128 bytes, 64-byte aligned), made by cuTensorMapEncodeTiled.
        4-D maps, dims innermost first: {head_dim, seqlen, heads, batch}, 128B swizzle,
-       box {64, rows, 1, 1}. */
+       box {64, rows, 1, 1} (e4m3: UINT8 elements, box {128, rows, 1, 1}: 128-byte rows). */
     _Alignas(64) uint8_t tmap_q[128];
     _Alignas(64) uint8_t tmap_k[128];
     _Alignas(64) uint8_t tmap_v[128];
@@ -50,7 +50,11 @@ typedef struct fa3_kernel_params {
     uint32_t section_hb;     /* masked configs: (head, batch) pairs per L2 section (≥ 1), below */
     uint32_t o_tma;          /* 1: the epilogue stores O with tmap_o (plan.o_stage and O meets
                                 TMA's alignment rules), 0: with st.global from registers */
-    uint8_t pad_[36];
+    int32_t num_heads_k;     /* K/V heads (descale index b·num_heads_k + kv head) */
+    uint64_t descale_q_ptr;  /* e4m3: fp32 (batch, num_heads_k) device arrays, 0 = all 1.0 */
+    uint64_t descale_k_ptr;
+    uint64_t descale_v_ptr;
+    uint8_t pad_[8];
     /* O as a 4-D map {head_dim_v, seqlen_q, heads, batch}, 128B swizzle, box {64, 64, 1, 1}
        (one consumer warpgroup's rows); valid when o_tma = 1 */
     _Alignas(64) uint8_t tmap_o[128];
@@ -77,6 +81,10 @@ typedef struct fa3_kernel_params {
 #define FA3P_OFF_TOTAL_TILES 464
 #define FA3P_OFF_SECTION_HB 468
 #define FA3P_OFF_O_TMA 472
+#define FA3P_OFF_NUM_HEADS_K 476
+#define FA3P_OFF_DESCALE_Q 480
+#define FA3P_OFF_DESCALE_K 488
+#define FA3P_OFF_DESCALE_V 496
 #define FA3P_OFF_TMAP_O 512
 #define FA3P_SIZE 640
 
@@ -100,6 +108,10 @@ _Static_assert(offsetof(fa3_kernel_params, lse_mul) == FA3P_OFF_LSE_MUL, "abi");
 _Static_assert(offsetof(fa3_kernel_params, total_tiles) == FA3P_OFF_TOTAL_TILES, "abi");
 _Static_assert(offsetof(fa3_kernel_params, section_hb) == FA3P_OFF_SECTION_HB, "abi");
 _Static_assert(offsetof(fa3_kernel_params, o_tma) == FA3P_OFF_O_TMA, "abi");
+_Static_assert(offsetof(fa3_kernel_params, num_heads_k) == FA3P_OFF_NUM_HEADS_K, "abi");
+_Static_assert(offsetof(fa3_kernel_params, descale_q_ptr) == FA3P_OFF_DESCALE_Q, "abi");
+_Static_assert(offsetof(fa3_kernel_params, descale_k_ptr) == FA3P_OFF_DESCALE_K, "abi");
+_Static_assert(offsetof(fa3_kernel_params, descale_v_ptr) == FA3P_OFF_DESCALE_V, "abi");
 _Static_assert(offsetof(fa3_kernel_params, tmap_o) == FA3P_OFF_TMAP_O, "abi");
 _Static_assert(sizeof(fa3_kernel_params) == FA3P_SIZE, "abi");
 

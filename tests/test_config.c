@@ -112,8 +112,18 @@ static void test_bad_dtype(void **state)
 {
     (void)state;
     fa3_config c = base();
+    c.dtype = (fa3_dtype)3; /* e5m2 would be next: not supported */
+    expect_bad(&c, FA3_ERR_BAD_DTYPE, "dtype", "3", "e5m2", NULL);
+    c.dtype = FA3_DTYPE_BF16;
+    c.out_dtype = FA3_DTYPE_FP16; /* 16-bit inputs give O in their own dtype */
+    expect_bad(&c, FA3_ERR_BAD_DTYPE, "out_dtype", "1", "bf16", NULL);
     c.dtype = FA3_DTYPE_E4M3;
-    expect_bad(&c, FA3_ERR_BAD_DTYPE, "e4m3", NULL);
+    c.out_dtype = FA3_DTYPE_E4M3; /* e4m3 output: not offered */
+    expect_bad(&c, FA3_ERR_BAD_DTYPE, "out_dtype", "2", "e4m3", NULL);
+    c.out_dtype = FA3_DTYPE_AUTO;
+    c.block_n = 96; /* e4m3 tiles: multiples of 64 keys */
+    expect_bad(&c, FA3_ERR_BAD_BLOCK, "block_n", "96", "e4m3", NULL);
+    c.block_n = 0;
     c.dtype = (fa3_dtype)7;
     expect_bad(&c, FA3_ERR_BAD_DTYPE, "dtype", "7", NULL);
     c.dtype = (fa3_dtype)-1;

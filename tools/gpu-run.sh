@@ -2,7 +2,7 @@
 # Runs on the H200 (device tool, carry [".gpu"]): SASS check of the shipped kernels, the GPU test
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
-# edge magnitude check pytest checkall compare sass sanitize ab checkvar ncu. FA3JIT_BENCH_DTYPES picks
+# edge magnitude check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke. FA3JIT_BENCH_DTYPES picks
 # compare's dtypes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,7 +36,7 @@ for step in $steps; do
   echo "=== $step"
   case $step in
   sass)
-    for hd in 64 96 128 192 256; do for dt in bf16 fp16; do for m in none causal; do
+    for hd in 64 96 128 192 256; do for dt in bf16 fp16 e4m3; do for m in none causal; do
       flag=; [ $m = causal ] && flag=--causal
       $gen --emit-cubin /tmp/k.cubin --head-dim $hd --dtype $dt $flag >/dev/null || rc=1
       s=$(cuobjdump -sass /tmp/k.cubin)
@@ -45,6 +45,7 @@ for step in $steps; do
       [ "$n_set" -ge 2 ] && [ "$n_mma" -ge 1 ] && [ "$n_ldl" -eq 0 ] || rc=1
     done; done; done ;;
   tests) logged test_gpu 300 25 "$root/.gpu/test_gpu" ;;
+  fp8smoke) logged fp8_smoke 300 80 python3 "$root/tools/probes/fp8_smoke.py" ${FP8_SMOKE_ARGS:-} ;;
   edge) logged test_edge 300 40 "$root/.gpu/test_edge" ;;
   magnitude) logged test_magnitude 300 20 "$root/.gpu/test_magnitude" ;;
   checkall) logged check_all 400 15 $gen check --all ;;

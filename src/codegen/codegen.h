@@ -20,7 +20,13 @@
 
 typedef struct fa3_plan {
     fa3_config cfg;        /* canonical config */
-    int elem_bytes;        /* 2 for bf16/fp16 */
+    int elem_bytes;        /* Q/K/V element size: 2 for bf16/fp16, 1 for e4m3 */
+    int out_bytes;         /* O's element size (out_dtype): 2 */
+    int fp8;               /* e4m3: k32 wgmmas with both operands K-major, so the producer
+                              warpgroup transposes each V stage into smem_vt (producer.c) */
+    int box_cols;          /* elements per 128-byte TMA box row: 64 (16-bit), 128 (e4m3) */
+    int qk_steps;          /* k-steps of one QK: hd_chunks·4 k16 steps (16-bit, padded columns
+                              included), ceil(head_dim/32) k32 steps (e4m3) */
     int block_m;           /* query rows per CTA = 64 · num_consumer_wg */
     int block_n;           /* keys per K/V tile */
     int stages;            /* K/V ring depth */
@@ -38,8 +44,14 @@ typedef struct fa3_plan {
                               O TMA-aligned (else st.global from registers): 0 never, 1 in its
                               own buffer (smem_o), 2 in the tile's Q buffer (Q released after) */
     int q_bufs;            /* Q buffers: 2 lets the producer load tile t+1's Q during tile t */
-    int hd_chunks;         /* ceil(head_dim / 64): 128-byte swizzle boxes per Q/K row */
-    int hdv_chunks;        /* ceil(head_dim_v / 64) */
+    int hd_chunks;         /* 128-byte swizzle boxes per Q/K row: ceil(head_dim / box_cols) */
+    int hdv_chunks;        /* ceil(head_dim_v / 64): 64-column chunks of O (and of V, 16-bit) */
+    int v_boxes;           /* 128-byte boxes per V row as loaded: hdv_chunks (16-bit),
+                              ceil(hdv_chunks·64 / 128) (e4m3) */
+    int vt_boxes;          /* e4m3: boxes of transposed V per stage, ceil(block_n / 128), each
+                              vt_rows rows (O columns) × 128 keys; 0 for 16-bit */
+    int vt_rows;           /* e4m3: 128·v_boxes (the loaded boxes' columns, zero-filled past
+                              head_dim_v, transposed whole) */
     /* dynamic shared memory layout, byte offsets from a 1024-aligned base */
     int smem_q;            /* Q tiles: q_bufs × hd_chunks boxes of block_m × 128 B */
     int smem_q_buf;        /* bytes per Q buffer */
@@ -47,6 +59,9 @@ typedef struct fa3_plan {
     int smem_k_stage;      /* bytes per K stage */
     int smem_v;            /* V ring: stages × hdv_chunks boxes of block_n × 128 B */
     int smem_v_stage;      /* bytes per V stage */
+    int smem_vt;           /* e4m3: transposed V ring, stages × smem_vt_stage (K-major for the PV
+                              wgmma, 128B swizzle, keys permuted within each 32: producer.c) */
+    int smem_vt_stage;
     int smem_o;            /* O staging: num_consumer_wg × smem_o_wg bytes */
     int smem_o_wg;         /* hdv_chunks boxes of 64 rows × 128 B per consumer warpgroup */
     int smem_bar;          /* mbarriers: q_full[0], k_full[st], v_full[st], k_empty[st],
@@ -60,6 +75,12 @@ typedef struct fa3_plan {
     int bar_k_full, bar_v_full, bar_k_empty, bar_v_empty;
     int bar_full_count;    /* 1 */
     int bar_release_count; /* 4 · num_consumer_wg */
+    /* e4m3 only: vt_full (the transposed stage is written: one arrive per producer thread,
+       consumers wait on it instead of v_full) and vraw_empty (the producer threads have read
+       the loaded V stage: thread 0 waits before loading into it again), stage s at +8·s;
+       v_empty then releases the transposed stage. */
+    int bar_vt_full, bar_vraw_empty;
+    int bar_producer_count; /* 128 */
     /* Named barriers: consumer g's "may issue" (ping-pong) barrier is nb_pingpong + g, synced by
        g and arrived on by the consumer before it (2 × 128 threads); its own epilogue barrier is
        nb_epilogue + g (128 threads); id 0 is the whole CTA. */

@@ -203,6 +203,8 @@ static void store_lse(kgen *g, cons *c, int lab_end)
         INS("setp.ge.s32 $, $, $;", past, c->row[r], g->sq);
         INS("@$ bra %s;", past, ptx_lab(g->f, lab));
         INS("lg2.approx.f32 $, $;", lg, c->l[r]);
+        if (g->p->fp8) /* l carries P's 2^8 (softmax.c) */
+            INS("add.f32 $, $, 0fC1000000;", lg, lg);
         INS("mul.f32 $, $, 0f3F317218;", ln, lg); /* ln(2) */
         INS("fma.rn.f32 $, $, $, $;", v, c->m[r], c->lse_mul, ln);
         INS("setp.gt.f32 $, $, " ZERO_F ";", seen, c->l[r]);
@@ -233,6 +235,8 @@ void kg_epilogue(kgen *g, cons *c)
         inv[r] = ptx_reg(g->f, PTX_F32, "linv");
         INS("setp.gt.f32 $, $, " ZERO_F ";", pos, c->l[r]);
         INS("rcp.rn.f32 $, $;", rc, c->l[r]);
+        if (p->fp8) /* O = descale_v · (P·V8)/l */
+            INS("mul.rn.f32 $, $, $;", rc, rc, c->ds.v);
         INS("selp.f32 $, $, " ZERO_F ", $;", inv[r], rc, pos);
     }
     const int lab_lse = ptx_label(g->f, "epi_lse"), lab_end = ptx_label(g->f, "epi_end");

@@ -33,6 +33,13 @@ static void enter_barriers(kgen *g)
     for (int k = 0; k < 4; k++)
         for (int s = 0; s < p->stages && s < FA3_MAX_STAGES; s++)
             group[k][s] = ptx_mbar_add(g->f, kname[k], base[k] + 8 * s, count[k]);
+    if (p->fp8)
+        for (int s = 0; s < p->stages && s < FA3_MAX_STAGES; s++) {
+            g->mb_vt_full[s] = ptx_mbar_add(g->f, "vt_full", p->bar_vt_full + 8 * s,
+                                            p->bar_producer_count);
+            g->mb_vraw_empty[s] = ptx_mbar_add(g->f, "vraw_empty", p->bar_vraw_empty + 8 * s,
+                                               p->bar_producer_count);
+        }
 }
 
 static void prologue(kgen *g)
@@ -68,7 +75,7 @@ static void prologue(kgen *g)
     INS("@$ bra %s;", not0, ptx_lab(g->f, lab));
     /* in layout order: q_full[0], each stage's k_full, v_full, k_empty, v_empty, then the Q
        buffers' q_empty (and q_full[1]) */
-    int order[4 * FA3_MAX_STAGES + 4], n = 0;
+    int order[6 * FA3_MAX_STAGES + 4], n = 0;
 #define ORDER(m)                                                           \
     do {                                                                   \
         if (n < (int)(sizeof order / sizeof order[0]))                     \
@@ -88,6 +95,10 @@ static void prologue(kgen *g)
             ORDER(g->mb_q_full[b]);
         ORDER(g->mb_q_empty[b]);
     }
+    for (int st = 0; p->fp8 && st < p->stages && st < FA3_MAX_STAGES; st++)
+        ORDER(g->mb_vt_full[st]);
+    for (int st = 0; p->fp8 && st < p->stages && st < FA3_MAX_STAGES; st++)
+        ORDER(g->mb_vraw_empty[st]);
 #undef ORDER
     if (n != g->f->nmbar)
         ptx_bug(g->f, "%d mbarriers in the table, %d initialized", g->f->nmbar, n);
@@ -141,8 +152,8 @@ static fa3_status codegen(const fa3_plan *plan, char **ptx, size_t *len, int nam
     f->named = named;
     kgen G = {.f = f,
               .p = plan,
-              .ab = plan->cfg.dtype == FA3_DTYPE_FP16 ? "f16" : "bf16",
-              .cvt = plan->cfg.dtype == FA3_DTYPE_FP16 ? "f16x2" : "bf16x2"};
+              .ab = plan->fp8 ? "e4m3" : plan->cfg.dtype == FA3_DTYPE_FP16 ? "f16" : "bf16",
+              .cvt = plan->cfg.out_dtype == FA3_DTYPE_FP16 ? "f16x2" : "bf16x2"};
     kgen *g = &G;
     f->smem_bytes = plan->smem_bytes - 1024; /* past the alignment slack */
     ptx_regs_split(f, plan->entry_regs, plan->threads, plan->producer_regs, 128,

@@ -5,6 +5,7 @@
  *   pipeline.c   mbarriers (the plan's table) and the K/V ring's stage/phase state
  *   tile_order.c the persistent tile loop's index and decode (tile_order.h describes them)
  *   producer.c   warpgroup 0: TMA loads of Q, K, V
+ *   transpose_v.c  e4m3: warpgroup 0's transpose of each V stage
  *   blockinfo.c  which keys each row sees, which key blocks need the mask
  *   mainloop.c   the consumers: QK and PV wgmmas, their overlap, the ping-pong
  *   softmax.c    softcap, mask, online softmax, O rescale, P fragments
@@ -46,7 +47,12 @@ typedef struct tile_info {
 typedef struct cons {
     ptx_r cw;                   /* consumer index 0 .. num_consumer_wg-1 */
     ptx_r ptrue, pfalse;        /* wgmma scale-d operands */
-    ptx_r score_mul, scale_log2, lse_mul;
+    ptx_r score_mul, scale_log2, lse_mul; /* e4m3: this tile's, with its descales folded in */
+    struct {
+        ptx_r qp, kp, vp, nhk;             /* descale pointers, num_heads_k */
+        ptx_r smul, sl2, lmul;             /* the parameters without descales */
+        ptx_r v;                           /* the tile's descale_v (epilogue) */
+    } ds;                                  /* e4m3 only */
     pipe_state ps, pps;         /* ring position of this block, and of the previous (its V) */
     ptx_r qc, qbuf;             /* Q uses so far; this tile's Q buffer (two buffers) */
     tile_info t;
@@ -57,6 +63,7 @@ typedef struct cons {
     ptx_r descq, desck, descv;
     ptx_r pp_own, pp_next;      /* ping-pong barrier ids */
     ptx_r s, a, o;              /* arrays: S then P (fp32), P fragments, O accumulators */
+    ptx_r h[2];                 /* e4m3: the two e4m3x2 halves of a P fragment */
     ptx_r m[2], l[2], alpha[2]; /* row max, partial row sum, rescale factor of each row */
     int lab_epilogue;
     /* the loop body's temporaries (see scratch) */
@@ -72,8 +79,8 @@ typedef struct cons {
 typedef struct kgen {
     ptx_fn *f;
     const fa3_plan *p;
-    const char *ab;  /* wgmma operand type: "bf16" or "f16" */
-    const char *cvt; /* P and O packing: "bf16x2" or "f16x2" */
+    const char *ab;  /* wgmma operand type: "bf16", "f16" or "e4m3" */
+    const char *cvt; /* O packing (out_dtype), and P packing for 16-bit: "bf16x2" or "f16x2" */
     /* every thread */
     ptx_r thr, wg, warp, lane, sbase, bars;
     ptx_r sq, sk, wl, wr, ntiles;
@@ -84,6 +91,7 @@ typedef struct kgen {
     int mb_q_full[2], mb_q_empty[2];
     int mb_k_full[FA3_MAX_STAGES], mb_v_full[FA3_MAX_STAGES];
     int mb_k_empty[FA3_MAX_STAGES], mb_v_empty[FA3_MAX_STAGES];
+    int mb_vt_full[FA3_MAX_STAGES], mb_vraw_empty[FA3_MAX_STAGES]; /* e4m3 */
 } kgen;
 
 #define INS(...) ptx_ins(g->f, __VA_ARGS__)
@@ -110,6 +118,12 @@ tile_info kg_tile_decode(kgen *g, ptx_r tile);
 /* This round's tile of this CTA, decoded; branches to lab_past when the CTA has no tile left. */
 tile_info kg_tile_next(kgen *g, int lab_past);
 
+/* transpose_v.c (e4m3): the transpose of one V stage by the producer's threads */
+typedef struct vt_thread {
+    ptx_r warp, a, b, sel_a, sel_b;
+} vt_thread;
+void kg_vt_transpose(kgen *g, pipe_state ps);
+
 /* producer.c, mainloop.c */
 void kg_producer(kgen *g);
 void kg_consumer(kgen *g);
@@ -120,6 +134,8 @@ ptx_r kg_block_needs_mask(kgen *g, cons *c);
 void kg_apply_mask(kgen *g, cons *c);
 
 /* softmax.c */
+void kg_descales_init(kgen *g, cons *c); /* e4m3: the descale parameters, before the tile loop */
+void kg_descales_tile(kgen *g, cons *c); /* e4m3: the tile's constants with its descales */
 void kg_softmax(kgen *g, cons *c, int masked);
 void kg_rescale_o(kgen *g, cons *c);
 void kg_pack_p(kgen *g, cons *c);

@@ -23,30 +23,50 @@
 #include "codegen/kgen.h"
 #include "kernel_abi.h"
 
-/* S = Q·Kᵀ for this warpgroup's 64 rows: hd/16 SS wgmmas of m64n{bn}k16. */
+/* S = Q·Kᵀ for this warpgroup's 64 rows: qk_steps SS wgmmas, m64n{bn}k16 (16-bit: 4 per 64-column
+   box, padded columns are TMA's zeros) or m64n{bn}k32 (e4m3: 4 per 128-column box, only the
+   steps head_dim needs). */
 static void qk(kgen *g, cons *c)
 {
     const fa3_plan *p = g->p;
     INS("wgmma.fence.sync.aligned;");
-    for (int ks = 0; ks < p->hd_chunks * 4; ks++) { /* padded columns are zeros (TMA fill) */
+    for (int ks = 0; ks < p->qk_steps; ks++) {
         const int chunk = ks / 4, within = ks % 4;
         const int qoff = (chunk * p->block_m * 128 + within * 32) >> 4;
         const int koff = (chunk * p->block_n * 128 + within * 32) >> 4;
         ptx_r dq = c->tmp.dq, dk = c->tmp.dk;
         INS("add.s64 $, $, %d;", dq, c->descq, qoff);
         INS("add.s64 $, $, %d;", dk, c->desck, koff);
-        INS("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s ${, $, $, $, 1, 1, 0, 0;",
-            p->block_n, g->ab, g->ab, c->s, p->block_n / 2, dq, dk, ks ? c->ptrue : c->pfalse);
+        if (p->fp8)
+            INS("wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 ${, $, $, $, 1, 1;",
+                p->block_n, c->s, p->block_n / 2, dq, dk, ks ? c->ptrue : c->pfalse);
+        else
+            INS("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s ${, $, $, $, 1, 1, 0, 0;",
+                p->block_n, g->ab, g->ab, c->s, p->block_n / 2, dq, dk,
+                ks ? c->ptrue : c->pfalse);
     }
     INS("wgmma.commit_group.sync.aligned;");
 }
 
-/* O += P·V: bn/16 RS wgmmas of m64n{hdv}k16, P from registers, V MN-major (tB = 1). */
+/* O += P·V: 16-bit: bn/16 RS wgmmas of m64n{hdv}k16, P from registers, V MN-major (tB = 1);
+   e4m3: bn/32 RS wgmmas of m64n{hdv}k32 on the transposed V (K-major, 128 keys a box, +32 B a
+   step). */
 static void pv(kgen *g, cons *c)
 {
     const fa3_plan *p = g->p;
     const int ncols = p->hdv_chunks * 64;
     INS("wgmma.fence.sync.aligned;");
+    if (p->fp8) {
+        for (int kk = 0; kk < p->block_n / 32; kk++) {
+            ptx_r dv = c->tmp.dv;
+            const int off = (kk / 4) * p->vt_rows * 128 + (kk % 4) * 32;
+            INS("add.s64 $, $, %d;", dv, c->descv, off >> 4);
+            INS("wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 ${, ${, $, $, 1, 1;", ncols,
+                c->o, ncols / 2, ptx_at(c->a, 4 * kk), 4, dv, c->ptrue);
+        }
+        INS("wgmma.commit_group.sync.aligned;");
+        return;
+    }
     for (int kk = 0; kk < p->block_n / 16; kk++) {
         ptx_r dv = c->tmp.dv;
         INS("add.s64 $, $, %d;", dv, c->descv, (kk * 16 * 128) >> 4);
@@ -65,20 +85,22 @@ static void make_desc(kgen *g, ptx_r desc, ptx_r addr, int lbo_enc)
 }
 
 /* Wait for the ring operand of a block and build its descriptor: K of block n (stage ps,
-   K-major, LBO unused) or V of the previous block (stage pps, MN-major: LBO = the distance
-   between 64-column boxes, bn·128 B). */
+   K-major, LBO unused) or V of the previous block (stage pps; 16-bit: MN-major, LBO = the
+   distance between 64-column boxes, bn·128 B; e4m3: the transposed stage, K-major, once the
+   producer's threads wrote it). */
 static void ring_wait_desc(kgen *g, cons *c, int is_v)
 {
     const fa3_plan *p = g->p;
     const pipe_state *ps = is_v ? &c->pps : &c->ps;
-    const int *mb = is_v ? g->mb_v_full : g->mb_k_full;
+    const int vt = is_v && p->fp8;
+    const int *mb = !is_v ? g->mb_k_full : vt ? g->mb_vt_full : g->mb_v_full;
     ptx_r full = kg_ring_bar(g, mb, ps->stage, is_v ? c->tmp.voff : c->tmp.koff);
     kg_mbar_wait(g, full, ps->phase, mb[0]);
     ptx_r a = is_v ? c->tmp.vaddr : c->tmp.kaddr;
-    INS("mad.lo.u32 $, $, %d, $;", a, ps->stage, is_v ? p->smem_v_stage : p->smem_k_stage,
-        g->sbase);
-    INS("add.u32 $, $, %d;", a, a, is_v ? p->smem_v : p->smem_k);
-    make_desc(g, is_v ? c->descv : c->desck, a, is_v ? p->block_n * 128 >> 4 : 1);
+    INS("mad.lo.u32 $, $, %d, $;", a, ps->stage,
+        vt ? p->smem_vt_stage : is_v ? p->smem_v_stage : p->smem_k_stage, g->sbase);
+    INS("add.u32 $, $, %d;", a, a, vt ? p->smem_vt : is_v ? p->smem_v : p->smem_k);
+    make_desc(g, is_v ? c->descv : c->desck, a, is_v && !vt ? p->block_n * 128 >> 4 : 1);
 }
 
 static void k_wait_desc(kgen *g, cons *c)
@@ -194,6 +216,8 @@ void kg_consumer(kgen *g)
     c.score_mul = kg_param(g, PTX_F32, "f32", FA3P_OFF_SCORE_MUL, "score_mul");
     c.scale_log2 = kg_param(g, PTX_F32, "f32", FA3P_OFF_SCALE_LOG2, "scale_log2");
     c.lse_mul = kg_param(g, PTX_F32, "f32", FA3P_OFF_LSE_MUL, "lse_mul");
+    if (p->fp8)
+        kg_descales_init(g, &c);
     c.ps = kg_pipe_init(g);
     c.pps = (pipe_state){ptx_reg(g->f, PTX_B32, "pstage"), ptx_reg(g->f, PTX_B32, "pphase")};
     c.qc = ptx_reg(g->f, PTX_B32, "qc");
@@ -203,7 +227,8 @@ void kg_consumer(kgen *g)
     INS("mov.u32 $, 0;", c.qbuf);
     INS("mov.u32 $, 0;", g->round);
     c.s = ptx_array(g->f, PTX_F32, "s", p->block_n / 2); /* S = Q·Kᵀ, then P in fp32 */
-    c.a = ptx_array(g->f, PTX_B32, "a", p->block_n / 4); /* P as 16-bit A fragments */
+    /* P as A fragments: 16-bit (2 a register) or e4m3 (4 a register) */
+    c.a = ptx_array(g->f, PTX_B32, "a", p->block_n / (p->fp8 ? 8 : 4));
     c.o = ptx_array(g->f, PTX_F32, "o", p->hdv_chunks * 32); /* O (padded head_dim_v) */
     kg_scratch_init(g);
     c.tmp.dq = ptx_reg(g->f, PTX_B64, "dq");
@@ -222,6 +247,10 @@ void kg_consumer(kgen *g)
         c.tmp.rfirst[r] = ptx_reg(g->f, PTX_B32, "rfirst");
     }
     c.tmp.shf = ptx_reg(g->f, PTX_F32, "shf");
+    if (p->fp8) {
+        c.h[0] = ptx_reg(g->f, PTX_B16, "plo");
+        c.h[1] = ptx_reg(g->f, PTX_B16, "phi");
+    }
     c.tmp.nokey = ptx_reg(g->f, PTX_PRED, "nokey");
     c.tmp.col0 = ptx_reg(g->f, PTX_B32, "col0");
     c.tmp.lanecol = ptx_reg(g->f, PTX_B32, "lanecol");
@@ -258,6 +287,8 @@ void kg_consumer(kgen *g)
     c.lab_epilogue = ptx_label(g->f, "epilogue");
     ptx_place(g->f, lab_tile);
     c.t = kg_tile_next(g, lab_exit);
+    if (p->fp8)
+        kg_descales_tile(g, &c);
     for (int i = 0; i < p->hdv_chunks * 32; i++)
         INS("mov.f32 $, " ZERO_F ";", ptx_at(c.o, i));
     for (int r = 0; r < 2; r++) {

@@ -21,6 +21,14 @@ void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
               registers of headroom and loses); 3 stages ±1%.
        hd256: bn80 st2 — 809 at 16k vs 770 for bn64; 3 stages do not fit in shared memory. */
     int hd = cfg->head_dim, hdv = cfg->head_dim_v ? cfg->head_dim_v : cfg->head_dim;
+    if (cfg->dtype == FA3_DTYPE_E4M3) {
+        /* e4m3: 128 keys (one 128-byte row of transposed V per O column); head_dim 192/256: 64,
+           as 128 needs 208 accumulator registers and the consumers' 232 (the producer keeps 40
+           for the V transpose) spill (ptxas, 2026-12-01). Not yet tuned by measurement. */
+        *block_n = hd > 128 ? 64 : 128;
+        *stages = 2;
+        return;
+    }
     /* hd96 runs as hd128 with zero-filled columns (TMA out-of-bounds fill), so it takes hd128's
        tiles; hd192 fits 112 keys (O 96 + S 56 + P 28 registers; 2 stages of K/V = 168 KiB);
        (192, 128) keeps 128 keys (O 64 registers). Not yet tuned by measurement. */
@@ -46,13 +54,17 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
 {
     *p = (fa3_plan){0};
     p->cfg = *cfg;
-    if (cfg->dtype == FA3_DTYPE_E4M3) /* interim: the generator's FP8 path is not in yet */
-        return fa3_seterr(FA3_ERR_BAD_DTYPE, "dtype e4m3 is not generated yet");
-    p->elem_bytes = 2;
+    p->fp8 = cfg->dtype == FA3_DTYPE_E4M3;
+    p->elem_bytes = p->fp8 ? 1 : 2;
+    p->out_bytes = 2;
+    p->box_cols = 128 / p->elem_bytes;
     p->block_n = cfg->block_n;
     p->stages = cfg->stages;
-    p->wg3 = 1;
+    p->wg3 = !p->fp8; /* e4m3: two consumers (not yet measured otherwise) */
     fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
+    if (p->fp8 && p->block_n % 64)
+        return fa3_seterr(FA3_ERR_BAD_BLOCK, "block_n %d is invalid for e4m3 (a multiple of 64: "
+                          "the V transpose gives each producer warp 16-key groups)", p->block_n);
     /* Two consumer warpgroups (block_m 128), or three (block_m 192, FA3's choice) for head_dim
        64. Same-run A/B on the H200 (bench/ab.py, bf16, 2026-11-29, bench/RESULTS.md), wg3=1 vs 0:
        non-causal 2048/4096/16k 502/532/526 vs 428/445/444 TFLOP/s; causal ≥ 2048 +4–17%
@@ -70,19 +82,26 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     p->entry_regs = (65536 / p->threads) & ~7; /* 168 for 384 threads, 128 for 512 */
     /* FA3's splits: two consumers 128×24 + 256×240 = 64512, three 128×24 + 384×160 = 64512
        (of 65536). */
-    p->producer_regs = 24;
-    p->consumer_regs = p->num_consumer_wg == 3 ? 160 : 240;
+    /* e4m3: 40 for the V transpose (32 spilled); 40 x 128 + 232 x 256 = 64512 too */
+    p->producer_regs = p->fp8 ? 40 : 24;
+    p->consumer_regs = p->num_consumer_wg == 3 ? 160 : p->fp8 ? 232 : 240;
     /* Head dims are padded to whole 64-column (128-byte) swizzle boxes; the padding is read as
        zeros (TMA fills columns beyond the tensor map's head_dim) and never stored. */
-    p->hd_chunks = (cfg->head_dim + 63) / 64;
+    p->hd_chunks = (cfg->head_dim + p->box_cols - 1) / p->box_cols;
     p->hdv_chunks = (cfg->head_dim_v + 63) / 64;
+    p->qk_steps = p->fp8 ? (cfg->head_dim + 31) / 32 : p->hd_chunks * 4;
+    p->v_boxes = p->fp8 ? (p->hdv_chunks * 64 + 127) / 128 : p->hdv_chunks;
+    p->vt_boxes = p->fp8 ? (p->block_n + 127) / 128 : 0;
+    p->vt_rows = p->fp8 ? 128 * p->v_boxes : 0;
 
-    /* Registers live in a consumer thread: S (block_n/2), P (block_n/4), O (padded hdv/2). */
-    int live = p->block_n / 2 + p->block_n / 4 + p->hdv_chunks * 32;
-    if (live > 200)
+    /* Registers live in a consumer thread: S (block_n/2), P (block_n/4, e4m3 block_n/8), O
+       (padded hdv/2). e4m3 hd256 (208) is FA3's 128 x 128 tile. */
+    int live = p->block_n / 2 + p->block_n / (p->fp8 ? 8 : 4) + p->hdv_chunks * 32;
+    const int live_max = p->fp8 ? 192 : 200;
+    if (live > live_max)
         return fa3_seterr(FA3_ERR_BAD_BLOCK,
                           "block_n %d needs %d accumulator registers per thread with head_dim_v "
-                          "%d (limit 200)", p->block_n, live, cfg->head_dim_v);
+                          "%d (limit %d)", p->block_n, live, cfg->head_dim_v, live_max);
 
     /* Shared memory, in order of preference (the first that fits):
        - an O staging buffer (o_stage: one box of 64 rows × 64 columns per consumer warpgroup and
@@ -106,13 +125,16 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
         p->smem_k_stage = p->hd_chunks * p->block_n * 128;
         off += p->stages * p->smem_k_stage;
         p->smem_v = off;
-        p->smem_v_stage = p->hdv_chunks * p->block_n * 128;
+        p->smem_v_stage = p->v_boxes * p->block_n * 128;
         off += p->stages * p->smem_v_stage;
+        p->smem_vt = off;
+        p->smem_vt_stage = p->vt_boxes * p->vt_rows * 128;
+        off += p->stages * p->smem_vt_stage;
         p->smem_o = off;
         p->smem_o_wg = p->o_stage ? p->hdv_chunks * 64 * 128 : 0;
         off += p->num_consumer_wg * p->smem_o_wg;
         p->smem_bar = off;
-        off += 8 * (2 * p->q_bufs + 4 * p->stages);
+        off += p->fp8 ? 8 * (4 + 6 * p->stages) : 8 * (2 * p->q_bufs + 4 * p->stages);
         p->smem_bytes = off + 1024; /* slack to align the base to 1024 B (128B swizzle atoms) */
         if (p->smem_bytes <= SMEM_LIMIT)
             break;
@@ -121,7 +143,8 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
        (o_stage 2), each warpgroup in its own Q rows, which only its own QK reads. Q is then
        released after the TMA store has read the staging (not after the last QK), so the next
        tile's Q load waits for the epilogue. */
-    if (!p->o_stage && !p->dbg_no_o_store && p->q_bufs == 1 && p->hdv_chunks <= p->hd_chunks)
+    if (!p->o_stage && !p->dbg_no_o_store && p->q_bufs == 1 && p->hdv_chunks <= p->hd_chunks &&
+        !p->fp8)
         p->o_stage = 2;
     /* The barrier table (layout as described at smem_bar). */
     p->bar_q_full[0] = 0;
@@ -132,6 +155,9 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     p->bar_q_empty[0] = 8 + 32 * p->stages;
     p->bar_q_full[1] = p->bar_q_empty[0] + 8;
     p->bar_q_empty[1] = p->bar_q_empty[0] + 16;
+    p->bar_vt_full = p->fp8 ? p->bar_q_empty[0] + 24 : 0;
+    p->bar_vraw_empty = p->fp8 ? p->bar_vt_full + 8 * p->stages : 0;
+    p->bar_producer_count = 128;
     p->bar_full_count = 1;
     p->bar_release_count = 4 * p->num_consumer_wg;
     p->nb_pingpong = 1;

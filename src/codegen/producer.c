@@ -5,14 +5,33 @@
  * QK of the tile before); per key block n = nmax-1 .. nmin: K, then V, into ring stage s once the
  * consumers released it. At the end it waits until the consumers released every stage still in
  * use, so no TMA write outlives the producer thread.
+ * e4m3: every thread of the warpgroup stays; thread 0 issues the loads as above (V once the
+ * threads have read the stage's previous V: vraw_empty), and then all 128 transpose the previous
+ * block's V into its transposed stage (transpose_v.c), one block behind the loads so the TMA of
+ * block j overlaps the transpose of block j-1; the last block is transposed after the tile loop.
  */
 #include "codegen/kgen.h"
 #include "kernel_abi.h"
 
 typedef struct prod {
     ptx_r tmq, tmk, tmv, qc, off;
+    int lazy_maps; /* e4m3: the tensor map addresses are formed at each load (registers) */
     tile_info t;
 } prod;
+
+/* The generic address of a tensor map parameter: kept (16-bit), or formed where it is used
+   (e4m3, whose producer threads also transpose V and have few registers to spare). */
+static ptx_r tmap(kgen *g, const prod *pr, ptx_r kept, int off)
+{
+    if (!pr->lazy_maps)
+        return kept;
+    ptx_r prm = ptx_reg(g->f, PTX_B64, "params"), gen = ptx_reg(g->f, PTX_B64, "pgen");
+    ptx_r m = ptx_reg(g->f, PTX_B64, "tmap");
+    INS("mov.b64 $, fa3_params;", prm);
+    INS("cvta.param.u64 $, $;", gen, prm);
+    INS("add.s64 $, $, %d;", m, gen, off);
+    return m;
+}
 
 /* Q of the tile (use number qc) into its buffer, completing the buffer's q_full. */
 static void load_q(kgen *g, prod *pr)
@@ -53,14 +72,15 @@ static void load_q(kgen *g, prod *pr)
     ptx_smem_use(g->f, p->smem_q, p->q_bufs * p->smem_q_buf);
     ptx_r full = kg_q_bar(g, g->mb_q_full, qbuf);
     INS("add.u32 $, $, 1;", pr->qc, pr->qc);
-    /* Q: hd_chunks boxes of {64 columns, bm rows} */
+    /* Q: hd_chunks boxes of {box_cols columns, bm rows} */
     INS("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$], %d;", full, p->hd_chunks * bm * 128);
+    ptx_r tmq = tmap(g, pr, pr->tmq, FA3P_OFF_TMAP_Q);
     for (int c = 0; c < p->hd_chunks; c++) {
         ptx_r box = ptx_reg(g->f, PTX_B32, "qbox");
         INS("add.u32 $, $, %d;", box, dst, c * bm * 128);
         INS("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [$], "
             "[$, {%d, $, $, $}], [$];",
-            box, pr->tmq, c * 64, pr->t.m0, pr->t.head, pr->t.batch, full);
+            box, tmq, c * p->box_cols, pr->t.m0, pr->t.head, pr->t.batch, full);
     }
 }
 
@@ -69,9 +89,10 @@ static void load_kv(kgen *g, prod *pr, pipe_state *ps, ptx_r row0, int is_v)
 {
     const fa3_plan *p = g->p;
     const int bn = p->block_n;
-    const int *empty_mb = is_v ? g->mb_v_empty : g->mb_k_empty;
+    /* e4m3: the loaded V stage is free once the producer threads have read it */
+    const int *empty_mb = is_v ? (p->fp8 ? g->mb_vraw_empty : g->mb_v_empty) : g->mb_k_empty;
     const int *full_mb = is_v ? g->mb_v_full : g->mb_k_full;
-    const int chunks = is_v ? p->hdv_chunks : p->hd_chunks;
+    const int chunks = is_v ? p->v_boxes : p->hd_chunks;
     const int stage_bytes = is_v ? p->smem_v_stage : p->smem_k_stage;
     const int base = is_v ? p->smem_v : p->smem_k;
     ptx_r empty = kg_ring_bar(g, empty_mb, ps->stage, pr->off);
@@ -83,12 +104,13 @@ static void load_kv(kgen *g, prod *pr, pipe_state *ps, ptx_r row0, int is_v)
     ptx_r st = ptx_reg(g->f, PTX_B32, is_v ? "vst" : "kst");
     INS("mad.lo.u32 $, $, %d, $;", st, ps->stage, stage_bytes, g->sbase);
     ptx_smem_use(g->f, base, p->stages * stage_bytes);
+    ptx_r tm = is_v ? tmap(g, pr, pr->tmv, FA3P_OFF_TMAP_V) : tmap(g, pr, pr->tmk, FA3P_OFF_TMAP_K);
     for (int c = 0; c < chunks; c++) {
         ptx_r box = ptx_reg(g->f, PTX_B32, is_v ? "vbox" : "kbox");
         INS("add.u32 $, $, %d;", box, st, base + c * bn * 128);
         INS("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [$], "
             "[$, {%d, $, $, $}], [$];",
-            box, is_v ? pr->tmv : pr->tmk, c * 64, row0, pr->t.kvhead, pr->t.batch, full);
+            box, tm, c * p->box_cols, row0, pr->t.kvhead, pr->t.batch, full);
     }
 }
 
@@ -99,25 +121,37 @@ void kg_producer(kgen *g)
     INS("setmaxnreg.dec.sync.aligned.u32 %d;", p->producer_regs);
     ptx_r notfirst = ptx_reg(g->f, PTX_PRED, "notthr0");
     INS("setp.ne.u32 $, $, 0;", notfirst, g->thr);
-    INS("@$ bra %s;", notfirst, ptx_lab(g->f, g->lab_done));
-    ptx_r params = ptx_reg(g->f, PTX_B64, "params");
-    pr.tmq = ptx_reg(g->f, PTX_B64, "tmq");
-    pr.tmk = ptx_reg(g->f, PTX_B64, "tmk");
-    pr.tmv = ptx_reg(g->f, PTX_B64, "tmv");
-    ptx_r gen = ptx_reg(g->f, PTX_B64, "pgen");
-    INS("mov.b64 $, fa3_params;", params);
-    INS("cvta.param.u64 $, $;", gen, params);
-    INS("add.s64 $, $, %d;", pr.tmk, gen, FA3P_OFF_TMAP_K);
-    INS("add.s64 $, $, %d;", pr.tmv, gen, FA3P_OFF_TMAP_V);
-    INS("add.s64 $, $, %d;", pr.tmq, gen, FA3P_OFF_TMAP_Q);
+    if (!p->fp8) /* only thread 0 works */
+        INS("@$ bra %s;", notfirst, ptx_lab(g->f, g->lab_done));
+    pr.lazy_maps = p->fp8;
+    if (!pr.lazy_maps) {
+        ptx_r params = ptx_reg(g->f, PTX_B64, "params");
+        pr.tmq = ptx_reg(g->f, PTX_B64, "tmq");
+        pr.tmk = ptx_reg(g->f, PTX_B64, "tmk");
+        pr.tmv = ptx_reg(g->f, PTX_B64, "tmv");
+        ptx_r gen = ptx_reg(g->f, PTX_B64, "pgen");
+        INS("mov.b64 $, fa3_params;", params);
+        INS("cvta.param.u64 $, $;", gen, params);
+        INS("add.s64 $, $, %d;", pr.tmk, gen, FA3P_OFF_TMAP_K);
+        INS("add.s64 $, $, %d;", pr.tmv, gen, FA3P_OFF_TMAP_V);
+        INS("add.s64 $, $, %d;", pr.tmq, gen, FA3P_OFF_TMAP_Q);
+    }
     kg_scratch_init(g);
     pr.off = ptx_reg(g->f, PTX_B32, "off");
     pipe_state ps = kg_pipe_init(g);
+    /* e4m3: the position of the block loaded last (transposed next); stage -1 before the first
+       block (the 16-bit producer counts its blocks in totit instead: a register fewer here) */
+    pipe_state pps = {0};
+    if (p->fp8) {
+        pps = (pipe_state){ptx_reg(g->f, PTX_B32, "pstage"), ptx_reg(g->f, PTX_B32, "pphase")};
+        INS("mov.u32 $, -1;", pps.stage);
+    }
     pr.qc = ptx_reg(g->f, PTX_B32, "qc");
-    ptx_r totit = ptx_reg(g->f, PTX_B32, "totit");
+    ptx_r totit = p->fp8 ? (ptx_r){0} : ptx_reg(g->f, PTX_B32, "totit");
     g->round = ptx_reg(g->f, PTX_B32, "round");
     INS("mov.u32 $, 0;", pr.qc);
-    INS("mov.u32 $, 0;", totit);
+    if (!p->fp8)
+        INS("mov.u32 $, 0;", totit);
     INS("mov.u32 $, 0;", g->round);
 
     /* the persistent loop over this CTA's tiles */
@@ -128,8 +162,14 @@ void kg_producer(kgen *g)
     ptx_r empty = ptx_reg(g->f, PTX_PRED, "notile");
     INS("setp.le.s32 $, $, 0;", empty, pr.t.niters);
     INS("@$ bra %s;", empty, ptx_lab(g->f, lab_next));
-    if (p->q_bufs == 2)
+    if (p->q_bufs == 2) {
+        const int lab_q = p->fp8 ? ptx_label(g->f, "q_skip") : -1;
+        if (p->fp8)
+            INS("@$ bra %s;", notfirst, ptx_lab(g->f, lab_q));
         load_q(g, &pr);
+        if (p->fp8)
+            ptx_place(g->f, lab_q);
+    }
     ptx_r it = ptx_reg(g->f, PTX_B32, "it");
     INS("mov.u32 $, 0;", it);
     ptx_place(g->f, lab_loop);
@@ -137,6 +177,9 @@ void kg_producer(kgen *g)
     INS("sub.s32 $, $, $;", n, pr.t.nmax, it);
     INS("sub.s32 $, $, 1;", n, n);
     INS("mul.lo.s32 $, $, %d;", row0, n, p->block_n); /* first key row of the block */
+    const int lab_loads = p->fp8 ? ptx_label(g->f, "loads_done") : -1;
+    if (p->fp8)
+        INS("@$ bra %s;", notfirst, ptx_lab(g->f, lab_loads));
     load_kv(g, &pr, &ps, row0, 0);
     if (p->q_bufs == 1) {
         /* the tile's first K is on its way; now wait for the Q buffer and load Q */
@@ -148,12 +191,24 @@ void kg_producer(kgen *g)
         ptx_place(g->f, lab_qdone);
     }
     load_kv(g, &pr, &ps, row0, 1);
+    if (p->fp8) {
+        ptx_place(g->f, lab_loads);
+        /* the previous block's V, if there is one */
+        const int lab_t = ptx_label(g->f, "vt_skip");
+        ptx_r none = ptx_reg(g->f, PTX_PRED, "firstblk");
+        INS("setp.eq.u32 $, $, -1;", none, pps.stage);
+        INS("@$ bra %s;", none, ptx_lab(g->f, lab_t));
+        kg_vt_transpose(g, pps);
+        ptx_place(g->f, lab_t);
+        kg_pipe_assign(g, &pps, ps);
+    }
     kg_pipe_advance(g, &ps);
     ptx_r more = ptx_reg(g->f, PTX_PRED, "more");
     INS("add.u32 $, $, 1;", it, it);
     INS("setp.lt.s32 $, $, $;", more, it, pr.t.niters);
     INS("@$ bra %s;", more, ptx_lab(g->f, lab_loop));
-    INS("add.u32 $, $, $;", totit, totit, pr.t.niters);
+    if (!p->fp8)
+        INS("add.u32 $, $, $;", totit, totit, pr.t.niters);
     ptx_place(g->f, lab_next);
     INS("add.u32 $, $, 1;", g->round, g->round);
     INS("bra.uni %s;", ptx_lab(g->f, lab_tile));
@@ -161,10 +216,20 @@ void kg_producer(kgen *g)
     /* tail: wait until the consumers released every stage still in use */
     ptx_place(g->f, lab_end);
     ptx_r none = ptx_reg(g->f, PTX_PRED, "noblocks");
-    INS("setp.eq.u32 $, $, 0;", none, totit);
+    if (p->fp8)
+        INS("setp.eq.u32 $, $, -1;", none, pps.stage);
+    else
+        INS("setp.eq.u32 $, $, 0;", none, totit);
     INS("@$ bra %s;", none, ptx_lab(g->f, g->lab_done));
+    if (p->fp8) { /* the last block's V; then thread 0 alone waits for the releases */
+        kg_vt_transpose(g, pps);
+        INS("@$ bra %s;", notfirst, ptx_lab(g->f, g->lab_done));
+    }
     ptx_r nwait = ptx_reg(g->f, PTX_B32, "ntail"), k = ptx_reg(g->f, PTX_B32, "tail");
-    INS("min.u32 $, $, %d;", nwait, totit, p->stages);
+    if (p->fp8) /* every stage: one never used passes at once (parity 1 of phase 0) */
+        INS("mov.u32 $, %d;", nwait, p->stages);
+    else
+        INS("min.u32 $, $, %d;", nwait, totit, p->stages);
     INS("mov.u32 $, 0;", k);
     const int lab_tail = ptx_label(g->f, "prod_tail");
     ptx_place(g->f, lab_tail);

@@ -10,9 +10,9 @@
 
 #include "codegen/ptx.h"
 
-static const char *const cls_decl[5] = {"", ".pred", ".b32", ".b64", ".f32"};
-static const char *const cls_name[5] = {"none", ".pred", ".b32", ".b64", ".f32"};
-static const char *const cls_short[5] = {"", "p", "r", "rd", "f"};
+static const char *const cls_decl[PTX_NUM_CLS] = {"", ".pred", ".b32", ".b64", ".f32", ".b16"};
+static const char *const cls_name[PTX_NUM_CLS] = {"none", ".pred", ".b32", ".b64", ".f32", ".b16"};
+static const char *const cls_short[PTX_NUM_CLS] = {"", "p", "r", "rd", "f", "h"};
 
 void ptx_bug(ptx_fn *f, const char *fmt, ...)
 {
@@ -49,7 +49,7 @@ ptx_r ptx_array(ptx_fn *f, ptx_cls cls, const char *name, int n)
     for (int i = 0; i < f->narr; i++)
         if (!strcmp(f->arr[i].name, name))
             ptx_bug(f, "register array %s declared twice", name);
-    for (int c = PTX_PRED; c <= PTX_F32; c++) /* the scalars' compact names are %p, %r, %rd, %f */
+    for (int c = PTX_PRED; c <= PTX_B16; c++) /* the scalars' compact names: %p, %r, %rd, %f, %h */
         if (!strcmp(cls_short[c], name))
             ptx_bug(f, "register array %s would collide with the scalar registers", name);
     f->arr[f->narr].name = name;
@@ -106,7 +106,7 @@ static const struct op_rule {
     {"cvta", "T"},  {"ld", "TA"},    {"st", "AT"},      {"ex2", "T"},     {"lg2", "T"},
     {"tanh", "T"},  {"rcp", "T"},    {"fma", "T"},      {"shfl", "TTB"},  {"bar", "B"},
     {"mbarrier", "X"}, {"bra", "X"}, {"ret", "X"},      {"fence", "X"},   {"setmaxnreg", "X"},
-    {"wgmma", "X"}, {"cp", "X"},     {"prefetch", "X"},
+    {"wgmma", "X"}, {"cp", "X"},     {"prefetch", "X"}, {"prmt", "T"},
 };
 
 /* Class of a PTX type name, 0 if it is not one. */
@@ -117,7 +117,8 @@ static int type_cls(const char *t, size_t n)
         int cls;
     } types[] = {{"pred", PTX_PRED}, {"b32", PTX_B32},   {"u32", PTX_B32},    {"s32", PTX_B32},
                  {"b64", PTX_B64},   {"u64", PTX_B64},   {"s64", PTX_B64},    {"f32", PTX_F32},
-                 {"bf16x2", PTX_B32}, {"f16x2", PTX_B32}};
+                 {"bf16x2", PTX_B32}, {"f16x2", PTX_B32}, {"b16", PTX_B16},
+                 {"e4m3x2", PTX_B16}};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (strlen(types[i].t) == n && !memcmp(types[i].t, t, n))
             return types[i].cls;
@@ -190,6 +191,8 @@ static void check_operands(ptx_fn *f, const char *ins, const seen *s, int ns)
                 continue;
             if (s[i].brace && !strncmp(op, "mov.b64", 7))
                 want = PTX_B32; /* mov.b64 %d, {%lo, %hi} */
+            else if (s[i].brace && !strncmp(op, "mov.b32", 7))
+                want = PTX_B16; /* mov.b32 %r, {%lo, %hi} */
             else if (r == 'T')
                 want = nt ? types[nt - 1] : 0;
             else if (r == 'D')
@@ -432,9 +435,14 @@ void ptx_regs_split(ptx_fn *f, int entry_regs, int threads, int producer_regs, i
     if ((long)entry_regs * threads > 65536)
         ptx_bug(f, "%d registers at entry x %d threads exceed the register file", entry_regs,
                 threads);
-    if ((long)producer_regs * producer_threads + (long)consumer_regs * consumer_threads > 65536)
-        ptx_bug(f, "setmaxnreg split %d x %d + %d x %d exceeds the register file", producer_regs,
-                producer_threads, consumer_regs, consumer_threads);
+    /* setmaxnreg moves registers within the CTA's pool, which is what the launch allocated
+       (entry_regs per thread), not the whole register file: asking beyond it waits forever (an
+       e4m3 split of 48 x 128 + 232 x 256 = 65536 > 168 x 384 hung on the H200, 2026-12-01) */
+    if ((long)producer_regs * producer_threads + (long)consumer_regs * consumer_threads >
+        (long)entry_regs * threads)
+        ptx_bug(f, "setmaxnreg split %d x %d + %d x %d exceeds the CTA's %d x %d registers",
+                producer_regs, producer_threads, consumer_regs, consumer_threads, entry_regs,
+                threads);
 }
 
 static void check_invariants(ptx_fn *f)
@@ -478,7 +486,7 @@ fa3_status ptx_finish(ptx_fn *f, fa3_buf *out)
     for (int a = 0; a < f->narr; a++)
         fa3_emitf(out, "\t.reg %s %%%s<%d>;\n", cls_decl[f->arr[a].cls], f->arr[a].name,
                   f->arr[a].n);
-    for (int c = PTX_PRED; c <= PTX_F32; c++) {
+    for (int c = PTX_PRED; c <= PTX_B16; c++) {
         if (!f->named) {
             if (f->nscalar[c])
                 fa3_emitf(out, "\t.reg %s %%%s<%d>;\n", cls_decl[c], cls_short[c], f->nscalar[c]);

@@ -35,7 +35,8 @@
 
 #include "codegen/emit.h"
 
-typedef enum ptx_cls { PTX_PRED = 1, PTX_B32, PTX_B64, PTX_F32 } ptx_cls;
+typedef enum ptx_cls { PTX_PRED = 1, PTX_B32, PTX_B64, PTX_F32, PTX_B16 } ptx_cls;
+#define PTX_NUM_CLS 6 /* classes 1 .. PTX_B16, and 0 = none */
 
 /* A virtual register: a scalar (arr = 0, id from the class's counter) or element idx of a named
    array (arr = 1 + the array's index). cls 0 = no register. */
@@ -67,7 +68,7 @@ struct ptx_fn {
     int named;                    /* print scalars by name (%tile_7) instead of %r7 */
     fa3_buf body;
     char error[256];              /* the first generator bug met ("" = none) */
-    int nscalar[5];               /* per class: registers handed out */
+    int nscalar[PTX_NUM_CLS];     /* per class: registers handed out */
     const char *scalar_name[PTX_MAX_SCALARS];
     unsigned char scalar_cls[PTX_MAX_SCALARS];
     unsigned short scalar_num[PTX_MAX_SCALARS]; /* number within its class: %r<num> */

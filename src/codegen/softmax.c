@@ -15,6 +15,66 @@
  * row NaN (edge case E14).
  */
 #include "codegen/kgen.h"
+#include "kernel_abi.h"
+
+/* e4m3: FA3's exponent offset. P is formed as 2^((s - m)·c + 8), in (0, 256] (e4m3 reaches 448),
+   so that small probabilities keep e4m3's normal range (2^-6 and up) longer; the row sums carry
+   the same 2^8, which cancels in O/l, and the LSE takes 8·ln 2 off (epilogue.c). */
+#define FP8_P_OFFSET "0f41000000" /* 8.0 */
+
+void kg_descales_init(kgen *g, cons *c)
+{
+    c->ds.qp = kg_param(g, PTX_B64, "u64", FA3P_OFF_DESCALE_Q, "dsq");
+    c->ds.kp = kg_param(g, PTX_B64, "u64", FA3P_OFF_DESCALE_K, "dsk");
+    c->ds.vp = kg_param(g, PTX_B64, "u64", FA3P_OFF_DESCALE_V, "dsv");
+    c->ds.nhk = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_HEADS_K, "nhk");
+    c->ds.smul = c->score_mul;
+    c->ds.sl2 = c->scale_log2;
+    c->ds.lmul = c->lse_mul;
+    c->score_mul = ptx_reg(g->f, PTX_F32, "smul_t");
+    c->scale_log2 = ptx_reg(g->f, PTX_F32, "sl2_t");
+    c->lse_mul = ptx_reg(g->f, PTX_F32, "lmul_t");
+    c->ds.v = ptx_reg(g->f, PTX_F32, "dsv_t");
+}
+
+/* One descale of the tile's (batch, kv head): 1 when its array is not given. */
+static ptx_r load_descale(kgen *g, ptx_r ptr, ptx_r off, const char *name)
+{
+    ptx_r v = ptx_reg(g->f, PTX_F32, name), a = ptx_reg(g->f, PTX_B64, "dsaddr");
+    ptx_r has = ptx_reg(g->f, PTX_PRED, "dshas");
+    INS("mov.f32 $, " ONE_F ";", v);
+    INS("setp.ne.u64 $, $, 0;", has, ptr);
+    INS("add.s64 $, $, $;", a, ptr, off);
+    INS("@$ ld.global.nc.f32 $, [$];", has, v, a);
+    return v;
+}
+
+/* The scores are q8·k8 sums: the real scores are those times descale_q·descale_k, which the
+   tile's constants take in (softcap: the pre-tanh factor; else the exp2 scale and the LSE's);
+   descale_v scales O in the epilogue. */
+void kg_descales_tile(kgen *g, cons *c)
+{
+    ptx_r idx = ptx_reg(g->f, PTX_B32, "dsidx"), i64 = ptx_reg(g->f, PTX_B64, "dsidx");
+    ptx_r off = ptx_reg(g->f, PTX_B64, "dsoff");
+    INS("mad.lo.u32 $, $, $, $;", idx, c->t.batch, c->ds.nhk, c->t.kvhead);
+    INS("cvt.u64.u32 $, $;", i64, idx);
+    INS("shl.b64 $, $, 2;", off, i64);
+    ptx_r dq = load_descale(g, c->ds.qp, off, "dsq_t");
+    ptx_r dk = load_descale(g, c->ds.kp, off, "dsk_t");
+    ptx_r dv = load_descale(g, c->ds.vp, off, "dsv_l");
+    ptx_r dqk = ptx_reg(g->f, PTX_F32, "dsqk");
+    INS("mul.rn.f32 $, $, $;", dqk, dq, dk);
+    INS("mov.f32 $, $;", c->ds.v, dv);
+    if (g->p->cfg.softcap) {
+        INS("mul.rn.f32 $, $, $;", c->score_mul, c->ds.smul, dqk);
+        INS("mov.f32 $, $;", c->scale_log2, c->ds.sl2);
+        INS("mov.f32 $, $;", c->lse_mul, c->ds.lmul);
+    } else {
+        INS("mov.f32 $, $;", c->score_mul, c->ds.smul);
+        INS("mul.rn.f32 $, $, $;", c->scale_log2, c->ds.sl2, dqk);
+        INS("mul.rn.f32 $, $, $;", c->lse_mul, c->ds.lmul, dqk);
+    }
+}
 
 void kg_softmax(kgen *g, cons *c, int masked)
 {
@@ -70,7 +130,10 @@ void kg_softmax(kgen *g, cons *c, int masked)
         const int r = acc_row(i);
         ptx_r x = ptx_at(c->s, i);
         INS("sub.rn.f32 $, $, $;", x, x, c->tmp.mz[r]);
-        INS("mul.rn.f32 $, $, $;", x, x, c->scale_log2);
+        if (p->fp8) /* the exponent offset in the same rounding step */
+            INS("fma.rn.f32 $, $, $, " FP8_P_OFFSET ";", x, x, c->scale_log2);
+        else
+            INS("mul.rn.f32 $, $, $;", x, x, c->scale_log2);
         INS("ex2.approx.ftz.f32 $, $;", x, x);
         INS("add.f32 $, $, $;", sum[r], sum[r], x);
     }
@@ -87,10 +150,28 @@ void kg_rescale_o(kgen *g, cons *c)
         INS("mul.f32 $, $, $;", ptx_at(c->o, i), ptx_at(c->o, i), c->alpha[acc_row(i)]);
 }
 
-/* P fragments: a[4kk+j] = (lo = p[8kk+2j], hi = p[8kk+2j+1]); cvt puts its first source in the
-   upper half. */
+/* P fragments. 16-bit: a[4kk+j] = (lo = p[8kk+2j], hi = p[8kk+2j+1]); cvt puts its first source
+   in the upper half.
+   e4m3 (k32 steps): register j of step kk holds bytes b = 0..3 at row +8·(j&1), k = 16·(j>>1) +
+   4·(lane%4) + b (hopper-ptx-facts §1), while the accumulators give the thread keys 8·i + 2·(lane%4)
+   + {0, 1}. Instead of moving bytes between threads, the PV's k order is permuted: fragment byte
+   b of register j is p[16kk + 8(j>>1) + 2(j&1) + (b&1) + 4(b>>1)], i.e. logical key 4q + b of a
+   16-key half maps to key 2q + (b&1) + 8(b>>1) of the block (q = lane%4), and the producer writes
+   the transposed V in the same order (producer.c), so the sum over keys is unchanged. */
 void kg_pack_p(kgen *g, cons *c)
 {
+    if (g->p->fp8) {
+        for (int kk = 0; kk < g->p->block_n / 32; kk++)
+            for (int j = 0; j < 4; j++) {
+                const int b = 16 * kk + 8 * (j >> 1) + 2 * (j & 1);
+                INS("cvt.rn.satfinite.e4m3x2.f32 $, $, $;", c->h[0], ptx_at(c->s, b + 1),
+                    ptx_at(c->s, b));
+                INS("cvt.rn.satfinite.e4m3x2.f32 $, $, $;", c->h[1], ptx_at(c->s, b + 5),
+                    ptx_at(c->s, b + 4));
+                INS("mov.b32 $, {$, $};", ptx_at(c->a, 4 * kk + j), c->h[0], c->h[1]);
+            }
+        return;
+    }
     for (int j = 0; j < g->p->block_n / 4; j++)
         INS("cvt.rn.%s.f32 $, $, $;", g->cvt, ptx_at(c->a, j), ptx_at(c->s, 2 * j + 1),
             ptx_at(c->s, 2 * j));

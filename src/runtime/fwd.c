@@ -34,7 +34,7 @@ static uint64_t substitute_stride(const uint64_t *dims, int dim, int esize)
 static fa3_status encode_map(const fa3_driver *d, uint8_t map[128], const char *which,
                              CUtensorMapDataType dtype, int esize, const void *ptr, int head_dim,
                              int seqlen, int heads, int batch, int64_t row_stride,
-                             int64_t head_stride, int64_t batch_stride, int rows)
+                             int64_t head_stride, int64_t batch_stride, int rows, int cols)
 {
     const cuuint64_t dims[4] = {(cuuint64_t)head_dim, (cuuint64_t)seqlen, (cuuint64_t)heads,
                                 (cuuint64_t)batch};
@@ -43,7 +43,7 @@ static fa3_status encode_map(const fa3_driver *d, uint8_t map[128], const char *
     for (int i = 0; i < 3; i++)
         strides[i] = dims[i + 1] > 1 ? (cuuint64_t)strides_el[i] * (cuuint64_t)esize
                                      : (cuuint64_t)substitute_stride(dims, i + 1, esize);
-    const cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1};
+    const cuuint32_t box[4] = {(cuuint32_t)cols, (cuuint32_t)rows, 1, 1};
     const cuuint32_t estr[4] = {1, 1, 1, 1};
     CUresult r = d->cuTensorMapEncodeTiled((CUtensorMap *)(void *)map, dtype, 4, (void *)ptr, dims,
                                            strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -53,10 +53,11 @@ static fa3_status encode_map(const fa3_driver *d, uint8_t map[128], const char *
     if (r != CUDA_SUCCESS) {
         fa3_status st = fa3_cu_check(r, "cuTensorMapEncodeTiled");
         fa3_appenderr(" for %s: dims {%llu, %llu, %llu, %llu}, byte strides {%llu, %llu, %llu}, "
-                      "box {64, %d, 1, 1}, address %p", which, (unsigned long long)dims[0],
+                      "box {%d, %d, 1, 1}, address %p", which, (unsigned long long)dims[0],
                       (unsigned long long)dims[1], (unsigned long long)dims[2],
                       (unsigned long long)dims[3], (unsigned long long)strides[0],
-                      (unsigned long long)strides[1], (unsigned long long)strides[2], rows, ptr);
+                      (unsigned long long)strides[1], (unsigned long long)strides[2], cols, rows,
+                      ptr);
         return st;
     }
     return FA3_OK;
@@ -156,26 +157,34 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
     const int wl = call->wl, wr = call->wr;
     const uint32_t tiles = call->tiles;
     memset(prm, 0, sizeof *prm);
-    const CUtensorMapDataType dt = c->dtype == FA3_DTYPE_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                              : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    const int es = p->elem_bytes;
+    const CUtensorMapDataType dt = c->dtype == FA3_DTYPE_E4M3   ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : c->dtype == FA3_DTYPE_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const CUtensorMapDataType odt = c->out_dtype == FA3_DTYPE_FP16
+                                        ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                        : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const int es = p->elem_bytes, bc = p->box_cols;
     FA3_TRY(encode_map(d, prm->tmap_q, "q", dt, es, args->q, c->head_dim, args->seqlen_q,
                        args->num_heads, args->batch, args->q_row_stride, args->q_head_stride,
-                       args->q_batch_stride, p->block_m));
+                       args->q_batch_stride, p->block_m, bc));
     FA3_TRY(encode_map(d, prm->tmap_k, "k", dt, es, args->k, c->head_dim, args->seqlen_k,
                        args->num_heads_k, args->batch, args->k_row_stride, args->k_head_stride,
-                       args->k_batch_stride, p->block_n));
+                       args->k_batch_stride, p->block_n, bc));
     FA3_TRY(encode_map(d, prm->tmap_v, "v", dt, es, args->v, c->head_dim_v, args->seqlen_k,
                        args->num_heads_k, args->batch, args->v_row_stride, args->v_head_stride,
-                       args->v_batch_stride, p->block_n));
+                       args->v_batch_stride, p->block_n, bc));
     /* O through TMA when the plan staged it and O meets TMA's rules (16-byte aligned address and
        strides); otherwise the kernel stores O from registers (same results). */
-    if (p->o_stage && o_tma_ok(args, es)) {
-        FA3_TRY(encode_map(d, prm->tmap_o, "o", dt, es, args->o, c->head_dim_v, args->seqlen_q,
-                           args->num_heads, args->batch, args->o_row_stride,
-                           args->o_head_stride, args->o_batch_stride, 64));
+    if (p->o_stage && o_tma_ok(args, p->out_bytes)) {
+        FA3_TRY(encode_map(d, prm->tmap_o, "o", odt, p->out_bytes, args->o, c->head_dim_v,
+                           args->seqlen_q, args->num_heads, args->batch, args->o_row_stride,
+                           args->o_head_stride, args->o_batch_stride, 64, 64));
         prm->o_tma = 1;
     }
+    prm->num_heads_k = args->num_heads_k;
+    prm->descale_q_ptr = (uint64_t)(uintptr_t)args->descale_q;
+    prm->descale_k_ptr = (uint64_t)(uintptr_t)args->descale_k;
+    prm->descale_v_ptr = (uint64_t)(uintptr_t)args->descale_v;
     prm->o_ptr = (uint64_t)(uintptr_t)args->o;
     prm->lse_ptr = (uint64_t)(uintptr_t)args->lse;
     prm->o_batch_stride = args->o_batch_stride;
