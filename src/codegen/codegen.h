@@ -20,7 +20,8 @@
 
 typedef struct fa3_plan {
     fa3_config cfg;        /* canonical config */
-    int elem_bytes;        /* 2 for bf16/fp16 */
+    int elem_bytes;        /* bytes of a Q/K/V element: 2 for bf16/fp16, 1 for e4m3 */
+    int out_bytes;         /* bytes of an O element (out_dtype): 2 */
     int block_m;           /* query rows per CTA = 64 · num_consumer_wg */
     int block_n;           /* keys per K/V tile */
     int stages;            /* K/V ring depth */

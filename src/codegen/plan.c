@@ -48,7 +48,8 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     p->cfg = *cfg;
     if (cfg->dtype == FA3_DTYPE_E4M3) /* interim: the generator's FP8 path is not in yet */
         return fa3_seterr(FA3_ERR_BAD_DTYPE, "dtype e4m3 is not generated yet");
-    p->elem_bytes = 2;
+    p->elem_bytes = cfg->dtype == FA3_DTYPE_E4M3 ? 1 : 2;
+    p->out_bytes = 2;
     p->block_n = cfg->block_n;
     p->stages = cfg->stages;
     p->wg3 = 1;
