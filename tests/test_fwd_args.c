@@ -5,7 +5,8 @@
  * e4m3 kernel here is the bf16 plan of the same shape with e4m3's element sizes.)
  *   CPU: every check that needs no GPU (fa3_fwd_validate: strides and alignment in e4m3 bytes,
  *        O in out_dtype bytes, aliasing with mixed element sizes, the descale fields), the
- *        descale read skipped where it must be, fa3_fwd_flops independent of the dtype;
+ *        descale read skipped where it must be, fa3_fwd_flops independent of the dtype, the
+ *        reference's e4m3 argument checks;
  *   GPU: the descale values read back (fa3_fwd_check_descales through fa3_fwd): NaN, inf,
  *        negative, zero and negative zero refused with the array, index, batch, kv head and
  *        value named; descales_trusted = 1 skips the read; the NULL and a non-NULL stream.
@@ -354,6 +355,56 @@ static void test_flops_dtype_independent(void **state)
     }
 }
 
+/* The reference takes e4m3 configs with fa3_fwd's descale conventions; its argument checks come
+   before the driver. */
+static void test_reference_args(void **state)
+{
+    (void)state;
+    fa3_context_options opts;
+    fa3_context_options_init(&opts);
+    opts.disable_disk_cache = 1;
+    fa3_context *ctx = NULL;
+    assert_int_equal(fa3_context_create(&ctx, &opts), FA3_OK);
+    CUdeviceptr fake = ADDR(20);
+    float *o_ref = (float *)(uintptr_t)fake, *lse_ref = (float *)(uintptr_t)(fake + 0x100000);
+    fa3_config cb, c8;
+    fa3_config_init(&cb);
+    c8 = cb;
+    c8.dtype = FA3_DTYPE_E4M3;
+    fa3_fwd_args a = good_args(128);
+    struct { const fa3_config *c; fa3_fwd_args a; fa3_status want; const char *w1, *w2; } t[8];
+    int n = 0;
+    t[n] = (__typeof__(t[0])){&cb, a, FA3_ERR_INVALID_ARGUMENT, "args->descale_v", "bf16"};
+    t[n++].a.descale_v = (const float *)ADDR(8);
+    t[n] = (__typeof__(t[0])){&c8, a, FA3_ERR_BAD_ALIGNMENT, "args->descale_q", "4-byte"};
+    t[n++].a.descale_q = (const float *)(ADDR(8) + 2);
+    t[n] = (__typeof__(t[0])){&c8, a, FA3_ERR_INVALID_ARGUMENT, "descales_trusted", "3"};
+    t[n++].a.descales_trusted = 3;
+    fa3_config cbo = cb, c8o = c8;
+    cbo.out_dtype = FA3_DTYPE_FP16;
+    c8o.out_dtype = FA3_DTYPE_E4M3;
+    t[n++] = (__typeof__(t[0])){&cbo, a, FA3_ERR_BAD_DTYPE, "out_dtype 1", "dtype 0"};
+    t[n++] = (__typeof__(t[0])){&c8o, a, FA3_ERR_BAD_DTYPE, "out_dtype 2", "fp16 = 1"};
+    for (int i = 0; i < n; i++) {
+        fa3_status st = fa3_reference_fwd_ex(ctx, t[i].c, &t[i].a, o_ref, lse_ref, 1, NULL);
+        const char *msg = fa3_last_error_message();
+        printf("  reference: %s: %s\n", fa3_strerror(st), msg);
+        if (st != t[i].want || !strstr(msg, t[i].w1) || !strstr(msg, t[i].w2))
+            fail_msg("reference case %d: %s \"%s\", expected %s naming %s and %s", i,
+                     fa3_strerror(st), msg, fa3_strerror(t[i].want), t[i].w1, t[i].w2);
+    }
+    if (!gpu_available(NULL, 0)) {
+        /* accepted up to the driver: e4m3 inputs at odd addresses, out_dtype fp16, descales */
+        a.q = (const char *)a.q + 1;
+        a.descale_k = (const float *)ADDR(8);
+        c8o.out_dtype = FA3_DTYPE_FP16;
+        fa3_status st = fa3_reference_fwd_ex(ctx, &c8o, &a, o_ref, NULL, 0, NULL);
+        printf("  reference e4m3, no GPU: %s: %s\n", fa3_strerror(st), fa3_last_error_message());
+        assert_true(st == FA3_ERR_NO_DRIVER);
+    }
+    fa3_context_free(ctx);
+}
+
 /* ------------------------------------------------------------------------------------------- */
 /* GPU: the values read back */
 
@@ -515,6 +566,7 @@ int main(void)
         cmocka_unit_test(test_descale_aliasing),
         cmocka_unit_test(test_descale_read_skipped),
         cmocka_unit_test(test_flops_dtype_independent),
+        cmocka_unit_test(test_reference_args),
         cmocka_unit_test(test_gpu_descale_values),
     };
     char why[1024];
