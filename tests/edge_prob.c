@@ -153,8 +153,8 @@ static void fp8_inputs(prob *p, host_rng *r)
                 for (int j = 0; j < seq[t]; j++)
                     for (int h = 0; h < heads[t]; h++) {
                         const int g = h / per_group;
-                        const int e = t == 2 ? (b * 5 + g * 3) % 5 - 2
-                                             : (b * (t ? 1 : 3) + g * (t ? 2 : 1)) % 3 - 1;
+                        const int e = t == 2 ? (b * 2 + g * 3) % 5 - 2
+                                    : t == 1 ? (b * 2 + g + 1) % 3 - 1 : (b + g) % 3 - 1;
                         float *row = x + dense_at(seq[t], heads[t], dims[t], b, j, h, 0);
                         for (int c = 0; c < dims[t]; c++)
                             row[c] = ldexpf(row[c], e);
@@ -171,7 +171,7 @@ static void fp8_inputs(prob *p, host_rng *r)
 /* A problem of shape s with random normal Q, K, V from the case's generator (case_rng(salt)),
    default layouts (contiguous, NaN guards around every tensor) that the case may change before
    prob_upload. */
-void prob_init(prob *p, const spec *s, uint64_t salt)
+static void prob_setup(prob *p, const spec *s, uint64_t salt, int with_kernel)
 {
     memset(p, 0, sizeof *p);
     p->s = *s;
@@ -183,8 +183,15 @@ void prob_init(prob *p, const spec *s, uint64_t salt)
     c.mask = s->mask;
     c.softcap = s->softcap;
     c.out_dtype = s->out;
-    CHECK(fa3_config_canonicalize(&c, &p->cfg));
-    CHECK(fa3_jit_get_kernel(g_ctx, &p->cfg, &p->kernel));
+    if (with_kernel) {
+        CHECK(fa3_config_canonicalize(&c, &p->cfg));
+        CHECK(fa3_jit_get_kernel(g_ctx, &p->cfg, &p->kernel));
+    } else { /* the config as given, resolved by hand: the reference takes it so */
+        p->cfg = c;
+        p->cfg.head_dim_v = s->hdv ? s->hdv : s->hd;
+        p->cfg.out_dtype = s->out != FA3_DTYPE_AUTO ? s->out
+                           : s->dt == FA3_DTYPE_E4M3 ? FA3_DTYPE_BF16 : s->dt;
+    }
     p->d = p->cfg.head_dim;
     p->dv = p->cfg.head_dim_v;
     p->out_dt = p->cfg.out_dtype;
@@ -217,6 +224,16 @@ void prob_init(prob *p, const spec *s, uint64_t salt)
     fill_random(&r, p->q, p->nq, s->dt, 1.0);
     fill_random(&r, p->k, p->nk, s->dt, 1.0);
     fill_random(&r, p->v, p->nv, s->dt, 1.0);
+}
+
+void prob_init(prob *p, const spec *s, uint64_t salt)
+{
+    prob_setup(p, s, salt, 1);
+}
+
+void prob_init_no_kernel(prob *p, const spec *s, uint64_t salt)
+{
+    prob_setup(p, s, salt, 0);
 }
 
 void prob_free_device(prob *p)

@@ -154,6 +154,9 @@ void fill_random(host_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double scal
    default layouts (contiguous, NaN guards around every tensor) that the case may change before
    prob_upload. */
 void prob_init(prob *p, const spec *s, uint64_t salt);
+/* The same without a kernel (p->kernel NULL, p->cfg as given with head_dim_v and out_dtype
+   resolved): for tests of the reference alone. */
+void prob_init_no_kernel(prob *p, const spec *s, uint64_t salt);
 
 void prob_free_device(prob *p);
 

@@ -2,7 +2,7 @@
 # Runs on the H200 (device tool, carry [".gpu"]): SASS check of the shipped kernels, the GPU test
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
-# edge magnitude check pytest checkall compare sass sanitize ab checkvar ncu. FA3JIT_BENCH_DTYPES picks
+# edge magnitude fp8 check pytest checkall compare sass sanitize ab checkvar ncu. FA3JIT_BENCH_DTYPES picks
 # compare's dtypes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,6 +47,8 @@ for step in $steps; do
   tests) logged test_gpu 300 25 "$root/.gpu/test_gpu" ;;
   edge) logged test_edge 300 40 "$root/.gpu/test_edge" ;;
   magnitude) logged test_magnitude 300 20 "$root/.gpu/test_magnitude" ;;
+  fp8) logged test_fwd_args 120 15 "$root/.gpu/test_fwd_args"
+    logged test_fp8 560 40 "$root/.gpu/test_fp8" ;;
   checkall) logged check_all 400 15 $gen check --all ;;
   check) logged check 400 30 $gen check ;;
   pytest) logged pytest 400 15 bash -c 'cd "$1" && python3 -m pytest python/tests -q -rs' _ "$root" ;;
