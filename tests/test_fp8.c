@@ -20,6 +20,8 @@
  *                        (O untouched), trusted it is not read, and a NaN descale_v reaches only
  *                        its group's rows
  *   kernel_bad_args      e4m3 strides in bytes and O's element size through a real kernel
+ *   fp8_* (test_fp8_edge.c) the edge cases; fp8_magnitude (test_fp8_magnitude.c) inputs of
+ *                        magnitude 1e-3 .. 1e5 through the descales, all keys tied
  * The kernel tests fail (fa3_jit_get_kernel refuses e4m3) until the generator's FP8 path lands;
  * the reference tests run today. Without an sm_90 device every GPU test prints SKIP and the
  * program exits 77.
@@ -47,6 +49,8 @@ void test_fp8_gqa(void **state);
 void test_fp8_o_unaligned(void **state);
 void test_fp8_head_dims(void **state);
 void test_fp8_l2_sections(void **state);
+/* test_fp8_magnitude.c */
+void test_fp8_magnitude(void **state);
 
 /* ------------------------------------------------------------------------------------------- */
 /* host */
@@ -574,6 +578,7 @@ int main(void)
         cmocka_unit_test(test_fp8_o_unaligned),
         cmocka_unit_test(test_fp8_head_dims),
         cmocka_unit_test(test_fp8_l2_sections),
+        cmocka_unit_test(test_fp8_magnitude),
     };
     const size_t n = sizeof tests / sizeof tests[0];
     const double t0 = now_s();
