@@ -1,6 +1,6 @@
 /*
- * The edge-case tests' problem kit (edge_prob.h): layouts and tensors, problems, references and
- * the pass rule.
+ * The edge-case tests' problem kit (edge_prob.h): layouts and tensors, problems (e4m3 ones
+ * quantized on the host) and their references; the pass rule is edge_check.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,9 +40,10 @@ void *xcalloc(size_t n, size_t size)
     return p;
 }
 
-void tensor_plan(tensor16 *t, const layout *l, int b, int s, int h, int d)
+void tensor_plan(tensor16 *t, const layout *l, int b, int s, int h, int d, int es)
 {
     memset(t, 0, sizeof *t);
+    t->es = es;
     t->b = b;
     t->s = s;
     t->h = h;
@@ -85,32 +86,33 @@ size_t dense_at(int s_, int h_, int d_, int b, int s, int h, int c)
 }
 
 /* Allocates t, writes the dense values at their strided places and NaN everywhere else. */
-void tensor_upload(tensor16 *t, const uint16_t *dense, fa3_dtype dt)
+void tensor_upload(tensor16 *t, const void *dense, uint16_t nan)
 {
-    uint16_t *img = xcalloc(t->total, 2);
-    uint16_t nan = nan16_bits(dt);
+    const size_t es = (size_t)t->es;
+    unsigned char *img = xcalloc(t->total, es);
     for (size_t i = 0; i < t->total; i++)
-        img[i] = nan;
+        memcpy(img + i * es, &nan, es); /* little-endian: the low byte for es 1 */
     for (int b = 0; b < t->b; b++)
         for (int s = 0; s < t->s; s++)
             for (int h = 0; h < t->h; h++) {
-                const uint16_t *src = dense + dense_at(t->s, t->h, t->d, b, s, h, 0);
-                uint16_t *dst = img + tensor_at(t, b, s, h, 0);
+                const unsigned char *src =
+                    (const unsigned char *)dense + dense_at(t->s, t->h, t->d, b, s, h, 0) * es;
+                unsigned char *dst = img + tensor_at(t, b, s, h, 0) * es;
                 if (t->hs == 0 && h > 0) { /* broadcast: every head must hold the same values */
-                    if (memcmp(dst, src, (size_t)t->d * 2) != 0)
+                    if (memcmp(dst, src, (size_t)t->d * es) != 0)
                         fail_msg("test bug: head-broadcast tensor with different heads");
                     continue;
                 }
-                memcpy(dst, src, (size_t)t->d * 2);
+                memcpy(dst, src, (size_t)t->d * es);
             }
-    t->base = gpu_alloc(t->total * 2);
-    gpu_upload(t->base, img, t->total * 2);
+    t->base = gpu_alloc(t->total * es);
+    gpu_upload(t->base, img, t->total * es);
     free(img);
 }
 
 const void *tensor_ptr(const tensor16 *t)
 {
-    return (const void *)(uintptr_t)(t->base + t->pre * 2);
+    return (const void *)(uintptr_t)(t->base + t->pre * (size_t)t->es);
 }
 
 /* Seeds each case's generator from the run's seed and the case's identity. */
@@ -128,10 +130,48 @@ void fill_random(host_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double scal
         fill_normal(r, dst, n, dt, scale);
 }
 
+/* The e4m3 inputs of p (spec.descales): normal values (uniform above 4M elements), of a
+   magnitude per (batch, kv head) group for descales 1, quantized on the host. */
+static void fp8_inputs(prob *p, host_rng *r)
+{
+    const spec *s = &p->s;
+    const size_t n[3] = {p->nq, p->nk, p->nv};
+    const int seq[3] = {s->sq, s->sk, s->sk}, heads[3] = {s->h, s->hk, s->hk};
+    const int dims[3] = {p->d, p->d, p->dv};
+    uint8_t **dst[3] = {&p->q8, &p->k8, &p->v8};
+    for (int t = 0; t < 3; t++) {
+        float *x = xcalloc(n[t], sizeof(float));
+        if (n[t] > ((size_t)1 << 22))
+            for (size_t i = 0; i < n[t]; i++)
+                x[i] = (float)((rng_uniform(r) - 0.5) * 2.0 * sqrt(3.0));
+        else
+            fill_normal_f32(r, x, n[t]);
+        const int scaled = s->descales == 1 || (s->descales == 2 && t == 1);
+        if (s->descales == 1) {
+            const int per_group = heads[t] / s->hk;
+            for (int b = 0; b < s->batch; b++)
+                for (int j = 0; j < seq[t]; j++)
+                    for (int h = 0; h < heads[t]; h++) {
+                        const int g = h / per_group;
+                        const int e = t == 2 ? (b * 2 + g * 3) % 5 - 2
+                                    : t == 1 ? (b * 2 + g + 1) % 3 - 1 : (b + g) % 3 - 1;
+                        float *row = x + dense_at(seq[t], heads[t], dims[t], b, j, h, 0);
+                        for (int c = 0; c < dims[t]; c++)
+                            row[c] = ldexpf(row[c], e);
+                    }
+        }
+        *dst[t] = xcalloc(n[t], 1);
+        if (scaled)
+            p->ds[t] = xcalloc((size_t)s->batch * s->hk, sizeof(float));
+        quantize_e4m3(x, *dst[t], p->ds[t], s->batch, seq[t], heads[t], dims[t], s->hk);
+        free(x);
+    }
+}
+
 /* A problem of shape s with random normal Q, K, V from the case's generator (case_rng(salt)),
    default layouts (contiguous, NaN guards around every tensor) that the case may change before
    prob_upload. */
-void prob_init(prob *p, const spec *s, uint64_t salt)
+static void prob_setup(prob *p, const spec *s, uint64_t salt, int with_kernel)
 {
     memset(p, 0, sizeof *p);
     p->s = *s;
@@ -142,18 +182,25 @@ void prob_init(prob *p, const spec *s, uint64_t salt)
     c.dtype = s->dt;
     c.mask = s->mask;
     c.softcap = s->softcap;
-    CHECK(fa3_config_canonicalize(&c, &p->cfg));
-    CHECK(fa3_jit_get_kernel(g_ctx, &p->cfg, &p->kernel));
+    c.out_dtype = s->out;
+    if (with_kernel) {
+        CHECK(fa3_config_canonicalize(&c, &p->cfg));
+        CHECK(fa3_jit_get_kernel(g_ctx, &p->cfg, &p->kernel));
+    } else { /* the config as given, resolved by hand: the reference takes it so */
+        p->cfg = c;
+        p->cfg.head_dim_v = s->hdv ? s->hdv : s->hd;
+        p->cfg.out_dtype = s->out != FA3_DTYPE_AUTO ? s->out
+                           : s->dt == FA3_DTYPE_E4M3 ? FA3_DTYPE_BF16 : s->dt;
+    }
     p->d = p->cfg.head_dim;
     p->dv = p->cfg.head_dim_v;
+    p->out_dt = p->cfg.out_dtype;
+    p->es = s->dt == FA3_DTYPE_E4M3 ? 1 : 2;
     p->nq = (size_t)s->batch * s->sq * s->h * p->d;
     p->nk = (size_t)s->batch * s->sk * s->hk * p->d;
     p->nv = (size_t)s->batch * s->sk * s->hk * p->dv;
     p->no = (size_t)s->batch * s->sq * s->h * p->dv;
     p->nlse = (size_t)s->batch * s->h * s->sq;
-    p->q = xcalloc(p->nq, 2);
-    p->k = xcalloc(p->nk, 2);
-    p->v = xcalloc(p->nv, 2);
     p->o = xcalloc(p->no, 2);
     p->lse = xcalloc(p->nlse, 4);
     p->ref = xcalloc(p->no, 4);
@@ -167,9 +214,26 @@ void prob_init(prob *p, const spec *s, uint64_t salt)
     p->lse_post = 1024;
     host_rng r;
     case_rng(&r, salt);
+    if (s->dt == FA3_DTYPE_E4M3) {
+        fp8_inputs(p, &r);
+        return;
+    }
+    p->q = xcalloc(p->nq, 2);
+    p->k = xcalloc(p->nk, 2);
+    p->v = xcalloc(p->nv, 2);
     fill_random(&r, p->q, p->nq, s->dt, 1.0);
     fill_random(&r, p->k, p->nk, s->dt, 1.0);
     fill_random(&r, p->v, p->nv, s->dt, 1.0);
+}
+
+void prob_init(prob *p, const spec *s, uint64_t salt)
+{
+    prob_setup(p, s, salt, 1);
+}
+
+void prob_init_no_kernel(prob *p, const spec *s, uint64_t salt)
+{
+    prob_setup(p, s, salt, 0);
 }
 
 void prob_free_device(prob *p)
@@ -180,6 +244,10 @@ void prob_free_device(prob *p)
     gpu_free(p->to.base);
     gpu_free(p->dlse);
     p->tq.base = p->tk.base = p->tv.base = p->to.base = p->dlse = 0;
+    for (int t = 0; t < 3; t++) {
+        gpu_free(p->dds[t]);
+        p->dds[t] = 0;
+    }
 }
 
 /* (Re)creates the device tensors in the current layouts from the dense inputs; sets args. */
@@ -187,14 +255,22 @@ void prob_upload(prob *p)
 {
     const spec *s = &p->s;
     prob_free_device(p);
-    tensor_plan(&p->tq, &p->lq, s->batch, s->sq, s->h, p->d);
-    tensor_plan(&p->tk, &p->lk, s->batch, s->sk, s->hk, p->d);
-    tensor_plan(&p->tv, &p->lv, s->batch, s->sk, s->hk, p->dv);
-    tensor_plan(&p->to, &p->lo, s->batch, s->sq, s->h, p->dv);
+    tensor_plan(&p->tq, &p->lq, s->batch, s->sq, s->h, p->d, p->es);
+    tensor_plan(&p->tk, &p->lk, s->batch, s->sk, s->hk, p->d, p->es);
+    tensor_plan(&p->tv, &p->lv, s->batch, s->sk, s->hk, p->dv, p->es);
+    tensor_plan(&p->to, &p->lo, s->batch, s->sq, s->h, p->dv, 2);
     assert_true(p->lo.kind != LAY_HEAD_BCAST || s->h == 1);
-    tensor_upload(&p->tq, p->q, s->dt);
-    tensor_upload(&p->tk, p->k, s->dt);
-    tensor_upload(&p->tv, p->v, s->dt);
+    const int e4m3 = s->dt == FA3_DTYPE_E4M3;
+    const uint16_t in_nan = e4m3 ? E4M3_NAN_BITS : nan16_bits(s->dt);
+    tensor_upload(&p->tq, e4m3 ? (const void *)p->q8 : p->q, in_nan);
+    tensor_upload(&p->tk, e4m3 ? (const void *)p->k8 : p->k, in_nan);
+    tensor_upload(&p->tv, e4m3 ? (const void *)p->v8 : p->v, in_nan);
+    for (int t = 0; t < 3; t++)
+        if (p->ds[t]) {
+            size_t bytes = (size_t)s->batch * s->hk * sizeof(float);
+            p->dds[t] = gpu_alloc(bytes);
+            gpu_upload(p->dds[t], p->ds[t], bytes);
+        }
     p->to.base = gpu_alloc(p->to.total * 2);
     p->lse_total = p->lse_pre + p->nlse + p->lse_post;
     p->dlse = gpu_alloc(p->lse_total * 4);
@@ -224,6 +300,9 @@ void prob_upload(prob *p)
     a->o_row_stride = p->to.rs;
     a->o_head_stride = p->to.hs;
     a->softcap = s->softcap ? s->softcap_value : 0.0f;
+    a->descale_q = (const float *)(uintptr_t)p->dds[0];
+    a->descale_k = (const float *)(uintptr_t)p->dds[1];
+    a->descale_v = (const float *)(uintptr_t)p->dds[2];
     if (s->mask == FA3_MASK_LOCAL) {
         a->window_size_left = s->wl;
         a->window_size_right = s->wr;
@@ -235,7 +314,7 @@ void prob_upload(prob *p)
    (outputs are read back either way). */
 fa3_status prob_run(prob *p)
 {
-    const fa3_dtype dt = p->s.dt;
+    const fa3_dtype dt = p->out_dt;
     gpu_fill_nan16(p->to.base, p->to.total, dt);
     gpu_fill_nan32(p->dlse, p->lse_total);
     gpu_sync();
@@ -285,7 +364,7 @@ void prob_reference_rows(prob *p, int r0, int n)
     const spec *s = &p->s;
     assert_true(r0 >= 0 && n >= 1 && r0 + n <= s->sq);
     fa3_fwd_args a = p->args;
-    a.q = (const char *)a.q + (size_t)r0 * (size_t)a.q_row_stride * 2;
+    a.q = (const char *)a.q + (size_t)r0 * (size_t)a.q_row_stride * (size_t)p->es;
     a.seqlen_q = n;
     int empty = 0;
     if (s->mask == FA3_MASK_CAUSAL) {
@@ -346,6 +425,11 @@ void prob_free(prob *p)
     free(p->q);
     free(p->k);
     free(p->v);
+    free(p->q8);
+    free(p->k8);
+    free(p->v8);
+    for (int t = 0; t < 3; t++)
+        free(p->ds[t]);
     free(p->o);
     free(p->lse);
     free(p->ref);
@@ -374,196 +458,28 @@ void row_range(const spec *s, int i, int64_t *lo, int64_t *hi)
 
 float o_at(const prob *p, int b, int i, int h, int c)
 {
-    return dtype_to_f32(p->s.dt, p->o[dense_at(p->s.sq, p->s.h, p->dv, b, i, h, c)]);
+    return dtype_to_f32(p->out_dt, p->o[dense_at(p->s.sq, p->s.h, p->dv, b, i, h, c)]);
+}
+
+float in_at(const prob *p, int which, int b, int s, int h, int c)
+{
+    const spec *sp = &p->s;
+    const int seq = which ? sp->sk : sp->sq, heads = which ? sp->hk : sp->h;
+    const int dim = which == 2 ? p->dv : p->d;
+    const size_t i = dense_at(seq, heads, dim, b, s, h, c);
+    if (sp->dt != FA3_DTYPE_E4M3) {
+        const uint16_t *src = which == 0 ? p->q : which == 1 ? p->k : p->v;
+        return dtype_to_f32(sp->dt, src[i]);
+    }
+    const uint8_t *src = which == 0 ? p->q8 : which == 1 ? p->k8 : p->v8;
+    const int hk = which ? h : h / (sp->h / sp->hk);
+    const float d = p->ds[which] ? p->ds[which][(size_t)b * sp->hk + hk] : 1.0f;
+    return e4m3_to_f32(src[i]) * d;
 }
 
 size_t lse_at(const prob *p, int b, int h, int i)
 {
     return ((size_t)b * p->s.h + h) * p->s.sq + i;
-}
-
-/*
- * The case file's rule over every (b, i, h) row except (xb, xi, xh) (−1s for none):
- *   - nothing written outside O or LSE (the NaN guards and gaps are intact);
- *   - a row that sees no key: O exactly 0 and LSE −inf;
- *   - every other row: every O element and the LSE finite;
- *   - rows the references cover: the tolerance rule (tools/common/tolerance.h),
- *     max|O−ref| ≤ 2·max|emul−ref| + 1e-3, |LSE−ref| ≤ 1e-3.
- * Prints one line (always if verbose, else only on failure) and every failure with its first
- * offending index. Returns the number of failed conditions.
- */
-int prob_check(const prob *p, const char *what, int xb, int xi, int xh, int verbose,
-                      check_res *out)
-{
-    const spec *s = &p->s;
-    check_res r;
-    memset(&r, 0, sizeof r);
-    char first[512] = "";
-#define NOTE_FIRST(...)                                                   \
-    do {                                                                  \
-        if (!first[0])                                                    \
-            snprintf(first, sizeof first, __VA_ARGS__);                   \
-    } while (0)
-    size_t bad_empty = 0, nonfinite = 0, nonfinite_lse = 0, ref_bad = 0;
-    for (int b = 0; b < s->batch; b++)
-        for (int i = 0; i < s->sq; i++) {
-            int64_t lo, hi;
-            row_range(s, i, &lo, &hi);
-            for (int h = 0; h < s->h; h++) {
-                if (b == xb && i == xi && h == xh)
-                    continue;
-                r.rows_total++;
-                size_t li = lse_at(p, b, h, i);
-                if (lo > hi) {
-                    r.rows_empty++;
-                    int bad = !(isinf(p->lse[li]) && p->lse[li] < 0);
-                    for (int c = 0; c < p->dv && !bad; c++)
-                        bad = o_at(p, b, i, h, c) != 0.0f;
-                    if (bad) {
-                        bad_empty++;
-                        NOTE_FIRST("row b%d i%d h%d sees no key but O[0] = %g, LSE = %g (want 0, "
-                                   "-inf)", b, i, h, (double)o_at(p, b, i, h, 0),
-                                   (double)p->lse[li]);
-                    }
-                    if (p->ref_rows[i] && !(isinf(p->ref_lse[li]) && p->ref_lse[li] < 0))
-                        ref_bad++;
-                    continue;
-                }
-                if (!isfinite(p->lse[li])) {
-                    nonfinite_lse++;
-                    NOTE_FIRST("LSE b%d h%d i%d = %g (row sees keys %lld..%lld)", b, h, i,
-                               (double)p->lse[li], (long long)lo, (long long)hi);
-                }
-                for (int c = 0; c < p->dv; c++) {
-                    float x = o_at(p, b, i, h, c);
-                    if (!isfinite(x)) {
-                        nonfinite++;
-                        NOTE_FIRST("O[b%d i%d h%d c%d] = %g (unwritten or not finite)", b, i, h,
-                                   c, (double)x);
-                    }
-                }
-                if (!p->ref_rows[i])
-                    continue;
-                r.rows_ref++;
-                if (!isfinite(p->ref_lse[li]))
-                    ref_bad++;
-                tol_add_lse(&r.acc, li, p->lse[li], p->ref_lse[li]);
-                for (int c = 0; c < p->dv; c++) {
-                    size_t oi = dense_at(s->sq, s->h, p->dv, b, i, h, c);
-                    float x = dtype_to_f32(s->dt, p->o[oi]);
-                    if (!isfinite(p->ref[oi]) || !isfinite(p->emul[oi])) {
-                        ref_bad++;
-                        continue;
-                    }
-                    if (!isfinite(x))
-                        continue; /* counted above */
-                    tol_add_o(&r.acc, oi, x, p->ref[oi], p->emul[oi]);
-                }
-            }
-        }
-    r.tol = tol_o_bound(&r.acc);
-    const size_t worst = r.acc.worst_o, worst_lse = r.acc.worst_lse;
-    int fails = 0;
-    char msg[2048];
-    size_t n = 0;
-#define ADD(...) n += (size_t)snprintf(msg + n, n < sizeof msg ? sizeof msg - n : 0, __VA_ARGS__)
-    msg[0] = 0;
-    if (p->o_outside_written) {
-        fails++;
-        ADD("; %zu O positions outside the tensor were written (first at element %zu of the "
-            "allocation, %zu guard elements before O)", p->o_outside_written, p->o_outside_first,
-            p->to.pre);
-    }
-    if (p->lse_outside_written) {
-        fails++;
-        ADD("; %zu LSE guard values were written", p->lse_outside_written);
-    }
-    if (bad_empty) {
-        fails++;
-        ADD("; %zu rows that see no key are not O = 0, LSE = -inf", bad_empty);
-    }
-    if (nonfinite || nonfinite_lse) {
-        fails++;
-        ADD("; %zu O elements and %zu LSE values not finite (unwritten, NaN read from a guard, or "
-            "overflow)", nonfinite, nonfinite_lse);
-    }
-    if (ref_bad) {
-        fails++;
-        ADD("; the reference is not finite in %zu places (test bug?)", ref_bad);
-    }
-    if (!tol_o_ok(&r.acc)) {
-        fails++;
-        ADD("; max|O-ref| = %.4g at %zu (%g vs %g) exceeds 2*%.4g + 1e-3", r.acc.err_o, worst,
-            (double)dtype_to_f32(s->dt, p->o[worst]), (double)p->ref[worst], r.acc.err_emul);
-    }
-    if (!tol_lse_ok(&r.acc)) {
-        fails++;
-        ADD("; max|LSE-ref| = %.4g at %zu (%g vs %g) exceeds 1e-3", r.acc.err_lse, worst_lse,
-            (double)p->lse[worst_lse], (double)p->ref_lse[worst_lse]);
-    }
-#undef ADD
-#undef NOTE_FIRST
-    if (verbose || fails) {
-        char line[256];
-        printf("  %s%s: %s; %zu rows, %zu vs reference, %zu see no key\n", fails ? "FAIL " : "",
-               what, tol_format(&r.acc, line, sizeof line), r.rows_total, r.rows_ref,
-               r.rows_empty);
-    }
-    if (fails)
-        printf("    %s%s%s\n", msg + 2, first[0] ? "; first: " : "", first);
-    r.failed = fails;
-    if (out)
-        *out = r;
-    return fails;
-}
-
-double value_diff(double a, double b)
-{
-    if (isnan(a) || isnan(b))
-        return isnan(a) && isnan(b) ? 0.0 : INFINITY;
-    if (a == b)
-        return 0.0; /* also ±inf = ±inf */
-    return fabs(a - b);
-}
-
-diff_res outputs_diff(fa3_dtype dt, const uint16_t *o1, const uint16_t *o2, size_t no,
-                             const float *l1, const float *l2, size_t nl)
-{
-    diff_res d;
-    memset(&d, 0, sizeof d);
-    for (size_t i = 0; i < no; i++) {
-        if (o1[i] == o2[i])
-            continue;
-        d.o_bits++;
-        double e = value_diff(dtype_to_f32(dt, o1[i]), dtype_to_f32(dt, o2[i]));
-        if (!(e <= d.o_max))
-            d.o_max = e;
-    }
-    for (size_t i = 0; i < nl; i++) {
-        if (memcmp(&l1[i], &l2[i], 4) == 0)
-            continue;
-        d.lse_bits++;
-        double e = value_diff(l1[i], l2[i]);
-        if (!(e <= d.lse_max))
-            d.lse_max = e;
-    }
-    return d;
-}
-
-saved save_outputs(const prob *p)
-{
-    saved s = {xcalloc(p->no, 2), xcalloc(p->nlse, 4)};
-    memcpy(s.o, p->o, p->no * 2);
-    memcpy(s.lse, p->lse, p->nlse * 4);
-    return s;
-}
-
-void saved_free(saved *s)
-{
-    free(s->o);
-    free(s->lse);
-    s->o = NULL;
-    s->lse = NULL;
 }
 
 spec make_spec(int hd, fa3_dtype dt, fa3_mask mask, int batch, int sq, int sk, int h,
@@ -580,6 +496,8 @@ spec make_spec(int hd, fa3_dtype dt, fa3_mask mask, int batch, int sq, int sk, i
     s.sk = sk;
     s.h = h;
     s.hk = hk;
+    s.out = FA3_DTYPE_AUTO;
+    s.descales = 1;
     return s;
 }
 

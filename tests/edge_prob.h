@@ -1,7 +1,9 @@
 /*
- * The GPU edge-case tests' problem kit (test_edge.c, test_edge_more.c): device tensors in chosen
- * layouts inside NaN guards, one attention problem (dense host inputs, device buffers, the kernel's
- * outputs, the NVRTC references) and the case file's pass rule with its report.
+ * The GPU edge-case tests' problem kit (test_edge.c, test_edge_more.c, and the FP8 tests
+ * test_fp8*.c): device tensors in chosen layouts inside NaN guards, one attention problem (dense
+ * host inputs, device buffers, the kernel's outputs, the NVRTC references; edge_prob.c) and the
+ * case file's pass rule with its report (edge_check.c). e4m3 problems hold their inputs as e4m3
+ * bytes with per-(batch, kv head) descales (spec.descales) and O in the out_dtype.
  */
 #ifndef FA3JIT_TESTS_EDGE_PROB_H
 #define FA3JIT_TESTS_EDGE_PROB_H
@@ -33,12 +35,13 @@ typedef enum lay_kind {
 
 typedef struct layout {
     lay_kind kind;
-    int pad;          /* NaN elements after each innermost row of dim elements (even; a multiple
-                         of 8 for Q/K/V, which TMA reads) */
-    size_t pre, post; /* NaN guard elements before and after (even; a multiple of 8 for Q/K/V) */
+    int pad;          /* NaN elements after each innermost row of dim elements (even; 16 bytes'
+                         worth for Q/K/V, which TMA reads: a multiple of 8, of 16 for e4m3) */
+    size_t pre, post; /* NaN guard elements before and after (the same rule) */
 } layout;
 
 typedef struct tensor16 {
+    int es;             /* element bytes: 2, or 1 (e4m3 Q/K/V) */
     int b, s, h, d;
     int64_t bs, rs, hs; /* element strides */
     size_t pre, total;  /* guard before; allocation size in elements */
@@ -57,6 +60,12 @@ typedef struct spec {
     float softcap_value;
     int wl, wr;         /* FA3_MASK_LOCAL windows */
     int batch, sq, sk, h, hk;
+    fa3_dtype out;      /* out_dtype: FA3_DTYPE_AUTO (make_spec's), or fp16 with e4m3 */
+    /* e4m3 inputs (dt FA3_DTYPE_E4M3): 1 (make_spec's) normal values of a different magnitude
+       per (batch, kv head) group (x 1/2..2 for Q and K, 1/4..4 for V) quantized with descales
+       amax/448 (quantize_e4m3); 0 N(0,1) rounded to e4m3, descales NULL; 2 descale_k only (Q
+       and V as for 0) */
+    int descales;
 } spec;
 
 typedef struct prob {
@@ -67,7 +76,12 @@ typedef struct prob {
     layout lq, lk, lv, lo;
     size_t lse_pre, lse_post;
     size_t nq, nk, nv, no, nlse;
-    uint16_t *q, *k, *v;      /* dense inputs */
+    fa3_dtype out_dt;         /* the config's out_dtype (resolved) */
+    int es;                   /* bytes of a Q/K/V element */
+    uint16_t *q, *k, *v;      /* dense inputs (bf16/fp16) */
+    uint8_t *q8, *k8, *v8;    /* dense inputs (e4m3) */
+    float *ds[3];             /* e4m3: host descales of q, k, v ((batch, hk); NULL = none) */
+    CUdeviceptr dds[3];       /* their device copies */
     uint16_t *o;              /* dense copy of the kernel's O */
     float *lse;               /* the kernel's LSE */
     float *ref, *ref_lse, *emul;
@@ -117,15 +131,16 @@ double now_s(void);
 
 void *xcalloc(size_t n, size_t size);
 
-void tensor_plan(tensor16 *t, const layout *l, int b, int s, int h, int d);
+void tensor_plan(tensor16 *t, const layout *l, int b, int s, int h, int d, int es);
 
 size_t tensor_at(const tensor16 *t, int b, int s, int h, int c);
 
 /* Dense host index of (b, s, h, c) in a contiguous (b, s, h, d) array. */
 size_t dense_at(int s_, int h_, int d_, int b, int s, int h, int c);
 
-/* Allocates t, writes the dense values at their strided places and NaN everywhere else. */
-void tensor_upload(tensor16 *t, const uint16_t *dense, fa3_dtype dt);
+/* Allocates t, writes the dense values (t->es bytes each) at their strided places and the NaN
+   nan (of t->es bytes) everywhere else. */
+void tensor_upload(tensor16 *t, const void *dense, uint16_t nan);
 
 const void *tensor_ptr(const tensor16 *t);
 
@@ -139,6 +154,9 @@ void fill_random(host_rng *r, uint16_t *dst, size_t n, fa3_dtype dt, double scal
    default layouts (contiguous, NaN guards around every tensor) that the case may change before
    prob_upload. */
 void prob_init(prob *p, const spec *s, uint64_t salt);
+/* The same without a kernel (p->kernel NULL, p->cfg as given with head_dim_v and out_dtype
+   resolved): for tests of the reference alone. */
+void prob_init_no_kernel(prob *p, const spec *s, uint64_t salt);
 
 void prob_free_device(prob *p);
 
@@ -164,6 +182,10 @@ void prob_free(prob *p);
 void row_range(const spec *s, int i, int64_t *lo, int64_t *hi);
 
 float o_at(const prob *p, int b, int i, int h, int c);
+
+/* The input value the kernel computes with: tensor which (0 q, 1 k, 2 v) at (b, s, h, c) of the
+   dense inputs, dequantized for e4m3 (x · descale of (b, h's kv head), h a kv head for k, v). */
+float in_at(const prob *p, int which, int b, int s, int h, int c);
 
 size_t lse_at(const prob *p, int b, int h, int i);
 

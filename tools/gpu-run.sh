@@ -2,7 +2,7 @@
 # Runs on the H200 (device tool, carry [".gpu"]): SASS check of the shipped kernels, the GPU test
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
-# edge magnitude check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke. FA3JIT_BENCH_DTYPES picks
+# edge magnitude fp8tests check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke. FA3JIT_BENCH_DTYPES picks
 # compare's dtypes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,14 +40,16 @@ for step in $steps; do
       flag=; [ $m = causal ] && flag=--causal
       $gen --emit-cubin /tmp/k.cubin --head-dim $hd --dtype $dt $flag >/dev/null || rc=1
       s=$(cuobjdump -sass /tmp/k.cubin)
-      n_set=$(grep -c USETMAXREG <<<"$s"); n_mma=$(grep -c HGMMA <<<"$s"); n_ldl=$(grep -c -E '\b(LDL|STL)\b' <<<"$s")
-      echo "hd$hd $dt $m: USETMAXREG $n_set HGMMA $n_mma LDL/STL $n_ldl"
+      n_set=$(grep -c USETMAXREG <<<"$s"); n_mma=$(grep -c -E 'HGMMA|QGMMA' <<<"$s"); n_ldl=$(grep -c -E '\b(LDL|STL)\b' <<<"$s")
+      echo "hd$hd $dt $m: USETMAXREG $n_set HGMMA/QGMMA $n_mma LDL/STL $n_ldl"
       [ "$n_set" -ge 2 ] && [ "$n_mma" -ge 1 ] && [ "$n_ldl" -eq 0 ] || rc=1
     done; done; done ;;
   tests) logged test_gpu 300 25 "$root/.gpu/test_gpu" ;;
   fp8smoke) logged fp8_smoke 300 80 python3 "$root/tools/probes/fp8_smoke.py" ${FP8_SMOKE_ARGS:-} ;;
   edge) logged test_edge 300 40 "$root/.gpu/test_edge" ;;
   magnitude) logged test_magnitude 300 20 "$root/.gpu/test_magnitude" ;;
+  fp8tests) logged test_fwd_args 120 15 "$root/.gpu/test_fwd_args"
+    logged test_fp8 560 40 "$root/.gpu/test_fp8" ;;
   checkall) logged check_all 400 15 $gen check --all ;;
   check) logged check 400 30 $gen check ;;
   pytest) logged pytest 400 15 bash -c 'cd "$1" && python3 -m pytest python/tests -q -rs' _ "$root" ;;

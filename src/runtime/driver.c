@@ -192,6 +192,7 @@ static void load_driver(void)
     FA3_RESOLVE(cuMemFree);
     FA3_RESOLVE(cuMemcpyHtoD);
     FA3_RESOLVE(cuMemcpyDtoH);
+    FA3_RESOLVE(cuMemcpyDtoHAsync);
     FA3_RESOLVE(cuMemsetD32);
     FA3_RESOLVE(cuStreamSynchronize);
     FA3_RESOLVE(cuEventCreate);

@@ -44,6 +44,7 @@ typedef struct fa3_driver {
     CUresult (*cuMemFree)(CUdeviceptr);
     CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
     CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+    CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
     CUresult (*cuMemsetD32)(CUdeviceptr, unsigned int, size_t);
     CUresult (*cuStreamSynchronize)(CUstream);
     CUresult (*cuEventCreate)(CUevent *, unsigned int);

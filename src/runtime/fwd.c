@@ -244,6 +244,7 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *arguments, void *stre
                           "device %d (%s) has compute capability %d.%d; fa3jit kernels need 9.0 "
                           "(sm_90a, Hopper)", (int)dev, name, cc / 10, cc % 10);
     }
+    FA3_TRY(fa3_fwd_check_descales(&kernel->cfg, args, stream)); /* e4m3: read back */
     const fa3_op_shape shape = {args->batch, args->seqlen_q, args->seqlen_k, args->num_heads,
                                 args->num_heads_k};
     size_t workspace = fa3_op_workspace_bytes(kernel->op, &kernel->plan, &shape);

@@ -1,12 +1,14 @@
 /*
  * The forward call's arguments: fa3_fwd_args_init and the struct's size rules, contiguous
- * strides, the FLOP count, and the validation fa3_fwd runs before anything touches the GPU: every
- * argument against the kernel's config, each failure naming the field and its value (fwd.c
- * launches).
+ * strides, the FLOP count, and the validation fa3_fwd runs: first every argument against the
+ * kernel's config before anything touches the GPU (fa3_fwd_validate), each failure naming the
+ * field and its value; then, once the device is ready, the e4m3 descale values read back
+ * (fa3_fwd_check_descales). fwd.c launches.
  */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/runtime.h"
@@ -195,14 +197,23 @@ static int ranges_meet(byte_range a, byte_range b)
     return a.lo <= b.hi && b.lo <= a.hi;
 }
 
-/* O and LSE are written while other CTAs still read Q, K and V: they must not overlap K, V or
-   each other, nor Q unless O has exactly Q's place and layout (each tile reads its own Q rows
-   before writing the same rows of O). Byte ranges are a conservative test: interleaved but
-   disjoint layouts (e.g. O inside a packed QKV buffer) are refused too. */
-static fa3_status check_no_alias(const fa3_fwd_args *a, const fa3_config *c, int es)
+/* The byte range of a descale array: batch · num_heads_k floats. */
+static byte_range descale_range(const float *p, const fa3_fwd_args *a)
+{
+    uint64_t n = (uint64_t)a->batch * (uint64_t)a->num_heads_k;
+    byte_range r = {(uintptr_t)p, (uintptr_t)p + (uintptr_t)(4 * n - 1)};
+    return r;
+}
+
+/* O and LSE are written while other CTAs still read Q, K, V and the descales: they must not
+   overlap K, V, a descale array or each other, nor Q unless O has exactly Q's place and layout
+   (each tile reads its own Q rows before writing the same rows of O). Byte ranges (Q/K/V elements
+   of es bytes, O elements of os bytes) are a conservative test: interleaved but disjoint layouts
+   (e.g. O inside a packed QKV buffer) are refused too. */
+static fa3_status check_no_alias(const fa3_fwd_args *a, const fa3_config *c, int es, int os)
 {
     byte_range o = tensor_range(a->o, a->batch, a->seqlen_q, a->num_heads, c->head_dim_v,
-                                a->o_batch_stride, a->o_row_stride, a->o_head_stride, es);
+                                a->o_batch_stride, a->o_row_stride, a->o_head_stride, os);
     byte_range q = tensor_range(a->q, a->batch, a->seqlen_q, a->num_heads, c->head_dim,
                                 a->q_batch_stride, a->q_row_stride, a->q_head_stride, es);
     byte_range k = tensor_range(a->k, a->batch, a->seqlen_k, a->num_heads_k, c->head_dim,
@@ -216,20 +227,58 @@ static fa3_status check_no_alias(const fa3_fwd_args *a, const fa3_config *c, int
                           ranges_meet(o, k) ? "k" : "v");
     int same_as_q = a->o == a->q && a->o_batch_stride == a->q_batch_stride &&
                     a->o_row_stride == a->q_row_stride && a->o_head_stride == a->q_head_stride &&
-                    c->head_dim_v == c->head_dim;
+                    c->head_dim_v == c->head_dim && es == os;
     if (ranges_meet(o, q) && !same_as_q)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
-                          "args->o overlaps args->q without having exactly q's address and "
-                          "strides (in-place output is allowed only that way)");
+                          "args->o overlaps args->q without having exactly q's address, strides "
+                          "and element size (in-place output is allowed only that way)");
+    byte_range l = {0, 0};
     if (a->lse) {
         uint64_t n = (uint64_t)a->batch * (uint64_t)a->num_heads * (uint64_t)a->seqlen_q;
-        byte_range l = {(uintptr_t)a->lse, (uintptr_t)a->lse + (uintptr_t)(4 * n - 1)};
+        l = (byte_range){(uintptr_t)a->lse, (uintptr_t)a->lse + (uintptr_t)(4 * n - 1)};
         if (ranges_meet(l, o) || ranges_meet(l, q) || ranges_meet(l, k) || ranges_meet(l, v))
             return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
                               "args->lse (%llu floats at %p) overlaps args->%s",
                               (unsigned long long)n, (void *)a->lse,
                               ranges_meet(l, o) ? "o" : ranges_meet(l, q) ? "q"
                               : ranges_meet(l, k) ? "k" : "v");
+    }
+    const struct { const char *name; const float *p; } ds[3] = {
+        {"descale_q", a->descale_q}, {"descale_k", a->descale_k}, {"descale_v", a->descale_v}};
+    for (int i = 0; i < 3; i++) {
+        if (!ds[i].p)
+            continue;
+        byte_range d = descale_range(ds[i].p, a);
+        if (ranges_meet(d, o) || (a->lse && ranges_meet(d, l)))
+            return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                              "args->%s (%llu floats at %p) overlaps args->%s: the descales would "
+                              "be overwritten while they are read", ds[i].name,
+                              (unsigned long long)a->batch * (unsigned long long)a->num_heads_k,
+                              (const void *)ds[i].p, ranges_meet(d, o) ? "o" : "lse");
+    }
+    return FA3_OK;
+}
+
+/* The descale fields: all NULL for bf16/fp16; for e4m3 each NULL (1.0) or 4-byte aligned;
+   descales_trusted 0 or 1. Their values are read later (fa3_fwd_check_descales). */
+static fa3_status check_descale_fields(const fa3_fwd_args *a, const fa3_config *c)
+{
+    if (a->descales_trusted != 0 && a->descales_trusted != 1)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                          "args->descales_trusted %d must be 0 (fa3_fwd reads the descales back "
+                          "to check them) or 1 (it does not)", a->descales_trusted);
+    const struct { const char *name; const float *p; } ds[3] = {
+        {"args->descale_q", a->descale_q}, {"args->descale_k", a->descale_k},
+        {"args->descale_v", a->descale_v}};
+    for (int i = 0; i < 3; i++) {
+        if (!ds[i].p)
+            continue;
+        if (c->dtype != FA3_DTYPE_E4M3)
+            return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                              "%s %p must be NULL for %s kernel (descales scale e4m3 inputs "
+                              "only)", ds[i].name, (const void *)ds[i].p,
+                              c->dtype == FA3_DTYPE_FP16 ? "an fp16" : "a bf16");
+        FA3_TRY(check_aligned(ds[i].name, ds[i].p, 4));
     }
     return FA3_OK;
 }
@@ -239,7 +288,8 @@ fa3_status fa3_fwd_validate(const fa3_kernel *k, const fa3_fwd_args *a, float *s
                             int *win_left, int *win_right, uint32_t *tiles)
 {
     const fa3_config *c = &k->cfg;
-    const int es = k->plan.elem_bytes;
+    const int es = k->plan.elem_bytes; /* Q, K, V */
+    const int os = k->plan.out_bytes;  /* O */
     if (!a->q || !a->k || !a->v || !a->o)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "args->%s is NULL",
                           !a->q ? "q" : !a->k ? "k" : !a->v ? "v" : "o");
@@ -278,6 +328,7 @@ fa3_status fa3_fwd_validate(const fa3_kernel *k, const fa3_fwd_args *a, float *s
     FA3_TRY(check_aligned("args->v", a->v, 16));
     FA3_TRY(check_aligned("args->o", a->o, 4));
     FA3_TRY(check_aligned("args->lse", a->lse, 4));
+    FA3_TRY(check_descale_fields(a, c));
 
     /* strides */
     FA3_TRY(check_tma_stride("args->q_row_stride", a->q_row_stride, a->seqlen_q, es));
@@ -357,7 +408,70 @@ fa3_status fa3_fwd_validate(const fa3_kernel *k, const fa3_fwd_args *a, float *s
                           "softmax_scale / softcap = %g / %g = %g is outside the float range",
                           (double)s, (double)a->softcap, smul);
 
-    FA3_TRY(check_no_alias(a, c, es));
+    FA3_TRY(check_no_alias(a, c, es, os));
     *tiles = (uint32_t)total;
     return FA3_OK;
+}
+
+/* ------------------------------------------------------------------ descale values */
+
+/* Floats read back per copy: bounds the host buffer whatever batch · num_heads_k is. */
+#define DESCALE_CHUNK 16384
+
+/* See runtime.h. */
+fa3_status fa3_fwd_check_descales(const fa3_config *c, const fa3_fwd_args *a, void *stream)
+{
+    if (c->dtype != FA3_DTYPE_E4M3 || a->descales_trusted == 1)
+        return FA3_OK;
+    if (!a->descale_q && !a->descale_k && !a->descale_v)
+        return FA3_OK;
+    const fa3_driver *d;
+    FA3_TRY(fa3_driver_get(&d));
+    const struct { const char *name; const float *p; } ds[3] = {
+        {"args->descale_q", a->descale_q}, {"args->descale_k", a->descale_k},
+        {"args->descale_v", a->descale_v}};
+    const uint64_t n = (uint64_t)a->batch * (uint64_t)a->num_heads_k;
+    const size_t cap = n < DESCALE_CHUNK ? (size_t)n : DESCALE_CHUNK;
+    float *host = malloc(cap * sizeof *host);
+    if (!host)
+        return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "fa3_fwd: out of memory (%zu bytes to read the "
+                          "descales back)", cap * sizeof *host);
+    fa3_status st = FA3_OK;
+    for (int i = 0; i < 3 && st == FA3_OK; i++) {
+        if (!ds[i].p)
+            continue;
+        for (uint64_t first = 0; first < n && st == FA3_OK; first += cap) {
+            const size_t m = n - first < cap ? (size_t)(n - first) : cap;
+            const CUdeviceptr src = (CUdeviceptr)(uintptr_t)(ds[i].p + first);
+            /* A blocking read on the call's stream: the values seen are those the kernel will
+               read (work queued on the stream before this call has written them). */
+            if (stream) {
+                st = FA3_CU(d, cuMemcpyDtoHAsync(host, src, m * sizeof *host, (CUstream)stream));
+                if (st == FA3_OK)
+                    st = FA3_CU(d, cuStreamSynchronize((CUstream)stream));
+            } else {
+                st = FA3_CU(d, cuMemcpyDtoH(host, src, m * sizeof *host));
+            }
+            if (st != FA3_OK) {
+                fa3_appenderr(" (reading %s back: %llu floats at %p; set "
+                              "args->descales_trusted = 1 to skip the check)", ds[i].name,
+                              (unsigned long long)n, (const void *)ds[i].p);
+                break;
+            }
+            for (size_t j = 0; j < m; j++) {
+                const float x = host[j];
+                if (isfinite(x) && x > 0.0f)
+                    continue;
+                const uint64_t idx = first + j;
+                st = fa3_seterr(FA3_ERR_BAD_SCALE,
+                                "%s[%llu] (batch %llu, kv head %llu) is %g: descales must be "
+                                "positive and finite", ds[i].name, (unsigned long long)idx,
+                                (unsigned long long)(idx / (uint64_t)a->num_heads_k),
+                                (unsigned long long)(idx % (uint64_t)a->num_heads_k), (double)x);
+                break;
+            }
+        }
+    }
+    free(host);
+    return st;
 }

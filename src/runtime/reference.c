@@ -6,9 +6,16 @@
  * so that the library has no link-time dependency on it. This file: NVRTC, the per-arch image
  * and per-CUcontext module caches, the argument checks and the launch.
  *
- * emulate_dtype = 1 reproduces where a flash kernel rounds: the unnormalised p is rounded to the
- * dtype (bf16: round-to-nearest-even on the bits; fp16: cvt.rn.f16.f32) before it multiplies V,
- * the row sum uses the unrounded p, and O is rounded to the dtype at the end.
+ * emulate_dtype = 1 reproduces where a flash kernel rounds: the unnormalised p = exp(s − m) is
+ * rounded to the dtype (bf16: round-to-nearest-even on the bits; fp16: cvt.rn.f16.f32) before it
+ * multiplies V, the row sum uses the unrounded p, and O is rounded to the out_dtype at the end.
+ * e4m3 (FlashAttention-3's FP8 path): P is scaled by 2^8 before its rounding to e4m3 (round to
+ * nearest even, saturating; the exponent offset that keeps P ≤ 256 in e4m3's range), so the value
+ * that multiplies the dequantized V is e4m3(2^8·p) / 2^8; Q, K and V are e4m3 already (nothing to
+ * round). What is not emulated: m here is the row's final max, while the fast kernel rounds each
+ * key block's P against the running max of the blocks so far and rescales its accumulator, so
+ * only the rows' last blocks round exactly alike; the tolerance rule's factor 2 on the emulated
+ * gap (tools/common/tolerance.h) covers the rest, as in FlashAttention-3's tests.
  *
  * The compiled image is kept per compute capability for the life of the process, the loaded
  * module per CUcontext (a process-wide table under a mutex). Modules are never unloaded; a
@@ -343,10 +350,19 @@ static fa3_status make_params(const fa3_context *ctx, const fa3_config *cfg,
         return fa3_seterr(FA3_ERR_BAD_HEAD_DIM_V,
                           "reference: head_dim_v %d is out of range (0 = head_dim, or 1..%d)",
                           cfg->head_dim_v, REF_MAX_HEAD_DIM);
-    if (cfg->dtype != FA3_DTYPE_BF16 && cfg->dtype != FA3_DTYPE_FP16)
+    if (cfg->dtype != FA3_DTYPE_BF16 && cfg->dtype != FA3_DTYPE_FP16 &&
+        cfg->dtype != FA3_DTYPE_E4M3)
         return fa3_seterr(FA3_ERR_BAD_DTYPE,
-                          "reference: dtype %d is not supported (supported: bf16 = 0, fp16 = 1)",
-                          (int)cfg->dtype);
+                          "reference: dtype %d is not supported (supported: bf16 = 0, fp16 = 1, "
+                          "e4m3 = 2)", (int)cfg->dtype);
+    const int e4m3 = cfg->dtype == FA3_DTYPE_E4M3;
+    int out_dtype = cfg->out_dtype == FA3_DTYPE_AUTO ? fa3_default_out_dtype(cfg->dtype)
+                                                     : (int)cfg->out_dtype;
+    if (out_dtype != fa3_default_out_dtype(cfg->dtype) && !(e4m3 && out_dtype == FA3_DTYPE_FP16))
+        return fa3_seterr(FA3_ERR_BAD_DTYPE,
+                          "reference: out_dtype %d is not supported with dtype %d (supported: %s)",
+                          (int)cfg->out_dtype, (int)cfg->dtype,
+                          e4m3 ? "-1 = auto, bf16 = 0, fp16 = 1" : "-1 = auto, or the dtype itself");
     if (cfg->mask != FA3_MASK_NONE && cfg->mask != FA3_MASK_CAUSAL && cfg->mask != FA3_MASK_LOCAL)
         return fa3_seterr(FA3_ERR_BAD_MASK, "reference: mask %d is not a valid fa3_mask",
                           (int)cfg->mask);
@@ -354,13 +370,32 @@ static fa3_status make_params(const fa3_context *ctx, const fa3_config *cfg,
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "reference: softcap flag %d must be 0 or 1",
                           cfg->softcap);
 
-    /* Pointers (16-bit inputs need 2-byte alignment, the fp32 outputs 4). */
-    FA3_TRY(check_ptr("args->q", a->q, 2));
-    FA3_TRY(check_ptr("args->k", a->k, 2));
-    FA3_TRY(check_ptr("args->v", a->v, 2));
+    /* Pointers (16-bit inputs need 2-byte alignment, e4m3 ones 1, the fp32 arrays 4). */
+    const unsigned ealign = e4m3 ? 1 : 2;
+    FA3_TRY(check_ptr("args->q", a->q, ealign));
+    FA3_TRY(check_ptr("args->k", a->k, ealign));
+    FA3_TRY(check_ptr("args->v", a->v, ealign));
     FA3_TRY(check_ptr("o_ref", o_ref, 4));
     if (lse_ref)
         FA3_TRY(check_ptr("lse_ref", lse_ref, 4));
+    /* Descales as fa3_fwd takes them: none for bf16/fp16; e4m3 NULL (1.0) or aligned arrays,
+       whose values fa3_reference_fwd_ex reads back (fa3_fwd_check_descales). */
+    if (a->descales_trusted != 0 && a->descales_trusted != 1)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                          "reference: args->descales_trusted %d must be 0 or 1",
+                          a->descales_trusted);
+    const struct { const char *name; const float *p; } ds[3] = {
+        {"args->descale_q", a->descale_q}, {"args->descale_k", a->descale_k},
+        {"args->descale_v", a->descale_v}};
+    for (int i = 0; i < 3; i++) {
+        if (ds[i].p && !e4m3)
+            return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                              "reference: %s %p must be NULL for dtype %s (descales scale e4m3 "
+                              "inputs only)", ds[i].name, (const void *)ds[i].p,
+                              cfg->dtype == FA3_DTYPE_FP16 ? "fp16" : "bf16");
+        if (ds[i].p)
+            FA3_TRY(check_ptr(ds[i].name, ds[i].p, 4));
+    }
 
     /* Shapes. */
     FA3_TRY(check_shape("batch", a->batch));
@@ -451,7 +486,11 @@ static fa3_status make_params(const fa3_context *ctx, const fa3_config *cfg,
     /* -1 = unlimited on that side; the kernel widens to 64 bits before adding a window. */
     p->window_left = cfg->mask == FA3_MASK_LOCAL ? a->window_size_left : -1;
     p->window_right = cfg->mask == FA3_MASK_LOCAL ? a->window_size_right : -1;
-    p->is_fp16 = cfg->dtype == FA3_DTYPE_FP16;
+    p->descale_q = (uint64_t)(uintptr_t)a->descale_q;
+    p->descale_k = (uint64_t)(uintptr_t)a->descale_k;
+    p->descale_v = (uint64_t)(uintptr_t)a->descale_v;
+    p->dtype = (int32_t)cfg->dtype;
+    p->out_fp16 = out_dtype == FA3_DTYPE_FP16;
     p->emulate = emulate_dtype;
     p->use_softcap = cfg->softcap;
     p->scale = scale;
@@ -472,6 +511,13 @@ fa3_status fa3_reference_fwd_ex(fa3_context *ctx, const fa3_config *cfg, const f
     CUcontext cuctx = NULL;
     CUdevice dev = 0;
     FA3_TRY(fa3_driver_ensure_context(&cuctx, &dev));
+    if (p.dtype == FA3_DTYPE_E4M3) { /* the descale values, as fa3_fwd reads them */
+        fa3_config c;
+        fa3_fwd_args a;
+        FA3_TRY(fa3_config_in(cfg, &c));
+        FA3_TRY(fa3_fwd_args_in(args, &a));
+        FA3_TRY(fa3_fwd_check_descales(&c, &a, stream));
+    }
 
     CUfunction fn = NULL;
     int widest = p.head_dim > p.head_dim_v ? p.head_dim : p.head_dim_v;

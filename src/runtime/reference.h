@@ -14,6 +14,7 @@ FA3_INTERNAL extern const char fa3_ref_kernel_src[];
 /* Host image of the kernel's RefParams (same field order and types; all 8-byte fields first). */
 typedef struct fa3_ref_params {
     uint64_t q, k, v, o, lse;
+    uint64_t descale_q, descale_k, descale_v; /* e4m3: fp32 (batch, num_heads_k), 0 = 1.0 */
     int64_t q_bs, q_rs, q_hs;
     int64_t k_bs, k_rs, k_hs;
     int64_t v_bs, v_rs, v_hs;
@@ -22,11 +23,12 @@ typedef struct fa3_ref_params {
     int32_t head_dim, head_dim_v;
     int32_t mask;
     int32_t window_left, window_right;
-    int32_t is_fp16, emulate, use_softcap;
+    int32_t dtype;    /* of Q/K/V: 0 bf16, 1 fp16, 2 e4m3 */
+    int32_t out_fp16; /* emulation: O rounded to fp16 (1) or bf16 (0) */
+    int32_t emulate, use_softcap;
     float scale, softcap;
-    int32_t pad_;
 } fa3_ref_params;
-_Static_assert(sizeof(fa3_ref_params) == 15 * 8 + 16 * 4, "fa3_ref_params layout");
+_Static_assert(sizeof(fa3_ref_params) == 18 * 8 + 16 * 4, "fa3_ref_params layout");
 
 #define REF_THREADS 128  /* 4 warps per block (the kernel's __launch_bounds__) */
 #define REF_MAX_HEAD_DIM 256

@@ -118,6 +118,15 @@ FA3_INTERNAL fa3_status fa3_fwd_validate(const fa3_kernel *kernel, const fa3_fwd
                                          float *scale, int *win_left, int *win_right,
                                          uint32_t *tiles);
 
+/* The e4m3 descale values, after fa3_fwd_validate and once the driver and a context are ready
+   (before any launch): unless args->descales_trusted is 1, each non-NULL descale array of an e4m3
+   config (batch · num_heads_k floats) is read back with a blocking copy on stream (NULL: the
+   legacy default stream) and every value must be positive and finite, else FA3_ERR_BAD_SCALE
+   naming the array, the index (batch, kv head) and the value. FA3_OK at once for other dtypes,
+   trusted or NULL descales. fa3_fwd and the reference call it. fwd_args.c. */
+FA3_INTERNAL fa3_status fa3_fwd_check_descales(const fa3_config *cfg, const fa3_fwd_args *args,
+                                               void *stream);
+
 /* Keeps ctx's first warning (later ones are dropped: reported once). The text is written before
    ctx->warned is set and never changed after, so readers need no lock. context.c. */
 FA3_INTERNAL void fa3_context_warn(fa3_context *ctx, const char *fmt, ...) FA3_PRINTF(2, 3);

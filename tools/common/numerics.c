@@ -206,3 +206,35 @@ uint8_t f32_to_e4m3(float x)
     int m = (int)ldexp(f, 4) - 8; /* (1 + m/8) · 2^(ev-1) */
     return sign | (uint8_t)((ev - 1 + 7) << 3) | (uint8_t)m;
 }
+
+void quantize_e4m3(const float *x, uint8_t *out, float *descale, int batch, int seqlen,
+                   int heads, int dim, int descale_heads)
+{
+    const size_t row = (size_t)heads * (size_t)dim; /* one (batch, position) */
+    const size_t per_batch = (size_t)seqlen * row;
+    if (!descale) {
+        for (size_t i = 0; i < (size_t)batch * per_batch; i++)
+            out[i] = f32_to_e4m3(x[i]);
+        return;
+    }
+    const int group = heads / descale_heads; /* heads per descale */
+    const size_t span = (size_t)group * (size_t)dim;
+    for (int b = 0; b < batch; b++)
+        for (int g = 0; g < descale_heads; g++) {
+            const size_t first = (size_t)b * per_batch + (size_t)g * span;
+            float amax = 0.0f;
+            for (int s = 0; s < seqlen; s++)
+                for (size_t c = 0; c < span; c++) {
+                    float a = fabsf(x[first + (size_t)s * row + c]);
+                    if (a > amax)
+                        amax = a;
+                }
+            const float d = amax > 0.0f ? amax / 448.0f : 1.0f;
+            descale[(size_t)b * (size_t)descale_heads + (size_t)g] = d;
+            for (int s = 0; s < seqlen; s++)
+                for (size_t c = 0; c < span; c++) {
+                    const size_t i = first + (size_t)s * row + c;
+                    out[i] = f32_to_e4m3(x[i] / d);
+                }
+        }
+}

@@ -45,6 +45,18 @@ void floats_to_dtype(uint16_t *dst, const float *src, size_t n, fa3_dtype dt);
 /* Round to nearest even; saturating: |x| beyond 448 (and ±inf) gives ±448; NaN gives 0x7F. */
 uint8_t f32_to_e4m3(float x);
 float e4m3_to_f32(uint8_t b); /* exact */
+/* The e4m3 NaN the input guards are filled with (S.1111.111). */
+#define E4M3_NAN_BITS 0x7Fu
+/*
+ * Quantizes x, contiguous (batch, seqlen, heads, dim) floats, to e4m3 as fa3_quantize_fp8 does:
+ * one descale per (batch, descale head), descale head g covering heads g·(heads/descale_heads)
+ * to (g+1)·(heads/descale_heads) − 1 (descale_heads divides heads: num_heads_k for Q, so that the
+ * descales have fa3_fwd_args' (batch, num_heads_k) shape); descale = amax/448 over the group (1
+ * for a group of zeros), out = f32_to_e4m3(x / descale). descale (batch·descale_heads floats) may
+ * be NULL: then out = f32_to_e4m3(x), the inputs of a call with NULL descales (1.0).
+ */
+void quantize_e4m3(const float *x, uint8_t *out, float *descale, int batch, int seqlen,
+                   int heads, int dim, int descale_heads);
 
 /* ---- random inputs */
 /* n values N(0, 1) as floats, drawn in pairs within the call (an odd n drops the last pair's

@@ -3,7 +3,8 @@
  * heads·head_dim = 2048, seqlen 512..16384, head_dim 64/128/256, causal and non-causal), each
  * shape the median of --reps runs timed with CUDA events after --warmup runs, as TFLOP/s of
  * fa3_fwd_flops. Prints a table, or with --json one object a line (bench/compare.py and
- * bench/ab.py read those: keep the keys and their order).
+ * bench/ab.py read those: keep the keys and their order). e4m3: inputs are the normal values
+ * rounded to e4m3, with descale arrays of 1.0 passed as trusted (no read-back in the timing).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -106,7 +107,15 @@ int cmd_bench(int argc, char **argv)
         if ((size_t)seqlens[s] > max_tokens)
             max_tokens = (size_t)seqlens[s];
     const size_t n = max_tokens * 2048;
-    dev_buf q = {0}, k = {0}, v = {0}, ob = {0};
+    dev_buf q = {0}, k = {0}, v = {0}, ob = {0}, ds = {0};
+    const int e4m3 = o.cfg.dtype == FA3_DTYPE_E4M3;
+    size_t nds = 1; /* e4m3 descales: the largest batch · num_heads */
+    for (int s = 0; s < nsl; ++s)
+        for (int h = 0; h < nhd; ++h) {
+            size_t bh = (size_t)(seqlens[s] >= 16384 ? 1 : 16384 / seqlens[s]) *
+                        (size_t)(2048 / hds[h]);
+            nds = bh > nds ? bh : nds;
+        }
     fa3_context *ctx = NULL;
     CUevent *ev = calloc((size_t)reps + 1, sizeof *ev);
     float *ms = calloc((size_t)reps, sizeof *ms);
@@ -127,6 +136,10 @@ int cmd_bench(int argc, char **argv)
         st = dev_alloc(drv, &v, n * 2);
     if (st == FA3_OK)
         st = dev_alloc(drv, &ob, n * 2);
+    if (st == FA3_OK && e4m3)
+        st = dev_alloc(drv, &ds, nds * 4);
+    if (st == FA3_OK && e4m3)
+        st = dev_fill32(drv, ds.p, nds, 0x3F800000u); /* 1.0f */
     while (st == FA3_OK && nev < reps + 1) {
         st = FA3_CU(drv, cuEventCreate(&ev[nev], CU_EVENT_DEFAULT));
         if (st == FA3_OK)
@@ -138,12 +151,16 @@ int cmd_bench(int argc, char **argv)
         rng_init(&rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20));
         fill_normal_f32(&rng, pool, pool_n);
         const dev_buf *dst[3] = {&q, &k, &v};
+        uint8_t *h8 = (uint8_t *)h16;
         for (int t = 0; t < 3 && st == FA3_OK; ++t) {
             for (size_t i = 0; i < n; ++i) {
                 float x = pool[(i + (size_t)t * 1234567u) & (pool_n - 1)];
-                h16[i] = f32_to_dtype(o.cfg.dtype, x);
+                if (e4m3)
+                    h8[i] = f32_to_e4m3(x);
+                else
+                    h16[i] = f32_to_dtype(o.cfg.dtype, x);
             }
-            st = FA3_CU(drv, cuMemcpyHtoD(dst[t]->p, h16, n * 2));
+            st = FA3_CU(drv, cuMemcpyHtoD(dst[t]->p, h16, n * (e4m3 ? 1 : 2)));
         }
     }
     if (st == FA3_OK)
@@ -189,6 +206,10 @@ int cmd_bench(int argc, char **argv)
                 a.seqlen_q = a.seqlen_k = seqlen;
                 a.num_heads = a.num_heads_k = 2048 / hds[h];
                 fa3_fwd_args_set_contiguous(&a, hds[h], hds[h]);
+                if (e4m3) {
+                    a.descale_q = a.descale_k = a.descale_v = (const float *)(uintptr_t)ds.p;
+                    a.descales_trusted = 1;
+                }
                 if (bhsd) {
                     const int64_t d = hds[h], sl = seqlen, nh = a.num_heads;
                     a.q_row_stride = a.k_row_stride = a.v_row_stride = a.o_row_stride = d;
@@ -255,6 +276,7 @@ done:
     dev_free(drv, &k);
     dev_free(drv, &v);
     dev_free(drv, &ob);
+    dev_free(drv, &ds);
     fa3_context_free(ctx);
     free(ev);
     free(ms);

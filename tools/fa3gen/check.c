@@ -2,10 +2,13 @@
  * fa3-gen check (GPU): runs fa3_fwd on random normal inputs and compares it with the library's
  * NVRTC reference under the one tolerance rule (tools/common/tolerance.h), case by case: the
  * default set, --all (every supported head-dim pair, dtype, mask, softcap and GQA ratio at the
- * tile-boundary seqlen pairs) or the configuration the flags give. O and LSE are pre-filled with
- * 0xFF bytes (NaN) and followed by guards, so that unwritten elements and writes past the end
- * fail. One line per case ("... PASS" or "... FAIL (reasons)", which tools/gpu-run.sh reads),
- * then "N passed, M failed".
+ * tile-boundary seqlen pairs) or the configuration the flags give (check_cases.c). e4m3 inputs
+ * are the same normal values quantized on the host with per-(batch, kv head) descales (amax/448,
+ * fa3_quantize_fp8's rule; --descales none: unscaled, NULL descales), which both the kernel and
+ * the reference get; O is read in the config's out_dtype. O and LSE are pre-filled with 0xFF
+ * bytes (NaN) and followed by guards, so that unwritten elements and writes past the end fail.
+ * One line per case ("... PASS" or "... FAIL (reasons)", which tools/gpu-run.sh reads), then
+ * "N passed, M failed".
  */
 #include <limits.h>
 #include <math.h>
@@ -29,77 +32,21 @@ static fa3_status dfill_nan(const fa3_driver *drv, const dev_buf *b)
     return dev_fill32(drv, b->p, b->bytes / 4, 0xffffffffu);
 }
 
-typedef struct check_cfg {
-    fa3_config cfg;
-    int num_heads, num_heads_k;
-    float softcap;                  /* value when cfg.softcap */
-    int window_left, window_right;  /* FA3_MASK_LOCAL */
-    char label[128];
-} check_cfg;
-
-typedef struct seq_pair {
-    int q, k;
-} seq_pair;
-
-static const seq_pair default_pairs[] = {
-    {1, 1},      {63, 63},   {128, 128},  {1000, 1000}, {4096, 4096}, {63, 1000}, {1000, 63},
-    {128, 4096}, {4096, 1000}, {1, 4096}, {4096, 1},    {129, 257},   {255, 64},
-};
-
-/* check --all: each of 1, 64, 65, 127, 128, 129, 255, 257, 1000 as seqlen_q and as seqlen_k
-   (either side of the 64-row consumer halves and the 128-row/128-key tiles; the 80- and 112-key
-   tiles of hd256/hd192 end inside the longer ones), with shorter, equal and longer query sides;
-   nothing above 1000, so that the ~500 configurations stay within a few minutes. */
-static const seq_pair all_pairs[] = {
-    {1, 1},     {1, 1000},   {64, 64},   {65, 129},   {127, 255},
-    {128, 128}, {129, 65},   {255, 1000}, {257, 127}, {1000, 257},
-};
-
-static void make_label(check_cfg *c)
-{
-    int n = snprintf(c->label, sizeof c->label, "hd%d", c->cfg.head_dim);
-    if (c->cfg.head_dim_v && c->cfg.head_dim_v != c->cfg.head_dim)
-        n += snprintf(c->label + n, sizeof c->label - (size_t)n, "x%d", c->cfg.head_dim_v);
-    n += snprintf(c->label + n, sizeof c->label - (size_t)n, " %s %s", dtype_str(c->cfg.dtype),
-                  mask_str(c->cfg.mask));
-    if (c->cfg.mask == FA3_MASK_LOCAL)
-        n += snprintf(c->label + n, sizeof c->label - (size_t)n, "(%d,%d)", c->window_left,
-                      c->window_right);
-    if (c->cfg.softcap)
-        n += snprintf(c->label + n, sizeof c->label - (size_t)n, " softcap=%g", (double)c->softcap);
-    if (c->cfg.block_n || c->cfg.stages)
-        n += snprintf(c->label + n, sizeof c->label - (size_t)n, " bn%d st%d", c->cfg.block_n,
-                      c->cfg.stages);
-    snprintf(c->label + n, sizeof c->label - (size_t)n, " h%d/%d", c->num_heads, c->num_heads_k);
-}
-
-static int add_cfg(check_cfg **list, int *n, int *cap, check_cfg c)
-{
-    if (*n == *cap) {
-        int ncap = *cap ? 2 * *cap : 64;
-        check_cfg *g = realloc(*list, (size_t)ncap * sizeof *g);
-        if (!g)
-            return -1;
-        *list = g;
-        *cap = ncap;
-    }
-    make_label(&c);
-    (*list)[(*n)++] = c;
-    return 0;
-}
-
 typedef struct check_state {
     const fa3_driver *drv;
     fa3_context *ctx;
     int batch;
     /* device */
     dev_buf q, k, v, o, lse, o_ref, o_emu, lse_ref, lse_emu;
+    dev_buf dq, dk, dv;        /* e4m3 descales, (batch, num_heads_k) */
     /* host */
     float *qf, *kf, *vf;       /* random normal pools */
     uint16_t *h16;             /* conversion scratch (largest of q/k/v) and O readback */
     float *ho_ref, *ho_emu, *hlse, *hlse_ref, *hlse_emu;
-    size_t max_q, max_k, max_v, max_o, max_lse;
-    int uploaded_dtype;        /* -1 = none */
+    float *hds;                /* descale scratch */
+    size_t max_q, max_k, max_v, max_o, max_lse, max_ds;
+    int uploaded_dtype;        /* -1 = none (or e4m3: per case) */
+    int no_descales;           /* --descales none: e4m3 inputs unscaled, descales NULL */
 } check_state;
 
 typedef struct case_result {
@@ -110,9 +57,37 @@ typedef struct case_result {
     char why[512];
 } case_result;
 
-/* Uploads the pools converted to dtype (once per dtype). */
-static fa3_status upload_inputs(check_state *S, fa3_dtype dt)
+/* Uploads one case's inputs and sets a's descales. bf16/fp16: the pools converted to dtype (once
+   per dtype). e4m3: each pool's prefix, as the case's (batch, seqlen, heads, head dim) tensor,
+   quantized with per-(batch, kv head) descales (quantize_e4m3), and the descales; every case,
+   since the descales depend on the shape. */
+static fa3_status upload_inputs(check_state *S, const check_cfg *cc, fa3_fwd_args *a)
 {
+    const fa3_dtype dt = cc->cfg.dtype;
+    if (dt == FA3_DTYPE_E4M3) {
+        S->uploaded_dtype = -1; /* the buffers now hold e4m3 bytes */
+        const int hd = cc->cfg.head_dim, hdv = cc->cfg.head_dim_v ? cc->cfg.head_dim_v : hd;
+        const struct { const float *src; const dev_buf *dst, *ds; int seqlen, heads, dim;
+                       const float **field; } t[3] = {
+            {S->qf, &S->q, &S->dq, a->seqlen_q, a->num_heads, hd, &a->descale_q},
+            {S->kf, &S->k, &S->dk, a->seqlen_k, a->num_heads_k, hd, &a->descale_k},
+            {S->vf, &S->v, &S->dv, a->seqlen_k, a->num_heads_k, hdv, &a->descale_v}};
+        uint8_t *h8 = (uint8_t *)S->h16;
+        const size_t nds = (size_t)a->batch * (size_t)a->num_heads_k;
+        for (int i = 0; i < 3; ++i) {
+            size_t n = (size_t)a->batch * (size_t)t[i].seqlen * (size_t)t[i].heads *
+                       (size_t)t[i].dim;
+            quantize_e4m3(t[i].src, h8, S->no_descales ? NULL : S->hds, a->batch, t[i].seqlen,
+                          t[i].heads, t[i].dim, a->num_heads_k);
+            FA3_TRY(FA3_CU(S->drv, cuMemcpyHtoD(t[i].dst->p, h8, n)));
+            *t[i].field = NULL;
+            if (!S->no_descales) {
+                FA3_TRY(FA3_CU(S->drv, cuMemcpyHtoD(t[i].ds->p, S->hds, nds * sizeof(float))));
+                *t[i].field = (const float *)(uintptr_t)t[i].ds->p;
+            }
+        }
+        return FA3_OK;
+    }
     if (S->uploaded_dtype == (int)dt)
         return FA3_OK;
     const struct { const float *src; size_t n; const dev_buf *dst; } t[3] = {
@@ -156,7 +131,7 @@ static int run_case(check_state *S, const check_cfg *cc, fa3_kernel *kern, int s
     const size_t n_o = (size_t)S->batch * (size_t)sq * (size_t)cc->num_heads * (size_t)hdv;
     const size_t n_lse = (size_t)S->batch * (size_t)cc->num_heads * (size_t)sq;
 
-    fa3_status st = upload_inputs(S, cc->cfg.dtype);
+    fa3_status st = upload_inputs(S, cc, &a);
     const dev_buf *fills[] = {&S->o, &S->lse, &S->o_ref, &S->o_emu, &S->lse_ref, &S->lse_emu};
     for (size_t i = 0; i < sizeof fills / sizeof fills[0] && st == FA3_OK; ++i)
         st = dfill_nan(drv, fills[i]);
@@ -214,8 +189,9 @@ static int run_case(check_state *S, const check_cfg *cc, fa3_kernel *kern, int s
 
     /* O against the fp32 reference and the dtype's own error, where both are numbers (an
        element NaN in one only is counted apart). */
+    const fa3_dtype out_dt = check_out_dtype(&cc->cfg);
     for (size_t i = 0; i < n_o; ++i) {
-        float o = dtype_to_f32(cc->cfg.dtype, S->h16[i]);
+        float o = dtype_to_f32(out_dt, S->h16[i]);
         float ref = S->ho_ref[i];
         if (isnan(o) != isnan(ref)) {
             r->bad_o++;
@@ -294,8 +270,8 @@ static void print_case(const check_cfg *cc, int batch, int sq, int sk, const cas
 static void check_free(check_state *S)
 {
     if (S->drv) {
-        dev_buf *b[] = {&S->q, &S->k, &S->v, &S->o, &S->lse,
-                     &S->o_ref, &S->o_emu, &S->lse_ref, &S->lse_emu};
+        dev_buf *b[] = {&S->q, &S->k, &S->v, &S->o, &S->lse, &S->o_ref, &S->o_emu,
+                        &S->lse_ref, &S->lse_emu, &S->dq, &S->dk, &S->dv};
         for (size_t i = 0; i < sizeof b / sizeof b[0]; ++i)
             dev_free(S->drv, b[i]);
     }
@@ -308,75 +284,8 @@ static void check_free(check_state *S)
     free(S->hlse);
     free(S->hlse_ref);
     free(S->hlse_emu);
+    free(S->hds);
     fa3_context_free(S->ctx);
-}
-
-/* The configurations to check into *cfgs (malloc'd, *ncfg of them): the one the CONFIG flags give;
-   with all, every supported head-dim pair x dtype x mask and window x softcap x GQA ratio (1, 2,
-   8, MQA); else the default set. base: the heads, softcap value and window of the command line.
-   Returns nonzero when out of memory (the list may then be short). */
-static int check_configs(const common_opts *o, int all, const check_cfg *base, check_cfg **cfgs,
-                         int *ncfg)
-{
-    int capcfg = 0, oom = 0;
-    if (o->config_flags) {
-        check_cfg cc = *base;
-        cc.cfg = o->cfg;
-        oom |= add_cfg(cfgs, ncfg, &capcfg, cc);
-    } else if (all) {
-        /* Every supported head-dim pair (those of fa3_supported_configs) x dtype x mask and
-           window x softcap x GQA ratio (1, 2, 8, MQA). */
-        static const fa3_dtype dts[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16};
-        static const struct { fa3_mask mask; int wl, wr; } masks[] = {
-            {FA3_MASK_NONE, -1, -1},  {FA3_MASK_CAUSAL, -1, -1}, {FA3_MASK_LOCAL, 64, 32},
-            {FA3_MASK_LOCAL, -1, 0}, {FA3_MASK_LOCAL, 0, -1}};
-        const int hh[4][2] = {{base->num_heads, base->num_heads}, {6, 3}, {16, 2}, {8, 1}};
-        int nsup = fa3_supported_configs(NULL, 0);
-        fa3_config *sup = calloc((size_t)(nsup > 0 ? nsup : 1), sizeof *sup);
-        oom |= !sup;
-        nsup = sup ? fa3_supported_configs(sup, nsup) : 0;
-        for (int si = 0; si < nsup; ++si) {
-            if (sup[si].dtype != FA3_DTYPE_BF16 || sup[si].mask != FA3_MASK_NONE ||
-                sup[si].softcap)
-                continue; /* one entry per head-dim pair */
-            fa3_config probe; /* the pair with the planner's tiles (block_n, stages 0) */
-            fa3_config_init(&probe);
-            probe.head_dim = sup[si].head_dim;
-            probe.head_dim_v = sup[si].head_dim_v == sup[si].head_dim ? 0 : sup[si].head_dim_v;
-            for (int di = 0; di < 2; ++di)
-                for (size_t mi = 0; mi < sizeof masks / sizeof masks[0]; ++mi)
-                    for (int sc = 0; sc < 2; ++sc)
-                        for (int g = 0; g < 4; ++g) {
-                            check_cfg cc = {.num_heads = hh[g][0], .num_heads_k = hh[g][1],
-                                            .softcap = base->softcap,
-                                            .window_left = masks[mi].wl,
-                                            .window_right = masks[mi].wr};
-                            cc.cfg = probe;
-                            cc.cfg.dtype = dts[di];
-                            cc.cfg.mask = masks[mi].mask;
-                            cc.cfg.softcap = sc;
-                            oom |= add_cfg(cfgs, ncfg, &capcfg, cc);
-                        }
-        }
-        free(sup);
-    } else {
-        /* The default set: head_dim 64/128/256 x bf16/fp16 x none/causal (--all is above). */
-        static const int hds[] = {64, 128, 256};
-        static const fa3_dtype dts[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16};
-        for (int di = 0; di < 2; ++di) {
-            for (int hi = 0; hi < 3; ++hi) {
-                for (int m = 0; m < 2; ++m) {
-                    check_cfg cc = *base;
-                    fa3_config_init(&cc.cfg);
-                    cc.cfg.head_dim = hds[hi];
-                    cc.cfg.dtype = dts[di];
-                    cc.cfg.mask = m ? FA3_MASK_CAUSAL : FA3_MASK_NONE;
-                    oom |= add_cfg(cfgs, ncfg, &capcfg, cc);
-                }
-            }
-        }
-    }
-    return oom;
 }
 
 int cmd_check(int argc, char **argv)
@@ -386,6 +295,7 @@ int cmd_check(int argc, char **argv)
     int all = 0, quick = 0, have_seed = 0, batch = 2, heads = 3, heads_k = 0;
     int seqlen_q = 0, seqlen_k = 0, wl = 64, wr = 32;
     double softcap_value = 30.0;
+    int no_descales = 0;
     uint64_t seed = 0;
     cli c = {.argc = argc, .argv = argv, .i = 1};
     while (cli_next(&c)) {
@@ -418,6 +328,14 @@ int cmd_check(int argc, char **argv)
             softcap_value = cli_double(&c);
             if (!(softcap_value > 0))
                 usage_error("option '--softcap-value': %g must be positive", softcap_value);
+        } else if (cli_is(&c, "--descales")) {
+            const char *v = cli_value(&c);
+            if (!strcmp(v, "amax"))
+                no_descales = 0;
+            else if (!strcmp(v, "none"))
+                no_descales = 1;
+            else
+                usage_error("option '--descales': unknown value '%s' (amax, none)", v);
         } else if (cli_is(&c, "--help") || cli_is(&c, "-h")) {
             print_help(stdout);
             return 0;
@@ -440,21 +358,10 @@ int cmd_check(int argc, char **argv)
     int oom = check_configs(&o, all, &base, &cfgs, &ncfg);
 
     /* ---- the seqlen pairs */
-    seq_pair pairs[sizeof default_pairs / sizeof default_pairs[0] +
-                   sizeof all_pairs / sizeof all_pairs[0]];
-    int npairs = 0;
-    if (seqlen_q || seqlen_k) {
-        pairs[npairs++] = (seq_pair){seqlen_q ? seqlen_q : seqlen_k, seqlen_k ? seqlen_k : seqlen_q};
-    } else if (all) {
-        for (size_t i = 0; i < sizeof all_pairs / sizeof all_pairs[0]; ++i)
-            pairs[npairs++] = all_pairs[i];
-    } else {
-        for (size_t i = 0; i < sizeof default_pairs / sizeof default_pairs[0]; ++i)
-            if (!quick || (default_pairs[i].q < 4096 && default_pairs[i].k < 4096))
-                pairs[npairs++] = default_pairs[i];
-    }
+    seq_pair pairs[CHECK_MAX_PAIRS];
+    int npairs = check_pairs(all, quick, seqlen_q, seqlen_k, pairs);
 
-    check_state S = {.batch = batch, .uploaded_dtype = -1};
+    check_state S = {.batch = batch, .uploaded_dtype = -1, .no_descales = no_descales};
     int rc = gpu_open("check", &S.drv);
     if (rc) {
         free(cfgs);
@@ -484,6 +391,8 @@ int cmd_check(int argc, char **argv)
             S.max_o = no > S.max_o ? no : S.max_o;
             S.max_lse = nl > S.max_lse ? nl : S.max_lse;
         }
+        size_t nds = (size_t)batch * (size_t)cc->num_heads_k;
+        S.max_ds = nds > S.max_ds ? nds : S.max_ds;
     }
     if (!have_seed)
         seed = (uint64_t)time(NULL) * 1000003ull ^ ((uint64_t)getpid() << 20) ^
@@ -505,8 +414,9 @@ int cmd_check(int argc, char **argv)
     S.hlse = malloc((S.max_lse + CHECK_GUARD) * sizeof(float));
     S.hlse_ref = malloc(S.max_lse * sizeof(float));
     S.hlse_emu = malloc(S.max_lse * sizeof(float));
+    S.hds = malloc(S.max_ds * sizeof(float));
     if (!S.qf || !S.kf || !S.vf || !S.h16 || !S.ho_ref || !S.ho_emu || !S.hlse || !S.hlse_ref ||
-        !S.hlse_emu) {
+        !S.hlse_emu || !S.hds) {
         fprintf(stderr, "%s check: out of host memory\n", prog);
         check_free(&S);
         free(cfgs);
@@ -524,6 +434,7 @@ int cmd_check(int argc, char **argv)
         {&S.o, (S.max_o + CHECK_GUARD) * 2}, {&S.lse, (S.max_lse + CHECK_GUARD) * 4},
         {&S.o_ref, S.max_o * 4}, {&S.o_emu, S.max_o * 4},
         {&S.lse_ref, S.max_lse * 4}, {&S.lse_emu, S.max_lse * 4},
+        {&S.dq, S.max_ds * 4}, {&S.dk, S.max_ds * 4}, {&S.dv, S.max_ds * 4},
     };
     for (size_t i = 0; i < sizeof al / sizeof al[0] && st == FA3_OK; ++i)
         st = dev_alloc(S.drv, al[i].b, al[i].bytes);

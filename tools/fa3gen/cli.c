@@ -226,6 +226,9 @@ int parse_common(cli *c, common_opts *o)
         o->cfg.head_dim_v = cli_int(c, INT_MIN, INT_MAX);
     } else if (cli_is(c, "--dtype")) {
         o->cfg.dtype = parse_dtype(flag, cli_value(c));
+    } else if (cli_is(c, "--out-dtype")) {
+        const char *v = cli_value(c);
+        o->cfg.out_dtype = !strcmp(v, "auto") ? FA3_DTYPE_AUTO : parse_dtype(flag, v);
     } else if (cli_is(c, "--causal")) {
         cli_noval(c);
         o->saw_causal = 1;

@@ -6,6 +6,7 @@
  *   gen.c         --emit-ptx, --emit-cubin FILE, --info
  *   check.c       check: fa3_fwd against the NVRTC reference (the tolerance rule of
  *                 tools/common/tolerance.h)
+ *   check_cases.c check's configurations (default set, --all, the CONFIG flags) and seqlen pairs
  *   bench.c       bench: the FlashAttention-3 paper sweep (bench/compare.py and bench/ab.py read
  *                 its --json lines)
  *   cache.c       cache ls | clear | warm: the command line, ls and clear
@@ -114,6 +115,35 @@ int cmd_gen(int argc, char **argv);   /* gen.c */
 int cmd_check(int argc, char **argv); /* check.c */
 int cmd_bench(int argc, char **argv); /* bench.c */
 int cmd_cache(int argc, char **argv); /* cache.c */
+
+/* ---- check's cases (check_cases.c) */
+
+typedef struct check_cfg {
+    fa3_config cfg;
+    int num_heads, num_heads_k;
+    float softcap;                  /* value when cfg.softcap */
+    int window_left, window_right;  /* FA3_MASK_LOCAL */
+    char label[128];
+} check_cfg;
+
+typedef struct seq_pair {
+    int q, k;
+} seq_pair;
+
+#define CHECK_MAX_PAIRS 32 /* the most seqlen pairs check_pairs gives */
+
+/* The configurations to check into *cfgs (malloc'd, *ncfg of them): the one the CONFIG flags
+   give; with all, every supported head-dim pair x its supported dtypes (e4m3 also with out_dtype
+   fp16) x mask and window x softcap x GQA ratio (1, 2, 8, MQA); else the default set. base: the
+   heads, softcap value and window of the command line. Returns nonzero when out of memory (the
+   list may then be short). */
+int check_configs(const common_opts *o, int all, const check_cfg *base, check_cfg **cfgs,
+                  int *ncfg);
+/* The seqlen pairs into pairs (CHECK_MAX_PAIRS room): the one of --seqlen-q/-k (either given),
+   else those of --all or the default set (quick: without 4096). Returns how many. */
+int check_pairs(int all, int quick, int seqlen_q, int seqlen_k, seq_pair *pairs);
+/* The dtype of O for cfg: out_dtype, FA3_DTYPE_AUTO resolved (bf16 for e4m3, else dtype). */
+fa3_dtype check_out_dtype(const fa3_config *cfg);
 
 /* ---- cache (cache.c, cache_warm.c) */
 

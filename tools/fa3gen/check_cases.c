@@ -1,0 +1,168 @@
+/*
+ * fa3-gen check's cases (check.c runs them): the configurations — the one the CONFIG flags give,
+ * the default set, or --all (every supported head-dim pair and dtype, from fa3_supported_configs,
+ * x mask and window x softcap x GQA ratio) — with their labels, and the seqlen pairs.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fa3gen.h"
+
+static const seq_pair default_pairs[] = {
+    {1, 1},      {63, 63},   {128, 128},  {1000, 1000}, {4096, 4096}, {63, 1000}, {1000, 63},
+    {128, 4096}, {4096, 1000}, {1, 4096}, {4096, 1},    {129, 257},   {255, 64},
+};
+
+/* check --all: each of 1, 64, 65, 127, 128, 129, 255, 257, 1000 as seqlen_q and as seqlen_k
+   (either side of the 64-row consumer halves and the 128-row/128-key tiles; the 80- and 112-key
+   tiles of hd256/hd192 end inside the longer ones), with shorter, equal and longer query sides;
+   nothing above 1000, so that the ~500 configurations per dtype pair stay within minutes. */
+static const seq_pair all_pairs[] = {
+    {1, 1},     {1, 1000},   {64, 64},   {65, 129},   {127, 255},
+    {128, 128}, {129, 65},   {255, 1000}, {257, 127}, {1000, 257},
+};
+
+_Static_assert(sizeof default_pairs / sizeof default_pairs[0] <= CHECK_MAX_PAIRS &&
+               sizeof all_pairs / sizeof all_pairs[0] <= CHECK_MAX_PAIRS, "CHECK_MAX_PAIRS");
+
+fa3_dtype check_out_dtype(const fa3_config *cfg)
+{
+    if (cfg->out_dtype != FA3_DTYPE_AUTO)
+        return cfg->out_dtype;
+    return cfg->dtype == FA3_DTYPE_E4M3 ? FA3_DTYPE_BF16 : cfg->dtype;
+}
+
+static void make_label(check_cfg *c)
+{
+    int n = snprintf(c->label, sizeof c->label, "hd%d", c->cfg.head_dim);
+    if (c->cfg.head_dim_v && c->cfg.head_dim_v != c->cfg.head_dim)
+        n += snprintf(c->label + n, sizeof c->label - (size_t)n, "x%d", c->cfg.head_dim_v);
+    n += snprintf(c->label + n, sizeof c->label - (size_t)n, " %s", dtype_str(c->cfg.dtype));
+    if (c->cfg.dtype == FA3_DTYPE_E4M3 && check_out_dtype(&c->cfg) != FA3_DTYPE_BF16)
+        n += snprintf(c->label + n, sizeof c->label - (size_t)n, ">%s",
+                      dtype_str(check_out_dtype(&c->cfg)));
+    n += snprintf(c->label + n, sizeof c->label - (size_t)n, " %s", mask_str(c->cfg.mask));
+    if (c->cfg.mask == FA3_MASK_LOCAL)
+        n += snprintf(c->label + n, sizeof c->label - (size_t)n, "(%d,%d)", c->window_left,
+                      c->window_right);
+    if (c->cfg.softcap)
+        n += snprintf(c->label + n, sizeof c->label - (size_t)n, " softcap=%g", (double)c->softcap);
+    if (c->cfg.block_n || c->cfg.stages)
+        n += snprintf(c->label + n, sizeof c->label - (size_t)n, " bn%d st%d", c->cfg.block_n,
+                      c->cfg.stages);
+    snprintf(c->label + n, sizeof c->label - (size_t)n, " h%d/%d", c->num_heads, c->num_heads_k);
+}
+
+static int add_cfg(check_cfg **list, int *n, int *cap, check_cfg c)
+{
+    if (*n == *cap) {
+        int ncap = *cap ? 2 * *cap : 64;
+        check_cfg *g = realloc(*list, (size_t)ncap * sizeof *g);
+        if (!g)
+            return -1;
+        *list = g;
+        *cap = ncap;
+    }
+    make_label(&c);
+    (*list)[(*n)++] = c;
+    return 0;
+}
+
+/* 1 if sup (nsup configs) has the head-dim pair (hd, hdv) in dtype dt. */
+static int supported(const fa3_config *sup, int nsup, int hd, int hdv, fa3_dtype dt)
+{
+    for (int i = 0; i < nsup; ++i)
+        if (sup[i].head_dim == hd && sup[i].head_dim_v == hdv && sup[i].dtype == dt)
+            return 1;
+    return 0;
+}
+
+int check_configs(const common_opts *o, int all, const check_cfg *base, check_cfg **cfgs,
+                  int *ncfg)
+{
+    int capcfg = 0, oom = 0;
+    if (o->config_flags) {
+        check_cfg cc = *base;
+        cc.cfg = o->cfg;
+        return add_cfg(cfgs, ncfg, &capcfg, cc) != 0;
+    }
+    int nsup = fa3_supported_configs(NULL, 0);
+    fa3_config *sup = calloc((size_t)(nsup > 0 ? nsup : 1), sizeof *sup);
+    if (!sup)
+        return 1;
+    nsup = fa3_supported_configs(sup, nsup);
+    static const fa3_dtype dts[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16, FA3_DTYPE_E4M3};
+    if (all) {
+        /* Every supported head-dim pair (those of fa3_supported_configs) x each of its dtypes x
+           mask and window x softcap x GQA ratio (1, 2, 8, MQA); e4m3 also with out_dtype fp16
+           at the first GQA ratio. */
+        static const struct { fa3_mask mask; int wl, wr; } masks[] = {
+            {FA3_MASK_NONE, -1, -1},  {FA3_MASK_CAUSAL, -1, -1}, {FA3_MASK_LOCAL, 64, 32},
+            {FA3_MASK_LOCAL, -1, 0}, {FA3_MASK_LOCAL, 0, -1}};
+        const int hh[4][2] = {{base->num_heads, base->num_heads}, {6, 3}, {16, 2}, {8, 1}};
+        for (int si = 0; si < nsup; ++si) {
+            if (sup[si].dtype != FA3_DTYPE_BF16 || sup[si].mask != FA3_MASK_NONE ||
+                sup[si].softcap)
+                continue; /* one entry per head-dim pair */
+            fa3_config probe; /* the pair with the planner's tiles (block_n, stages 0) */
+            fa3_config_init(&probe);
+            probe.head_dim = sup[si].head_dim;
+            probe.head_dim_v = sup[si].head_dim_v == sup[si].head_dim ? 0 : sup[si].head_dim_v;
+            for (size_t di = 0; di < sizeof dts / sizeof dts[0]; ++di) {
+                if (!supported(sup, nsup, sup[si].head_dim, sup[si].head_dim_v, dts[di]))
+                    continue;
+                for (size_t mi = 0; mi < sizeof masks / sizeof masks[0]; ++mi)
+                    for (int sc = 0; sc < 2; ++sc)
+                        for (int g = 0; g < 4; ++g)
+                            for (int out = 0; out < (dts[di] == FA3_DTYPE_E4M3 && g == 0 ? 2 : 1);
+                                 ++out) {
+                                check_cfg cc = {.num_heads = hh[g][0], .num_heads_k = hh[g][1],
+                                                .softcap = base->softcap,
+                                                .window_left = masks[mi].wl,
+                                                .window_right = masks[mi].wr};
+                                cc.cfg = probe;
+                                cc.cfg.dtype = dts[di];
+                                cc.cfg.out_dtype = out ? FA3_DTYPE_FP16 : FA3_DTYPE_AUTO;
+                                cc.cfg.mask = masks[mi].mask;
+                                cc.cfg.softcap = sc;
+                                oom |= add_cfg(cfgs, ncfg, &capcfg, cc);
+                            }
+            }
+        }
+    } else {
+        /* The default set: head_dim 64/128/256 x each supported dtype x none/causal. */
+        static const int hds[] = {64, 128, 256};
+        for (size_t di = 0; di < sizeof dts / sizeof dts[0]; ++di) {
+            for (int hi = 0; hi < 3; ++hi) {
+                if (!supported(sup, nsup, hds[hi], hds[hi], dts[di]))
+                    continue;
+                for (int m = 0; m < 2; ++m) {
+                    check_cfg cc = *base;
+                    fa3_config_init(&cc.cfg);
+                    cc.cfg.head_dim = hds[hi];
+                    cc.cfg.dtype = dts[di];
+                    cc.cfg.mask = m ? FA3_MASK_CAUSAL : FA3_MASK_NONE;
+                    oom |= add_cfg(cfgs, ncfg, &capcfg, cc);
+                }
+            }
+        }
+    }
+    free(sup);
+    return oom;
+}
+
+int check_pairs(int all, int quick, int seqlen_q, int seqlen_k, seq_pair *pairs)
+{
+    int n = 0;
+    if (seqlen_q || seqlen_k) {
+        pairs[n++] = (seq_pair){seqlen_q ? seqlen_q : seqlen_k, seqlen_k ? seqlen_k : seqlen_q};
+    } else if (all) {
+        for (size_t i = 0; i < sizeof all_pairs / sizeof all_pairs[0]; ++i)
+            pairs[n++] = all_pairs[i];
+    } else {
+        for (size_t i = 0; i < sizeof default_pairs / sizeof default_pairs[0]; ++i)
+            if (!quick || (default_pairs[i].q < 4096 && default_pairs[i].k < 4096))
+                pairs[n++] = default_pairs[i];
+    }
+    return n;
+}
