@@ -2,7 +2,7 @@
 # Runs on the H200 (device tool, carry [".gpu"]): SASS check of the shipped kernels, the GPU test
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
-# edge magnitude check pytest checkall compare sass sanitize ab checkvar ncu. FA3JIT_BENCH_DTYPES picks
+# edge magnitude quantize check pytest checkall compare sass sanitize ab checkvar ncu. FA3JIT_BENCH_DTYPES picks
 # compare's dtypes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,7 +11,7 @@ export LD_LIBRARY_PATH=$root/.gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 lib=$(ls "$root"/.gpu/libfa3jit.so* | head -n 1) # named by its SONAME (gpu-bundle.sh)
 export FA3JIT_CACHE_DIR=$(mktemp -d) FA3JIT_LIBRARY=$lib
 gen=$root/.gpu/fa3-gen
-steps=${*:-tests edge magnitude check pytest checkall compare sass sanitize}
+steps=${*:-tests edge magnitude quantize check pytest checkall compare sass sanitize}
 rc=0
 # logged NAME SECONDS TAIL CMD...: runs CMD with a time limit, its output to $out/NAME.txt and the
 # last TAIL lines to the console; a failure (or timeout) fails the run
@@ -47,6 +47,7 @@ for step in $steps; do
   tests) logged test_gpu 300 25 "$root/.gpu/test_gpu" ;;
   edge) logged test_edge 300 40 "$root/.gpu/test_edge" ;;
   magnitude) logged test_magnitude 300 20 "$root/.gpu/test_magnitude" ;;
+  quantize) logged test_quantize 300 20 "$root/.gpu/test_quantize" ;;
   checkall) logged check_all 400 15 $gen check --all ;;
   check) logged check 400 30 $gen check ;;
   pytest) logged pytest 400 15 bash -c 'cd "$1" && python3 -m pytest python/tests -q -rs' _ "$root" ;;

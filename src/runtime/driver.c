@@ -193,6 +193,7 @@ static void load_driver(void)
     FA3_RESOLVE(cuMemcpyHtoD);
     FA3_RESOLVE(cuMemcpyDtoH);
     FA3_RESOLVE(cuMemsetD32);
+    FA3_RESOLVE(cuMemsetD32Async);
     FA3_RESOLVE(cuStreamSynchronize);
     FA3_RESOLVE(cuEventCreate);
     FA3_RESOLVE(cuEventDestroy);

@@ -45,6 +45,7 @@ typedef struct fa3_driver {
     CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
     CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
     CUresult (*cuMemsetD32)(CUdeviceptr, unsigned int, size_t);
+    CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
     CUresult (*cuStreamSynchronize)(CUstream);
     CUresult (*cuEventCreate)(CUevent *, unsigned int);
     CUresult (*cuEventDestroy)(CUevent);
