@@ -448,9 +448,13 @@ FA3_API double fa3_fwd_flops(const fa3_config *cfg, const fa3_fwd_args *args);
  * signs: a DEVICE array of head_dim floats, each +1 or -1, or NULL for the signs of `seed`
  * (fa3_hadamard_signs writes them to host memory). Strides in elements, head_dim contiguous; out
  * 16-byte aligned with strides multiples of 16 for fa3_fwd; descale (batch, num_descale_heads)
- * fp32 contiguous. The kernel is CUDA C compiled at the first call through NVRTC (cached in the
- * context). Asynchronous on stream. Errors: FA3_ERR_INVALID_ARGUMENT, _BAD_SHAPE, _BAD_STRIDE,
- * _BAD_ALIGNMENT, _BAD_DTYPE, _BAD_HEAD_DIM, _NO_NVRTC, _COMPILE, _CUDA.
+ * fp32 contiguous. Without the rotation head_dim may be any size >= 1 (signs and seed unused).
+ * out and descale must not overlap x, signs or each other. A group holding an inf or NaN gets a
+ * non-finite descale (which fa3_fwd refuses). The kernel is CUDA C compiled at the first call
+ * through NVRTC (cached for the process per CUDA context, as the reference is). Asynchronous on
+ * stream. Errors: FA3_ERR_INVALID_ARGUMENT, _BAD_SHAPE, _BAD_STRIDE, _BAD_ALIGNMENT, _BAD_DTYPE,
+ * _BAD_HEAD_DIM (all checked before any driver call), _NO_DRIVER, _UNSUPPORTED (a device older
+ * than sm_89), _NO_NVRTC, _COMPILE, _CUDA.
  */
 typedef struct fa3_quantize_args {
     uint32_t struct_size;   /* sizeof(fa3_quantize_args), set by fa3_quantize_args_init */

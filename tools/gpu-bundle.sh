@@ -9,7 +9,7 @@ soname() { readelf -d "$1" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'; }
 rm -rf .gpu && mkdir -p .gpu
 strip --strip-unneeded -o ".gpu/$(soname build/libfa3jit.so)" build/libfa3jit.so
 cp build/fa3-gen build/tests/test_gpu build/tests/test_edge build/tests/test_magnitude \
-  build/tests/test_fp8 build/tests/test_fwd_args .gpu/
+  build/tests/test_fp8 build/tests/test_fwd_args build/tests/test_quantize .gpu/
 for lib in libcmocka.so.0 libxxhash.so.0; do
   cp "$(readlink -f "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')")" ".gpu/$lib"
 done

@@ -2,8 +2,8 @@
 # Runs on the H200 (device tool, carry [".gpu"]): SASS check of the shipped kernels, the GPU test
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
-# edge magnitude fp8tests check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke. FA3JIT_BENCH_DTYPES picks
-# compare's dtypes.
+# edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke.
+# FA3JIT_BENCH_DTYPES picks compare's dtypes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/fa3jit-gpu}; mkdir -p "$out"
@@ -11,7 +11,7 @@ export LD_LIBRARY_PATH=$root/.gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 lib=$(ls "$root"/.gpu/libfa3jit.so* | head -n 1) # named by its SONAME (gpu-bundle.sh)
 export FA3JIT_CACHE_DIR=$(mktemp -d) FA3JIT_LIBRARY=$lib
 gen=$root/.gpu/fa3-gen
-steps=${*:-tests edge magnitude check pytest checkall compare sass sanitize}
+steps=${*:-tests edge magnitude quantize check pytest checkall compare sass sanitize}
 rc=0
 # logged NAME SECONDS TAIL CMD...: runs CMD with a time limit, its output to $out/NAME.txt and the
 # last TAIL lines to the console; a failure (or timeout) fails the run
@@ -50,6 +50,7 @@ for step in $steps; do
   magnitude) logged test_magnitude 300 20 "$root/.gpu/test_magnitude" ;;
   fp8tests) logged test_fwd_args 120 15 "$root/.gpu/test_fwd_args"
     logged test_fp8 560 40 "$root/.gpu/test_fp8" ;;
+  quantize) logged test_quantize 300 20 "$root/.gpu/test_quantize" ;;
   checkall) logged check_all 400 15 $gen check --all ;;
   check) logged check 400 30 $gen check ;;
   pytest) logged pytest 400 15 bash -c 'cd "$1" && python3 -m pytest python/tests -q -rs' _ "$root" ;;

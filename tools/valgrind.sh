@@ -1,6 +1,7 @@
 #!/bin/sh
-# Memcheck (valgrind) over fa3jit's CPU paths: config validation and codegen, whole-program
-# compiles with both backends, the disk cache (store, load, damaged entries, locks), the cache CLI,
+# Memcheck (valgrind) over fa3jit's CPU paths: config validation and codegen, the FP8 quantizer's
+# argument checks and NVRTC build, whole-program compiles with both backends, the disk cache
+# (store, load, damaged entries, locks), the cache CLI,
 # and with --full the cache and fault-injection test programs too (slow: every compile runs ~20x
 # slower under valgrind).
 #   tools/valgrind.sh BUILD_DIR [--full]
@@ -42,6 +43,7 @@ run "test_config" "$build/tests/test_config"
 run "test_golden" "$build/tests/test_golden" "$src/tests/golden"
 run "test_embed" "$build/tests/test_embed"
 run "test_fwd_args" "$build/tests/test_fwd_args"
+run "test_quantize_args (checks, signs, NVRTC build)" "$build/tests/test_quantize_args"
 run "fa3-gen --emit-ptx (hd192x128 local softcap)" "$gen" --emit-ptx --head-dim 192 --head-dim-v 128 --local --softcap
 run "fa3-gen --info (PTX Compiler, compile)" "$gen" --info --head-dim 64 --causal --backend auto
 run "fa3-gen --info (from the disk cache)" "$gen" --info --head-dim 64 --causal --backend auto

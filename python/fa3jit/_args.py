@@ -7,9 +7,10 @@ from __future__ import annotations
 import operator
 import os
 
-__all__ = ["c_int", "flag", "path", "INT_MIN", "INT_MAX"]
+__all__ = ["c_int", "c_uint64", "flag", "path", "INT_MIN", "INT_MAX", "UINT64_MAX"]
 
 INT_MIN, INT_MAX = -2**31, 2**31 - 1      # the C int of the library's structs (ILP32 / LP64)
+UINT64_MAX = 2**64 - 1
 
 
 def _is_bool(x) -> bool:
@@ -17,18 +18,30 @@ def _is_bool(x) -> bool:
                                    type(x).__name__ in ("bool_", "bool"))
 
 
+def _integer(name, value) -> int:
+    if _is_bool(value):
+        raise TypeError(f"fa3jit: {name} must be an int, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"fa3jit: {name} must be an int, got {value!r}") from None
+
+
 def c_int(name, value) -> int:
     """value as a C int: an integer (int, or any object with __index__ such as numpy.int64, but
     not a bool) in INT_MIN..INT_MAX, else TypeError / ValueError naming name and value. The range
     only: whether the library supports the number is for the library to say."""
-    if _is_bool(value):
-        raise TypeError(f"fa3jit: {name} must be an int, got {value!r}")
-    try:
-        i = operator.index(value)
-    except TypeError:
-        raise TypeError(f"fa3jit: {name} must be an int, got {value!r}") from None
+    i = _integer(name, value)
     if not INT_MIN <= i <= INT_MAX:
         raise ValueError(f"fa3jit: {name} {i} is out of range (a C int: {INT_MIN}..{INT_MAX})")
+    return i
+
+
+def c_uint64(name, value) -> int:
+    """value as a C uint64_t (a seed): an integer as c_int takes them, in 0..2**64-1."""
+    i = _integer(name, value)
+    if not 0 <= i <= UINT64_MAX:
+        raise ValueError(f"fa3jit: {name} {i} is out of range (a uint64: 0..{UINT64_MAX})")
     return i
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 __all__ = [
     "Fa3Error", "LibraryNotFoundError", "lib", "check", "library_path", "candidate_paths",
-    "Config", "ContextOptions", "KernelInfo", "FwdArgs", "new_config", "new_context_options",
-    "new_fwd_args", "kernel_info",
+    "Config", "ContextOptions", "KernelInfo", "FwdArgs", "QuantizeArgs", "new_config",
+    "new_context_options", "new_fwd_args", "new_quantize_args", "kernel_info",
 ]
 
 # ---------------------------------------------------------------- enums (pinned values, fa3jit.h)
@@ -61,6 +61,9 @@ SOURCES = {0: "compiled", 1: "disk", 2: "memory"}
 #                                  q_batch_stride@72 ... o_head_stride@160 softmax_scale@168
 #                                  softcap@172 window_size_left@176 window_size_right@180
 #                                  descale_q,k,v@184..200 descales_trusted@208
+#   fa3_quantize_args   128 bytes: struct_size@0 dtype@4 x@8 out@16 descale@24 batch@32 ...
+#                                  num_descale_heads@48 x_batch_stride@56 ... out_head_stride@96
+#                                  hadamard@104 signs@112 seed@120
 class Config(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -143,8 +146,33 @@ class FwdArgs(ctypes.Structure):
     ]
 
 
+class QuantizeArgs(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("dtype", ctypes.c_int),          # fa3_dtype of x
+        ("x", ctypes.c_void_p),
+        ("out", ctypes.c_void_p),
+        ("descale", ctypes.c_void_p),     # float * (device)
+        ("batch", ctypes.c_int),
+        ("seqlen", ctypes.c_int),
+        ("num_heads", ctypes.c_int),
+        ("head_dim", ctypes.c_int),
+        ("num_descale_heads", ctypes.c_int),
+        ("x_batch_stride", ctypes.c_int64),
+        ("x_row_stride", ctypes.c_int64),
+        ("x_head_stride", ctypes.c_int64),
+        ("out_batch_stride", ctypes.c_int64),
+        ("out_row_stride", ctypes.c_int64),
+        ("out_head_stride", ctypes.c_int64),
+        ("hadamard", ctypes.c_int),
+        ("signs", ctypes.c_void_p),       # const float * (device) or NULL
+        ("seed", ctypes.c_uint64),
+    ]
+
+
 # Sizes derived from the header's layout (LP64). A mismatch means this file and fa3jit.h disagree.
-EXPECTED_SIZES_LP64 = {Config: 40, ContextOptions: 24, KernelInfo: 152, FwdArgs: 216}
+EXPECTED_SIZES_LP64 = {Config: 40, ContextOptions: 24, KernelInfo: 152, FwdArgs: 216,
+                       QuantizeArgs: 128}
 if ctypes.sizeof(ctypes.c_void_p) == 8 and ctypes.sizeof(ctypes.c_long) == 8:
     for _t, _n in EXPECTED_SIZES_LP64.items():
         if ctypes.sizeof(_t) != _n:  # pragma: no cover - a programming error in this file
@@ -302,6 +330,9 @@ def _declare(h, path):
     fn("fa3_fwd_args_set_contiguous", None, P(FwdArgs), ctypes.c_int, ctypes.c_int)
     fn("fa3_fwd", st, vp, P(FwdArgs), vp)
     fn("fa3_fwd_flops", ctypes.c_double, P(Config), P(FwdArgs))
+    fn("fa3_quantize_args_init_sized", None, P(QuantizeArgs), sz)
+    fn("fa3_quantize_fp8", st, vp, P(QuantizeArgs), vp)
+    fn("fa3_hadamard_signs", st, ctypes.c_uint64, ctypes.c_int, P(ctypes.c_float))
     return h
 
 
@@ -348,6 +379,13 @@ def new_fwd_args() -> FwdArgs:
     """An fa3_fwd_args with fa3_fwd_args_init's defaults."""
     args = FwdArgs()
     lib.fa3_fwd_args_init_sized(ctypes.byref(args), ctypes.sizeof(args))
+    return args
+
+
+def new_quantize_args() -> QuantizeArgs:
+    """An fa3_quantize_args with fa3_quantize_args_init's defaults."""
+    args = QuantizeArgs()
+    lib.fa3_quantize_args_init_sized(ctypes.byref(args), ctypes.sizeof(args))
     return args
 
 

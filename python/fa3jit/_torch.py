@@ -17,18 +17,20 @@ _torch = None
 _autograd_fn = None
 
 
-def _import_torch():
+def _import_torch(what="fa3jit.flash_attn_func"):
     global _torch
     if _torch is None:
         try:
             import torch
         except ImportError as e:  # pragma: no cover - depends on the environment
-            raise ImportError("fa3jit.flash_attn_func needs PyTorch (import torch failed)") from e
+            raise ImportError(f"{what} needs PyTorch (import torch failed)") from e
         _torch = torch
     return _torch
 
 
-def _check_tensor(torch, name, t):
+def _check_tensor(torch, name, t, *, cuda=True, contiguous_last=True):
+    """t a dense 4-dimensional bf16/fp16 tensor; cuda: on a CUDA device (else _check_cuda later);
+    contiguous_last: its last dimension contiguous."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"fa3jit: {name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dim() != 4:
@@ -36,15 +38,20 @@ def _check_tensor(torch, name, t):
                          f"got shape {tuple(t.shape)}")
     if t.layout != torch.strided or t.is_sparse:
         raise TypeError(f"fa3jit: {name} must be a dense (strided) tensor")
-    if t.device.type != "cuda":
-        raise ValueError(f"fa3jit: {name} must be a CUDA tensor, got device {t.device}")
+    if cuda:
+        _check_cuda(name, t)
     if t.dtype not in (torch.bfloat16, torch.float16):
         raise TypeError(f"fa3jit: {name} has dtype {t.dtype}; supported: torch.bfloat16, "
                         f"torch.float16")
-    if t.stride(-1) != 1 and t.shape[-1] > 1:
+    if contiguous_last and t.stride(-1) != 1 and t.shape[-1] > 1:
         raise ValueError(f"fa3jit: {name} must have a contiguous last dimension (stride 1), got "
                          f"strides {tuple(t.stride())}; call .contiguous() on it if that is "
                          f"what you want")
+
+
+def _check_cuda(name, t):
+    if t.device.type != "cuda":
+        raise ValueError(f"fa3jit: {name} must be a CUDA tensor, got device {t.device}")
 
 
 def _float32(name, x):

@@ -87,6 +87,12 @@ EXPECTED_LAYOUT = {
         "softmax_scale": 168, "softcap": 172, "window_size_left": 176,
         "window_size_right": 180, "descale_q": 184, "descale_k": 192, "descale_v": 200,
         "descales_trusted": 208}),
+    "fa3_quantize_args": (_lib.QuantizeArgs, 128, {
+        "struct_size": 0, "dtype": 4, "x": 8, "out": 16, "descale": 24, "batch": 32,
+        "seqlen": 36, "num_heads": 40, "head_dim": 44, "num_descale_heads": 48,
+        "x_batch_stride": 56, "x_row_stride": 64, "x_head_stride": 72, "out_batch_stride": 80,
+        "out_row_stride": 88, "out_head_stride": 96, "hadamard": 104, "signs": 112,
+        "seed": 120}),
 }
 
 
@@ -270,6 +276,60 @@ def test_flash_attn_func_without_torch_says_so():
         pytest.skip("torch is installed")
     with pytest.raises(ImportError, match="PyTorch"):
         fa3jit.flash_attn_func(None, None, None)
+
+
+# ------------------------------------------------------------------ FP8 quantizer (no torch)
+def _splitmix64_sign(seed, i):
+    """fa3jit.h's rule, written out independently: bit 0 of one splitmix64 step from seed + i."""
+    m = 2**64 - 1
+    z = (seed + i + 0x9E3779B97F4A7C15) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    return -1.0 if (z ^ (z >> 31)) & 1 else 1.0
+
+
+@needs_library
+@pytest.mark.parametrize("seed", [0, 1, 12345, 2**63, 2**64 - 1])
+@pytest.mark.parametrize("head_dim", [1, 64, 96, 256])
+def test_hadamard_signs_follow_the_header_rule(seed, head_dim):
+    signs = fa3jit.hadamard_signs(seed, head_dim)
+    assert isinstance(signs, list) and len(signs) == head_dim
+    assert signs == [_splitmix64_sign(seed, i) for i in range(head_dim)]
+    assert fa3jit.hadamard_signs(seed, head_dim) == signs           # deterministic
+
+
+@needs_library
+def test_hadamard_signs_known_values_and_spread():
+    # bit i of the mask is 1 where sign i is -1 (as tests/test_quantize_args.c records them)
+    mask = sum(1 << i for i, s in enumerate(fa3jit.hadamard_signs(0, 64)) if s < 0)
+    assert mask == 0xB345D63D0223B88B
+    assert fa3jit.hadamard_signs(2**64 - 1, 2)[1] == fa3jit.hadamard_signs(0, 1)[0]  # wraps
+    assert fa3jit.hadamard_signs(1, 128) != fa3jit.hadamard_signs(2, 128)
+    neg = sum(s < 0 for seed in range(32) for s in fa3jit.hadamard_signs(seed, 256))
+    assert abs(neg - 32 * 128) < 300
+
+
+@needs_library
+@pytest.mark.parametrize("seed, error", [(-1, ValueError), (2**64, ValueError),
+                                         (True, TypeError), (1.5, TypeError), ("7", TypeError)])
+def test_hadamard_signs_refuses_bad_seeds_naming_them(seed, error):
+    with pytest.raises(error, match="seed"):
+        fa3jit.hadamard_signs(seed, 64)
+
+
+@needs_library
+@pytest.mark.parametrize("head_dim, error", [(0, ValueError), (-64, ValueError),
+                                             (2**31, ValueError), (64.0, TypeError)])
+def test_hadamard_signs_refuses_bad_head_dims_naming_them(head_dim, error):
+    with pytest.raises(error, match=f"head_dim {head_dim}" if error is ValueError else "head_dim"):
+        fa3jit.hadamard_signs(0, head_dim)
+
+
+def test_quantize_fp8_without_torch_says_so():
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("torch is installed")
+    with pytest.raises(ImportError, match="quantize_fp8 needs PyTorch"):
+        fa3jit.quantize_fp8(None)
 
 
 # ------------------------------------------------------------------ argument checks

@@ -104,29 +104,6 @@ double fa3_fwd_flops(const fa3_config *config, const fa3_fwd_args *arguments)
 
 /* ------------------------------------------------------------------ validation */
 
-/* See runtime.h. */
-int fa3_tma_stride_ok(int64_t stride, int64_t extent, int esize)
-{
-    return extent <= 1 ||
-           (stride >= 0 && stride < FA3_MAX_TMA_STRIDE / esize && (stride * esize) % 16 == 0);
-}
-
-/* A Q/K/V stride: non-negative, and TMA's rule (fa3_tma_stride_ok). */
-static fa3_status check_tma_stride(const char *name, int64_t stride, int64_t extent, int esize)
-{
-    if (stride < 0)
-        return fa3_seterr(FA3_ERR_BAD_STRIDE, "%s %lld is negative", name, (long long)stride);
-    if (fa3_tma_stride_ok(stride, extent, esize))
-        return FA3_OK;
-    if (stride >= FA3_MAX_TMA_STRIDE / esize)
-        return fa3_seterr(FA3_ERR_BAD_STRIDE,
-                          "%s %lld elements is too large (TMA strides must be below 2^40 bytes)",
-                          name, (long long)stride);
-    return fa3_seterr(FA3_ERR_BAD_STRIDE,
-                      "%s %lld elements = %lld bytes is not a multiple of 16 bytes (TMA)", name,
-                      (long long)stride, (long long)(stride * esize));
-}
-
 static fa3_status check_o_stride(const char *name, int64_t stride, int64_t extent)
 {
     if (stride < 0)
@@ -140,69 +117,21 @@ static fa3_status check_o_stride(const char *name, int64_t stride, int64_t exten
     return FA3_OK;
 }
 
-/* O is written, so no two of its elements may share an address (a race, not a broadcast): with
-   its axes ordered by stride, each stride must step past everything the smaller axes span, starting
-   from the head_dim_v contiguous elements of a row. Axes of extent 1 are never stepped. */
+/* O is written, so no two of its elements may share an address (fa3_check_disjoint). */
 static fa3_status check_o_disjoint(const fa3_fwd_args *a, int head_dim_v)
 {
-    struct { const char *name; int64_t stride; int64_t extent; } ax[3] = {
+    const fa3_axis ax[3] = {
         {"args->o_head_stride", a->o_head_stride, a->num_heads},
         {"args->o_row_stride", a->o_row_stride, a->seqlen_q},
         {"args->o_batch_stride", a->o_batch_stride, a->batch},
     };
-    for (int i = 1; i < 3; i++) /* insertion sort by stride; ties keep head < row < batch */
-        for (int j = i; j > 0 && ax[j].stride < ax[j - 1].stride; j--) {
-            __typeof__(ax[0]) t = ax[j];
-            ax[j] = ax[j - 1];
-            ax[j - 1] = t;
-        }
-    int64_t span = head_dim_v; /* elements covered by the axes handled so far */
-    for (int i = 0; i < 3; i++) {
-        if (ax[i].extent <= 1)
-            continue;
-        if (ax[i].stride < span)
-            return fa3_seterr(FA3_ERR_BAD_STRIDE,
-                              "%s %lld is smaller than the %lld elements it must step over "
-                              "(head_dim_v %d): elements of O would overlap", ax[i].name,
-                              (long long)ax[i].stride, (long long)span, head_dim_v);
-        span = ax[i].stride * (ax[i].extent - 1) + span;
-    }
-    return FA3_OK;
-}
-
-static fa3_status check_aligned(const char *name, const void *p, uintptr_t align)
-{
-    if ((uintptr_t)p % align != 0)
-        return fa3_seterr(FA3_ERR_BAD_ALIGNMENT, "%s %p is not %u-byte aligned", name, p,
-                          (unsigned)align);
-    return FA3_OK;
-}
-
-/* [first, last] byte range a strided tensor (batch, seqlen, heads, dim) can touch. */
-typedef struct byte_range {
-    uintptr_t lo, hi; /* inclusive */
-} byte_range;
-
-static byte_range tensor_range(const void *p, int batch, int seqlen, int heads, int dim,
-                               int64_t bs, int64_t rs, int64_t hs, int es)
-{
-    uint64_t last = (uint64_t)(batch - 1) * (uint64_t)bs + (uint64_t)(seqlen - 1) * (uint64_t)rs +
-                    (uint64_t)(heads - 1) * (uint64_t)hs + (uint64_t)(dim - 1);
-    byte_range r = {(uintptr_t)p, (uintptr_t)p + (uintptr_t)(last * (uint64_t)es + (uint64_t)es - 1)};
-    return r;
-}
-
-static int ranges_meet(byte_range a, byte_range b)
-{
-    return a.lo <= b.hi && b.lo <= a.hi;
+    return fa3_check_disjoint(ax, head_dim_v, "head_dim_v", "O");
 }
 
 /* The byte range of a descale array: batch · num_heads_k floats. */
-static byte_range descale_range(const float *p, const fa3_fwd_args *a)
+static fa3_byte_range descale_range(const float *p, const fa3_fwd_args *a)
 {
-    uint64_t n = (uint64_t)a->batch * (uint64_t)a->num_heads_k;
-    byte_range r = {(uintptr_t)p, (uintptr_t)p + (uintptr_t)(4 * n - 1)};
-    return r;
+    return fa3_bytes_range(p, 4 * (uint64_t)a->batch * (uint64_t)a->num_heads_k);
 }
 
 /* O and LSE are written while other CTAs still read Q, K, V and the descales: they must not
@@ -212,49 +141,53 @@ static byte_range descale_range(const float *p, const fa3_fwd_args *a)
    (e.g. O inside a packed QKV buffer) are refused too. */
 static fa3_status check_no_alias(const fa3_fwd_args *a, const fa3_config *c, int es, int os)
 {
-    byte_range o = tensor_range(a->o, a->batch, a->seqlen_q, a->num_heads, c->head_dim_v,
-                                a->o_batch_stride, a->o_row_stride, a->o_head_stride, os);
-    byte_range q = tensor_range(a->q, a->batch, a->seqlen_q, a->num_heads, c->head_dim,
-                                a->q_batch_stride, a->q_row_stride, a->q_head_stride, es);
-    byte_range k = tensor_range(a->k, a->batch, a->seqlen_k, a->num_heads_k, c->head_dim,
-                                a->k_batch_stride, a->k_row_stride, a->k_head_stride, es);
-    byte_range v = tensor_range(a->v, a->batch, a->seqlen_k, a->num_heads_k, c->head_dim_v,
-                                a->v_batch_stride, a->v_row_stride, a->v_head_stride, es);
-    if (ranges_meet(o, k) || ranges_meet(o, v))
+    fa3_byte_range o = fa3_tensor_range(a->o, a->batch, a->seqlen_q, a->num_heads, c->head_dim_v,
+                                        a->o_batch_stride, a->o_row_stride, a->o_head_stride, os);
+    fa3_byte_range q = fa3_tensor_range(a->q, a->batch, a->seqlen_q, a->num_heads, c->head_dim,
+                                        a->q_batch_stride, a->q_row_stride, a->q_head_stride,
+                                        es);
+    fa3_byte_range k = fa3_tensor_range(a->k, a->batch, a->seqlen_k, a->num_heads_k,
+                                        c->head_dim, a->k_batch_stride, a->k_row_stride,
+                                        a->k_head_stride, es);
+    fa3_byte_range v = fa3_tensor_range(a->v, a->batch, a->seqlen_k, a->num_heads_k,
+                                        c->head_dim_v, a->v_batch_stride, a->v_row_stride,
+                                        a->v_head_stride, es);
+    if (fa3_ranges_meet(o, k) || fa3_ranges_meet(o, v))
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
                           "args->o (bytes %p..%p) overlaps args->%s: the output would be written "
                           "while it is still read", (void *)o.lo, (void *)o.hi,
-                          ranges_meet(o, k) ? "k" : "v");
+                          fa3_ranges_meet(o, k) ? "k" : "v");
     int same_as_q = a->o == a->q && a->o_batch_stride == a->q_batch_stride &&
                     a->o_row_stride == a->q_row_stride && a->o_head_stride == a->q_head_stride &&
                     c->head_dim_v == c->head_dim && es == os;
-    if (ranges_meet(o, q) && !same_as_q)
+    if (fa3_ranges_meet(o, q) && !same_as_q)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
                           "args->o overlaps args->q without having exactly q's address, strides "
                           "and element size (in-place output is allowed only that way)");
-    byte_range l = {0, 0};
+    fa3_byte_range l = {0, 0};
     if (a->lse) {
         uint64_t n = (uint64_t)a->batch * (uint64_t)a->num_heads * (uint64_t)a->seqlen_q;
-        l = (byte_range){(uintptr_t)a->lse, (uintptr_t)a->lse + (uintptr_t)(4 * n - 1)};
-        if (ranges_meet(l, o) || ranges_meet(l, q) || ranges_meet(l, k) || ranges_meet(l, v))
+        l = fa3_bytes_range(a->lse, 4 * n);
+        if (fa3_ranges_meet(l, o) || fa3_ranges_meet(l, q) || fa3_ranges_meet(l, k) ||
+            fa3_ranges_meet(l, v))
             return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
                               "args->lse (%llu floats at %p) overlaps args->%s",
                               (unsigned long long)n, (void *)a->lse,
-                              ranges_meet(l, o) ? "o" : ranges_meet(l, q) ? "q"
-                              : ranges_meet(l, k) ? "k" : "v");
+                              fa3_ranges_meet(l, o) ? "o" : fa3_ranges_meet(l, q) ? "q"
+                              : fa3_ranges_meet(l, k) ? "k" : "v");
     }
     const struct { const char *name; const float *p; } ds[3] = {
         {"descale_q", a->descale_q}, {"descale_k", a->descale_k}, {"descale_v", a->descale_v}};
     for (int i = 0; i < 3; i++) {
         if (!ds[i].p)
             continue;
-        byte_range d = descale_range(ds[i].p, a);
-        if (ranges_meet(d, o) || (a->lse && ranges_meet(d, l)))
+        fa3_byte_range d = descale_range(ds[i].p, a);
+        if (fa3_ranges_meet(d, o) || (a->lse && fa3_ranges_meet(d, l)))
             return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
                               "args->%s (%llu floats at %p) overlaps args->%s: the descales would "
                               "be overwritten while they are read", ds[i].name,
                               (unsigned long long)a->batch * (unsigned long long)a->num_heads_k,
-                              (const void *)ds[i].p, ranges_meet(d, o) ? "o" : "lse");
+                              (const void *)ds[i].p, fa3_ranges_meet(d, o) ? "o" : "lse");
     }
     return FA3_OK;
 }
@@ -278,7 +211,7 @@ static fa3_status check_descale_fields(const fa3_fwd_args *a, const fa3_config *
                               "%s %p must be NULL for %s kernel (descales scale e4m3 inputs "
                               "only)", ds[i].name, (const void *)ds[i].p,
                               c->dtype == FA3_DTYPE_FP16 ? "an fp16" : "a bf16");
-        FA3_TRY(check_aligned(ds[i].name, ds[i].p, 4));
+        FA3_TRY(fa3_check_aligned(ds[i].name, ds[i].p, 4));
     }
     return FA3_OK;
 }
@@ -323,23 +256,23 @@ fa3_status fa3_fwd_validate(const fa3_kernel *k, const fa3_fwd_args *a, float *s
     total *= a->batch;
 
     /* pointers */
-    FA3_TRY(check_aligned("args->q", a->q, 16));
-    FA3_TRY(check_aligned("args->k", a->k, 16));
-    FA3_TRY(check_aligned("args->v", a->v, 16));
-    FA3_TRY(check_aligned("args->o", a->o, 4));
-    FA3_TRY(check_aligned("args->lse", a->lse, 4));
+    FA3_TRY(fa3_check_aligned("args->q", a->q, 16));
+    FA3_TRY(fa3_check_aligned("args->k", a->k, 16));
+    FA3_TRY(fa3_check_aligned("args->v", a->v, 16));
+    FA3_TRY(fa3_check_aligned("args->o", a->o, 4));
+    FA3_TRY(fa3_check_aligned("args->lse", a->lse, 4));
     FA3_TRY(check_descale_fields(a, c));
 
     /* strides */
-    FA3_TRY(check_tma_stride("args->q_row_stride", a->q_row_stride, a->seqlen_q, es));
-    FA3_TRY(check_tma_stride("args->q_head_stride", a->q_head_stride, a->num_heads, es));
-    FA3_TRY(check_tma_stride("args->q_batch_stride", a->q_batch_stride, a->batch, es));
-    FA3_TRY(check_tma_stride("args->k_row_stride", a->k_row_stride, a->seqlen_k, es));
-    FA3_TRY(check_tma_stride("args->k_head_stride", a->k_head_stride, a->num_heads_k, es));
-    FA3_TRY(check_tma_stride("args->k_batch_stride", a->k_batch_stride, a->batch, es));
-    FA3_TRY(check_tma_stride("args->v_row_stride", a->v_row_stride, a->seqlen_k, es));
-    FA3_TRY(check_tma_stride("args->v_head_stride", a->v_head_stride, a->num_heads_k, es));
-    FA3_TRY(check_tma_stride("args->v_batch_stride", a->v_batch_stride, a->batch, es));
+    FA3_TRY(fa3_check_tma_stride("args->q_row_stride", a->q_row_stride, a->seqlen_q, es));
+    FA3_TRY(fa3_check_tma_stride("args->q_head_stride", a->q_head_stride, a->num_heads, es));
+    FA3_TRY(fa3_check_tma_stride("args->q_batch_stride", a->q_batch_stride, a->batch, es));
+    FA3_TRY(fa3_check_tma_stride("args->k_row_stride", a->k_row_stride, a->seqlen_k, es));
+    FA3_TRY(fa3_check_tma_stride("args->k_head_stride", a->k_head_stride, a->num_heads_k, es));
+    FA3_TRY(fa3_check_tma_stride("args->k_batch_stride", a->k_batch_stride, a->batch, es));
+    FA3_TRY(fa3_check_tma_stride("args->v_row_stride", a->v_row_stride, a->seqlen_k, es));
+    FA3_TRY(fa3_check_tma_stride("args->v_head_stride", a->v_head_stride, a->num_heads_k, es));
+    FA3_TRY(fa3_check_tma_stride("args->v_batch_stride", a->v_batch_stride, a->batch, es));
     FA3_TRY(check_o_stride("args->o_row_stride", a->o_row_stride, a->seqlen_q));
     FA3_TRY(check_o_stride("args->o_head_stride", a->o_head_stride, a->num_heads));
     FA3_TRY(check_o_stride("args->o_batch_stride", a->o_batch_stride, a->batch));

@@ -2,9 +2,8 @@
  * Reference attention for verification: "simple and obviously right".
  *
  * One CUDA C kernel (its source and what it computes: reference_kernel.c) compiled at first use
- * with NVRTC, which is dlopen'd ("libnvrtc.so.13", then "libnvrtc.so", then the toolkit's lib64)
- * so that the library has no link-time dependency on it. This file: NVRTC, the per-arch image
- * and per-CUcontext module caches, the argument checks and the launch.
+ * with NVRTC (rtc.c: NVRTC dlopen'd, the per-arch image and per-CUcontext module caches). This
+ * file: the argument checks and the launch.
  *
  * emulate_dtype = 1 reproduces where a flash kernel rounds: the unnormalised p = exp(s − m) is
  * rounded to the dtype (bf16: round-to-nearest-even on the bits; fp16: cvt.rn.f16.f32) before it
@@ -17,282 +16,30 @@
  * only the rows' last blocks round exactly alike; the tolerance rule's factor 2 on the emulated
  * gap (tools/common/tolerance.h) covers the rest, as in FlashAttention-3's tests.
  *
- * The compiled image is kept per compute capability for the life of the process, the loaded
- * module per CUcontext (a process-wide table under a mutex). Modules are never unloaded; a
- * CUcontext destroyed by the application and a new one created at the same address would reuse a
- * stale entry, so applications that destroy contexts should not call the reference afterwards.
+ * The compiled image and loaded modules live for the process (rtc.h says what that means for
+ * applications that destroy CUDA contexts).
  */
-#include <dlfcn.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <nvrtc.h>
-
-#include "fa3jit_build_config.h"
 #include "runtime/driver.h"
 #include "runtime/reference.h"
+#include "runtime/rtc.h"
 #include "runtime/runtime.h"
 
 static const int ref_variant_t[REF_NUM_VARIANTS] = {1, 2, 4, 8};
-
-/* ------------------------------------------------------------------ NVRTC, dlopen'd */
-
-typedef struct nvrtc_api {
-    const char *(*GetErrorString)(nvrtcResult);
-    nvrtcResult (*Version)(int *, int *);
-    nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int,
-                                 const char *const *, const char *const *);
-    nvrtcResult (*DestroyProgram)(nvrtcProgram *);
-    nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char *const *);
-    nvrtcResult (*GetProgramLogSize)(nvrtcProgram, size_t *);
-    nvrtcResult (*GetProgramLog)(nvrtcProgram, char *);
-    nvrtcResult (*GetPTXSize)(nvrtcProgram, size_t *);
-    nvrtcResult (*GetPTX)(nvrtcProgram, char *);
-    nvrtcResult (*GetCUBINSize)(nvrtcProgram, size_t *); /* NULL before NVRTC 11.1 */
-    nvrtcResult (*GetCUBIN)(nvrtcProgram, char *);
-} nvrtc_api;
-
-static pthread_mutex_t ref_lock = PTHREAD_MUTEX_INITIALIZER;
-static int nvrtc_tried;          /* under ref_lock */
-static nvrtc_api nvrtc;          /* valid when nvrtc_ok */
-static int nvrtc_ok;
-static char nvrtc_why[512];      /* why loading failed (repeated in every later error) */
-
-#define LOAD_SYM(h, field, name, required)                                                  \
-    do {                                                                                    \
-        void *sym_ = dlsym((h), (name));                                                    \
-        memcpy(&nvrtc.field, &sym_, sizeof sym_);                                           \
-        if (!sym_ && (required)) {                                                          \
-            snprintf(nvrtc_why, sizeof nvrtc_why, "%s has no symbol %s", lib_used, (name)); \
-            return 0;                                                                       \
-        }                                                                                   \
-    } while (0)
-
-/* Called with ref_lock held. Returns 1 if NVRTC is usable. */
-static int nvrtc_load_locked(void)
-{
-    if (nvrtc_tried)
-        return nvrtc_ok;
-    nvrtc_tried = 1;
-    static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so",
-                                        FA3_CUDA_DIR "/lib64/libnvrtc.so.13",
-                                        FA3_CUDA_DIR "/lib64/libnvrtc.so"};
-    void *h = NULL;
-    const char *lib_used = NULL;
-    char first_err[256] = "";
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; ++i) {
-        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (h) {
-            lib_used = names[i];
-        } else if (!first_err[0]) {
-            const char *e = dlerror();
-            snprintf(first_err, sizeof first_err, "%s", e ? e : names[i]);
-        }
-    }
-    if (!h) {
-        snprintf(nvrtc_why, sizeof nvrtc_why,
-                 "NVRTC could not be loaded (tried libnvrtc.so.13, libnvrtc.so and %s/lib64): %s; "
-                 "install the CUDA NVRTC runtime or add its folder to LD_LIBRARY_PATH",
-                 FA3_CUDA_DIR, first_err);
-        return 0;
-    }
-    LOAD_SYM(h, GetErrorString, "nvrtcGetErrorString", 1);
-    LOAD_SYM(h, Version, "nvrtcVersion", 1);
-    LOAD_SYM(h, CreateProgram, "nvrtcCreateProgram", 1);
-    LOAD_SYM(h, DestroyProgram, "nvrtcDestroyProgram", 1);
-    LOAD_SYM(h, CompileProgram, "nvrtcCompileProgram", 1);
-    LOAD_SYM(h, GetProgramLogSize, "nvrtcGetProgramLogSize", 1);
-    LOAD_SYM(h, GetProgramLog, "nvrtcGetProgramLog", 1);
-    LOAD_SYM(h, GetPTXSize, "nvrtcGetPTXSize", 1);
-    LOAD_SYM(h, GetPTX, "nvrtcGetPTX", 1);
-    LOAD_SYM(h, GetCUBINSize, "nvrtcGetCUBINSize", 0);
-    LOAD_SYM(h, GetCUBIN, "nvrtcGetCUBIN", 0);
-    if (!nvrtc.GetCUBINSize || !nvrtc.GetCUBIN)
-        nvrtc.GetCUBINSize = NULL, nvrtc.GetCUBIN = NULL;
-    nvrtc_ok = 1; /* the handle stays open for the life of the process */
-    return 1;
-}
-
-static fa3_status nvrtc_fail(nvrtcResult r, const char *call, const char *arch_opt)
-{
-    return fa3_seterr(r == NVRTC_ERROR_OUT_OF_MEMORY ? FA3_ERR_OUT_OF_MEMORY : FA3_ERR_COMPILE,
-                      "reference kernel: %s (%s) failed: %s (%d)", call, arch_opt,
-                      nvrtc.GetErrorString(r), (int)r);
-}
-
-/* Compiles the reference source for compute capability cc (e.g. 90) into a cubin (or PTX if
-   this NVRTC cannot make cubins). Called with ref_lock held. */
-static fa3_status nvrtc_compile_locked(int cc, void **image, size_t *size, int *is_ptx)
-{
-    char arch_opt[64];
-    int ptx = nvrtc.GetCUBIN == NULL;
-    snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s_%d", ptx ? "compute" : "sm", cc);
-    const char *opts[] = {arch_opt, "--std=c++17"};
-
-    nvrtcProgram prog = NULL;
-    nvrtcResult r = nvrtc.CreateProgram(&prog, fa3_ref_kernel_src, "fa3_reference.cu", 0, NULL, NULL);
-    if (r != NVRTC_SUCCESS)
-        return nvrtc_fail(r, "nvrtcCreateProgram", arch_opt);
-    fa3_status st = FA3_OK;
-    r = nvrtc.CompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
-    if (r != NVRTC_SUCCESS) {
-        st = nvrtc_fail(r, "nvrtcCompileProgram", arch_opt);
-        size_t log_size = 0;
-        if (nvrtc.GetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
-            char *log = malloc(log_size);
-            if (log && nvrtc.GetProgramLog(prog, log) == NVRTC_SUCCESS)
-                fa3_appenderr("\nNVRTC log:\n%s", log);
-            free(log);
-        }
-        nvrtc.DestroyProgram(&prog);
-        return st;
-    }
-    size_t n = 0;
-    r = ptx ? nvrtc.GetPTXSize(prog, &n) : nvrtc.GetCUBINSize(prog, &n);
-    if (r != NVRTC_SUCCESS) {
-        st = nvrtc_fail(r, ptx ? "nvrtcGetPTXSize" : "nvrtcGetCUBINSize", arch_opt);
-    } else if (n == 0) {
-        st = fa3_seterr(FA3_ERR_COMPILE, "reference kernel: NVRTC returned an empty %s (%s)",
-                        ptx ? "PTX" : "cubin", arch_opt);
-    } else {
-        char *buf = malloc(n);
-        if (!buf) {
-            st = fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "reference kernel: out of memory (%zu bytes)",
-                            n);
-        } else {
-            r = ptx ? nvrtc.GetPTX(prog, buf) : nvrtc.GetCUBIN(prog, buf);
-            if (r != NVRTC_SUCCESS) {
-                free(buf);
-                st = nvrtc_fail(r, ptx ? "nvrtcGetPTX" : "nvrtcGetCUBIN", arch_opt);
-            } else {
-                *image = buf;
-                *size = n;
-                *is_ptx = ptx;
-            }
-        }
-    }
-    r = nvrtc.DestroyProgram(&prog);
-    if (st == FA3_OK && r != NVRTC_SUCCESS) {
-        free(*image);
-        *image = NULL;
-        st = nvrtc_fail(r, "nvrtcDestroyProgram", arch_opt);
-    }
-    return st;
-}
-
-/* ------------------------------------------------------------------ process-wide caches */
-
-typedef struct ref_image {
-    int cc;
-    int is_ptx;
-    void *data;
-    size_t size;
-} ref_image;
-
-typedef struct ref_module {
-    CUcontext ctx;
-    CUmodule module;
-    CUfunction fn[REF_NUM_VARIANTS];
-} ref_module;
-
-static ref_image *ref_images; /* under ref_lock */
-static int ref_num_images;
-static ref_module *ref_modules; /* under ref_lock */
-static int ref_num_modules;
-
-/* The image for compute capability cc, compiling it on first use. ref_lock held. */
-static fa3_status image_for_cc_locked(int cc, const ref_image **out)
-{
-    for (int i = 0; i < ref_num_images; ++i) {
-        if (ref_images[i].cc == cc) {
-            *out = &ref_images[i];
-            return FA3_OK;
-        }
-    }
-    if (!nvrtc_load_locked())
-        return fa3_seterr(FA3_ERR_NO_NVRTC, "reference kernel: %s", nvrtc_why);
-    ref_image *grown = realloc(ref_images, (size_t)(ref_num_images + 1) * sizeof *grown);
-    if (!grown)
-        return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "reference kernel: out of memory");
-    ref_images = grown;
-    ref_image img = {.cc = cc};
-    FA3_TRY(nvrtc_compile_locked(cc, &img.data, &img.size, &img.is_ptx));
-    ref_images[ref_num_images] = img;
-    *out = &ref_images[ref_num_images++];
-    return FA3_OK;
-}
-
-/* Loads the image into the current context cuctx (device dev). ref_lock held. */
-static fa3_status module_for_context_locked(const fa3_driver *drv, CUcontext cuctx, CUdevice dev,
-                                            const ref_module **out)
-{
-    for (int i = 0; i < ref_num_modules; ++i) {
-        if (ref_modules[i].ctx == cuctx) {
-            *out = &ref_modules[i];
-            return FA3_OK;
-        }
-    }
-    int major = 0, minor = 0;
-    FA3_TRY(FA3_CU(drv, cuDeviceGetAttribute(&major,
-                                             CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)));
-    FA3_TRY(FA3_CU(drv, cuDeviceGetAttribute(&minor,
-                                             CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)));
-    const ref_image *img = NULL;
-    FA3_TRY(image_for_cc_locked(major * 10 + minor, &img));
-
-    ref_module *grown = realloc(ref_modules, (size_t)(ref_num_modules + 1) * sizeof *grown);
-    if (!grown)
-        return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "reference kernel: out of memory");
-    ref_modules = grown;
-    ref_module m = {.ctx = cuctx};
-    if (img->is_ptx) {
-        char log[4096] = "";
-        CUjit_option opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-        void *val[2] = {log, (void *)(uintptr_t)sizeof log};
-        fa3_status st = FA3_CU(drv, cuModuleLoadDataEx(&m.module, img->data, 2, opt, val));
-        if (st != FA3_OK) {
-            if (log[0])
-                fa3_appenderr("\nJIT log:\n%s", log);
-            return st;
-        }
-    } else {
-        FA3_TRY(FA3_CU(drv, cuModuleLoadData(&m.module, img->data)));
-    }
-    for (int v = 0; v < REF_NUM_VARIANTS; ++v) {
-        char name[64];
-        snprintf(name, sizeof name, "fa3_reference_t%d", ref_variant_t[v]);
-        fa3_status st = FA3_CU(drv, cuModuleGetFunction(&m.fn[v], m.module, name));
-        if (st != FA3_OK) {
-            drv->cuModuleUnload(m.module); /* already failing: keep the first error */
-            return st;
-        }
-    }
-    ref_modules[ref_num_modules] = m;
-    *out = &ref_modules[ref_num_modules++];
-    return FA3_OK;
-}
+static const char *const ref_functions[REF_NUM_VARIANTS] = {
+    "fa3_reference_t1", "fa3_reference_t2", "fa3_reference_t4", "fa3_reference_t8"};
+static fa3_rtc_program ref_program = {.what = "reference kernel",
+                                      .source = fa3_ref_kernel_src,
+                                      .file_name = "fa3_reference.cu",
+                                      .functions = ref_functions,
+                                      .num_functions = REF_NUM_VARIANTS};
 
 /* ------------------------------------------------------------------ argument checks */
-
-/* Largest element offset a (batch, rows, heads, dim) view can address must fit in int64. */
-static fa3_status check_extent(const char *t, int batch, int rows, int heads, int dim,
-                               int64_t bs, int64_t rs, int64_t hs)
-{
-    int64_t a, b, c, sum;
-    if (__builtin_mul_overflow((int64_t)(batch - 1), bs, &a) ||
-        __builtin_mul_overflow((int64_t)(rows - 1), rs, &b) ||
-        __builtin_mul_overflow((int64_t)(heads - 1), hs, &c) ||
-        __builtin_add_overflow(a, b, &sum) || __builtin_add_overflow(sum, c, &sum) ||
-        __builtin_add_overflow(sum, (int64_t)dim, &sum) || sum > (INT64_MAX >> 1))
-        return fa3_seterr(FA3_ERR_BAD_STRIDE,
-                          "reference: %s strides (batch %lld, row %lld, head %lld) address beyond "
-                          "2^62 elements", t, (long long)bs, (long long)rs, (long long)hs);
-    return FA3_OK;
-}
 
 static fa3_status check_stride(const char *name, int64_t s)
 {
@@ -418,12 +165,12 @@ static fa3_status make_params(const fa3_context *ctx, const fa3_config *cfg,
     FA3_TRY(check_stride("v_batch_stride", a->v_batch_stride));
     FA3_TRY(check_stride("v_row_stride", a->v_row_stride));
     FA3_TRY(check_stride("v_head_stride", a->v_head_stride));
-    FA3_TRY(check_extent("q", a->batch, a->seqlen_q, a->num_heads, hd, a->q_batch_stride,
-                         a->q_row_stride, a->q_head_stride));
-    FA3_TRY(check_extent("k", a->batch, a->seqlen_k, a->num_heads_k, hd, a->k_batch_stride,
-                         a->k_row_stride, a->k_head_stride));
-    FA3_TRY(check_extent("v", a->batch, a->seqlen_k, a->num_heads_k, hdv, a->v_batch_stride,
-                         a->v_row_stride, a->v_head_stride));
+    FA3_TRY(fa3_check_extent("reference: q", a->batch, a->seqlen_q, a->num_heads, hd,
+                             a->q_batch_stride, a->q_row_stride, a->q_head_stride));
+    FA3_TRY(fa3_check_extent("reference: k", a->batch, a->seqlen_k, a->num_heads_k, hd,
+                             a->k_batch_stride, a->k_row_stride, a->k_head_stride));
+    FA3_TRY(fa3_check_extent("reference: v", a->batch, a->seqlen_k, a->num_heads_k, hdv,
+                             a->v_batch_stride, a->v_row_stride, a->v_head_stride));
 
     /* Scale and softcap. */
     float scale = a->softmax_scale;
@@ -506,34 +253,24 @@ fa3_status fa3_reference_fwd_ex(fa3_context *ctx, const fa3_config *cfg, const f
     fa3_ref_params p;
     FA3_TRY(make_params(ctx, cfg, args, o_ref, lse_ref, emulate_dtype, &p));
 
-    const fa3_driver *drv = NULL;
-    FA3_TRY(fa3_driver_get(&drv));
-    CUcontext cuctx = NULL;
-    CUdevice dev = 0;
-    FA3_TRY(fa3_driver_ensure_context(&cuctx, &dev));
     if (p.dtype == FA3_DTYPE_E4M3) { /* the descale values, as fa3_fwd reads them */
+        const fa3_driver *d0 = NULL;
+        FA3_TRY(fa3_driver_get(&d0));
+        FA3_TRY(fa3_driver_ensure_context(NULL, NULL));
         fa3_config c;
         fa3_fwd_args a;
         FA3_TRY(fa3_config_in(cfg, &c));
         FA3_TRY(fa3_fwd_args_in(args, &a));
         FA3_TRY(fa3_fwd_check_descales(&c, &a, stream));
     }
-
-    CUfunction fn = NULL;
     int widest = p.head_dim > p.head_dim_v ? p.head_dim : p.head_dim_v;
     int variant = 0;
     while (32 * ref_variant_t[variant] < widest)
         ++variant; /* widest ≤ 256 = 32·8, so this stops at the last variant at most */
-
-    if (pthread_mutex_lock(&ref_lock) != 0)
-        return fa3_seterr(FA3_ERR_INTERNAL, "reference: pthread_mutex_lock failed");
-    const ref_module *mod = NULL;
-    fa3_status st = module_for_context_locked(drv, cuctx, dev, &mod);
-    if (st == FA3_OK)
-        fn = mod->fn[variant];
-    pthread_mutex_unlock(&ref_lock);
-    if (st != FA3_OK)
-        return st;
+    const fa3_driver *drv = NULL;
+    CUfunction fns[REF_NUM_VARIANTS];
+    FA3_TRY(fa3_rtc_functions(&ref_program, &drv, fns));
+    CUfunction fn = fns[variant];
 
     /* One warp per row, grid-stride over rows: any row count fits in the grid limit. */
     const int64_t warps_per_block = REF_THREADS / 32;
@@ -555,18 +292,5 @@ fa3_status fa3_reference_fwd(fa3_context *ctx, const fa3_config *cfg, const fa3_
 
 fa3_status fa3_reference_build_image(int cc, void **image, size_t *size, int *is_ptx)
 {
-    if (!image || !size || !is_ptx)
-        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_reference_build_image: NULL argument");
-    if (cc < 10 || cc > 999)
-        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
-                          "fa3_reference_build_image: compute capability %d is invalid", cc);
-    *image = NULL;
-    *size = 0;
-    if (pthread_mutex_lock(&ref_lock) != 0)
-        return fa3_seterr(FA3_ERR_INTERNAL, "reference: pthread_mutex_lock failed");
-    fa3_status st = nvrtc_load_locked()
-                        ? nvrtc_compile_locked(cc, image, size, is_ptx)
-                        : fa3_seterr(FA3_ERR_NO_NVRTC, "reference kernel: %s", nvrtc_why);
-    pthread_mutex_unlock(&ref_lock);
-    return st;
+    return fa3_rtc_build_image(&ref_program, cc, image, size, is_ptx);
 }

@@ -1,6 +1,6 @@
 /*
- * The reference attention's kernel: CUDA C held as a string (no CUDA headers), compiled at first
- * use with NVRTC (reference.c). One warp per (batch, head, query row); lane l owns the head
+ * The reference attention's kernel: CUDA C held as a string (no CUDA headers; rtc.c's
+ * fa3_rtc.cuh), compiled at first use with NVRTC (reference.c). One warp per (batch, head, query row); lane l owns the head
  * dimensions l, l+32, l+64, ... Two passes over the row's visible keys: pass 1 finds the row max of
  * the scaled (and capped) scores, pass 2 accumulates p = exp(s - max), the row sum l = Σp and
  * Σ p·v, then O = Σ p·v / l and LSE = max + ln l, all in fp32 with IEEE expf/logf/tanhf and
@@ -11,10 +11,8 @@
 #include "runtime/reference.h"
 
 const char fa3_ref_kernel_src[] =
+    "#include \"fa3_rtc.cuh\"\n"
     "typedef unsigned char u8;\n"
-    "typedef unsigned short u16;\n"
-    "typedef long long i64;\n"
-    "typedef unsigned long long u64;\n"
     "\n"
     "/* Must match struct fa3_ref_params in reference.h field for field. */\n"
     "struct RefParams {\n"
@@ -31,18 +29,6 @@ const char fa3_ref_kernel_src[] =
     "    int dtype, out_fp16, emulate, use_softcap;\n"
     "    float scale, softcap;\n"
     "};\n"
-    "\n"
-    "__device__ __forceinline__ float bf16_bits_to_f32(u16 b)\n"
-    "{\n"
-    "    return __uint_as_float(((unsigned)b) << 16);\n"
-    "}\n"
-    "\n"
-    "__device__ __forceinline__ float f16_bits_to_f32(u16 h)\n"
-    "{\n"
-    "    float f;\n"
-    "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
-    "    return f;\n"
-    "}\n"
     "\n"
     "/* OCP e4m3 (bias 7, no infinities, S.1111.111 NaN): exact. */\n"
     "__device__ __forceinline__ float e4m3_bits_to_f32(u8 b)\n"

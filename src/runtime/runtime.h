@@ -15,6 +15,7 @@
 #include "runtime/compile.h"
 #include "runtime/driver.h"
 #include "runtime/op.h"
+#include "runtime/tensor.h"
 
 /* One loaded copy of a kernel's module in one CUDA context. */
 typedef struct fa3_kernel_module {
@@ -103,14 +104,6 @@ FA3_INTERNAL fa3_status fa3_fwd_args_in(const fa3_fwd_args *args, fa3_fwd_args *
 
 /* log2(e): softmax constants in base 2. */
 #define FA3_LOG2E 1.4426950408889634
-/* TMA's limit on a byte stride (exclusive). */
-#define FA3_MAX_TMA_STRIDE ((int64_t)1 << 40)
-
-/* TMA's rule for an element stride: any value when the axis has one element (never used: the
-   tensor map gets a substitute), else non-negative, × element size esize a multiple of 16 bytes
-   and below 2^40 bytes. fwd_args.c. */
-FA3_INTERNAL int fa3_tma_stride_ok(int64_t stride, int64_t extent, int esize);
-
 /* Everything about args that does not need the GPU, against kernel's config: FA3_OK with the
    normalized values (scale: softmax_scale with 0 resolved; windows as the kernel gets them; the
    tile count), else the status and a message naming the bad field and value. fwd_args.c. */

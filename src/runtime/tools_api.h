@@ -16,6 +16,8 @@
  *   fa3_tools_cache_list (below, over runtime/cache.h's fa3_cache_list) and fa3_cache_clear:
  *       fa3-gen cache ls, clear and warm.
  *   fa3_reference_build_image (runtime/reference.h)  test_gpu compiles the reference without a GPU.
+ *   fa3_quantize_build_image (runtime/quantize.h)  test_quantize compiles the FP8 quantizer's
+ *       kernels without a GPU.
  *   fa3_tools_emit_ptx_named (codegen/codegen.h)  fa3-gen --emit-ptx --named-registers: the
  *       kernel with its registers named, for reading.
  *   FA3_PRINTF, FA3_TRY (src/common.h)  printf-format checking and status forwarding.
@@ -38,6 +40,7 @@
 #include "runtime/compile.h"
 #include "runtime/driver.h"
 #include "runtime/env.h"
+#include "runtime/quantize.h"
 #include "runtime/reference.h"
 
 /* One file of a cache folder as the tools show it: a copy of what fa3_cache_list found, so that
