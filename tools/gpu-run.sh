@@ -129,10 +129,10 @@ for step in $steps; do
     else
       echo "fp8: no .peers/a on this machine: cuDNN FP8 will be reported missing"
     fi
-    logged fp8_accuracy 150 30 env ${peer_path:+PYTHONPATH="$peer_path"} \
+    logged fp8_accuracy 120 30 env ${peer_path:+PYTHONPATH="$peer_path"} \
       python3 "$root/bench/fp8_accuracy.py" ${FP8_ACC_ARGS:-} --json "$out/fp8_accuracy.json"
     smi_start fp8
-    logged compare_fp8 420 45 env ${peer_path:+PYTHONPATH="$peer_path"} \
+    logged compare_fp8 400 45 env ${peer_path:+PYTHONPATH="$peer_path"} \
       python3 "$root/bench/compare_fp8.py" --repeat "${FP8_REPEAT:-2}" \
       ${FP8_HEAD_DIMS:+--head-dims "$FP8_HEAD_DIMS"} ${FP8_SEQLENS:+--seqlens "$FP8_SEQLENS"} \
       --json "$out/compare_fp8.json"

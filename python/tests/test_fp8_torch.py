@@ -22,9 +22,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import fa3jit  # noqa: E402
-from test_torch import _gpu_reason, effective_window, visible_mask  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)                       # test_torch, whatever pytest's import mode
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+from test_torch import _gpu_reason, effective_window, visible_mask  # noqa: E402
 import fp8_emulation as emu  # noqa: E402
 
 
