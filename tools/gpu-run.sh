@@ -2,8 +2,8 @@
 # Runs on the H200 (device tool, carry [".gpu"]): SASS check of the shipped kernels, the GPU test
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
-# edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke.
-# FA3JIT_BENCH_DTYPES picks compare's dtypes.
+# edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
+# fp8. FA3JIT_BENCH_DTYPES picks compare's dtypes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/fa3jit-gpu}; mkdir -p "$out"
@@ -117,6 +117,30 @@ for step in $steps; do
       echo "ncu $shape: $(wc -l < "$out/ncu_src_$tag.csv") SASS rows"
       grep -E "Duration|Elapsed Cycles|SM Active Cycles|Compute .SM. Throughput|DRAM Throughput|L2 Hit Rate|Memory Throughput" "$out/ncu_details_$tag.txt" | head -12
     done ;;
+  fp8) # FP8: bench/fp8_accuracy.py (FlashAttention-3's accuracy experiment: RMSE vs fp64, with its
+    # targets; fails the run when they are missed or fa3jit's FP8 rows cannot run), then
+    # bench/compare_fp8.py (fa3jit FP8 vs cuDNN FP8 vs fa3jit bf16 on the sweep, FP8_REPEAT (2)
+    # rounds; FP8_HEAD_DIMS, FP8_SEQLENS narrow it; FP8_ACC_ARGS: extra accuracy options, e.g.
+    # "--seed 5"). cuDNN FP8 needs the peers' cudnn frontend: .peers/a and .peers/b sent to this
+    # machine first (../shared/peers/README.md); without them its column says what is missing.
+    peer_path=
+    if [ -f "$root/.peers/a/gpu-setup.sh" ]; then
+      if (cd "$root" && bash .peers/a/gpu-setup.sh); then
+        peer_path=$(bash -c 'source "$1" && echo "$PYTHONPATH"' _ "$root/.peers/a/env.sh")
+      else
+        echo "fp8: the peers' setup failed (above): cuDNN FP8 will be reported missing"
+      fi
+    else
+      echo "fp8: no .peers/a on this machine: cuDNN FP8 will be reported missing"
+    fi
+    logged fp8_accuracy 120 30 env ${peer_path:+PYTHONPATH="$peer_path"} \
+      python3 "$root/bench/fp8_accuracy.py" ${FP8_ACC_ARGS:-} --json "$out/fp8_accuracy.json"
+    smi_start fp8
+    logged compare_fp8 400 45 env ${peer_path:+PYTHONPATH="$peer_path"} \
+      python3 "$root/bench/compare_fp8.py" --repeat "${FP8_REPEAT:-2}" \
+      ${FP8_HEAD_DIMS:+--head-dims "$FP8_HEAD_DIMS"} ${FP8_SEQLENS:+--seqlens "$FP8_SEQLENS"} \
+      --json "$out/compare_fp8.json"
+    kill $smi ;;
   sanitize)
     # compute-sanitizer over every supported config (check --all: 480 configs incl. GQA, one
     # small tile-boundary shape) with each tool (each took seconds on the H200).

@@ -20,27 +20,35 @@ _DTYPES = {
     "torch.bfloat16": _lib.FA3_DTYPE_BF16,
     "fp16": _lib.FA3_DTYPE_FP16, "float16": _lib.FA3_DTYPE_FP16, "half": _lib.FA3_DTYPE_FP16,
     "torch.float16": _lib.FA3_DTYPE_FP16,
-    # Known to the C enum but not supported yet: the library itself says so (FA3_ERR_BAD_DTYPE).
+    # FP8 (OCP e4m3, torch.float8_e4m3fn): Q/K/V only; O is bf16 (the default) or fp16.
     "e4m3": _lib.FA3_DTYPE_E4M3, "fp8": _lib.FA3_DTYPE_E4M3, "float8_e4m3fn": _lib.FA3_DTYPE_E4M3,
     "torch.float8_e4m3fn": _lib.FA3_DTYPE_E4M3,
 }
+DTYPE_NAMES = {_lib.FA3_DTYPE_BF16: "bf16", _lib.FA3_DTYPE_FP16: "fp16",
+               _lib.FA3_DTYPE_E4M3: "e4m3"}
 
 
-def _dtype_code(dtype) -> int:
+def _dtype_code(dtype, name="dtype") -> int:
     key = str(dtype).lower()   # 'bf16', 'fp16', ... and torch dtypes, without importing torch
     if key not in _DTYPES:
-        raise ValueError(f"fa3jit: dtype {dtype!r} is not supported (supported: 'bf16', 'fp16')")
+        hint = (" (FP8 e5m2 is not supported: quantize to e4m3)" if "e5m2" in key else "")
+        names = "'bf16', 'fp16'" + (", 'e4m3'" if name == "dtype" else "")
+        raise ValueError(f"fa3jit: {name} {dtype!r} is not supported (supported: {names}){hint}")
     return _DTYPES[key]
 
 
 def make_config(head_dim=128, dtype="bf16", causal=False, softcap=False, window=False,
-                head_dim_v=None, *, block_n=0, stages=0) -> _lib.Config:
+                head_dim_v=None, *, block_n=0, stages=0, out_dtype=None) -> _lib.Config:
     """A (non-canonical) fa3_config. window=True selects FA3_MASK_LOCAL (which also covers causal
-    with a window: the window sizes are launch arguments); causal alone FA3_MASK_CAUSAL."""
+    with a window: the window sizes are launch arguments); causal alone FA3_MASK_CAUSAL.
+    out_dtype: the dtype of O, None = the default (dtype itself for bf16/fp16, bf16 for e4m3);
+    e4m3 also takes 'fp16' (the library refuses other pairs, naming them)."""
     cfg = _lib.new_config()
     cfg.head_dim = _args.c_int("head_dim", head_dim)
     cfg.head_dim_v = 0 if head_dim_v is None else _args.c_int("head_dim_v", head_dim_v)
     cfg.dtype = _dtype_code(dtype)
+    cfg.out_dtype = (_lib.FA3_DTYPE_AUTO if out_dtype is None
+                     else _dtype_code(out_dtype, "out_dtype"))
     causal, softcap, window = (_args.flag("causal", causal), _args.flag("softcap", softcap),
                                _args.flag("window", window))
     cfg.mask = (_lib.FA3_MASK_LOCAL if window else
@@ -62,10 +70,10 @@ def _describe(cfg: _lib.Config) -> str:
 
 
 def emit_ptx(head_dim=128, dtype="bf16", causal=False, softcap=False, window=False,
-             head_dim_v=None, *, block_n=0, stages=0) -> str:
+             head_dim_v=None, *, block_n=0, stages=0, out_dtype=None) -> str:
     """PTX text of the kernel for this config (no GPU, no driver needed)."""
     cfg = make_config(head_dim, dtype, causal, softcap, window, head_dim_v,
-                      block_n=block_n, stages=stages)
+                      block_n=block_n, stages=stages, out_dtype=out_dtype)
     ptr = ctypes.c_void_p()
     n = ctypes.c_size_t()
     check(lib.fa3_emit_ptx(ctypes.byref(cfg), ctypes.byref(ptr), ctypes.byref(n)))
@@ -86,7 +94,7 @@ class KernelInfo:
     description: str        # e.g. "hd128 bf16 causal sm_90a bn128 st2" (canonical config)
     head_dim: int
     head_dim_v: int
-    dtype: str              # 'bf16' / 'fp16'
+    dtype: str              # 'bf16' / 'fp16' / 'e4m3'
     mask: str               # 'none' / 'causal' / 'local'
     softcap: bool
     backend: str            # 'ptx-compiler' / 'nvjitlink' / 'driver-jit'
@@ -104,6 +112,7 @@ class KernelInfo:
     compile_ms: float
     compile_log: str
     cubin_size: int
+    out_dtype: str          # dtype of O: 'bf16' / 'fp16' (resolved: never 'auto')
 
     @property
     def spill_bytes(self) -> int:
@@ -122,7 +131,7 @@ def _kernel_info(kernel: int) -> KernelInfo:
     return KernelInfo(
         description=_describe(c),
         head_dim=c.head_dim, head_dim_v=c.head_dim_v,
-        dtype={_lib.FA3_DTYPE_BF16: "bf16", _lib.FA3_DTYPE_FP16: "fp16"}.get(c.dtype, str(c.dtype)),
+        dtype=DTYPE_NAMES.get(c.dtype, str(c.dtype)),
         mask={0: "none", 1: "causal", 2: "local"}.get(c.mask, str(c.mask)),
         softcap=bool(c.softcap),
         backend=lib.fa3_backend_name(info.backend).decode(),
@@ -135,6 +144,7 @@ def _kernel_info(kernel: int) -> KernelInfo:
         compile_ms=info.compile_ms,
         compile_log=(info.compile_log or b"").decode("utf-8", "replace"),
         cubin_size=info.cubin_size,
+        out_dtype=DTYPE_NAMES.get(c.out_dtype, str(c.out_dtype)),
     )
 
 
@@ -247,9 +257,9 @@ class Context:
             return self._kernels.setdefault(key, out.value)
 
     def get_kernel(self, head_dim=128, dtype="bf16", causal=False, softcap=False, window=False,
-                   head_dim_v=None, *, block_n=0, stages=0) -> KernelInfo:
+                   head_dim_v=None, *, block_n=0, stages=0, out_dtype=None) -> KernelInfo:
         cfg = make_config(head_dim, dtype, causal, softcap, window, head_dim_v,
-                          block_n=block_n, stages=stages)
+                          block_n=block_n, stages=stages, out_dtype=out_dtype)
         return _kernel_info(self.kernel_handle(cfg))
 
     def close(self) -> None:
@@ -297,8 +307,8 @@ def default_context() -> Context:
 
 
 def get_kernel(head_dim=128, dtype="bf16", causal=False, softcap=False, window=False,
-               head_dim_v=None, *, block_n=0, stages=0) -> KernelInfo:
+               head_dim_v=None, *, block_n=0, stages=0, out_dtype=None) -> KernelInfo:
     """Compiles (or fetches from the caches) the kernel for this config in the process-wide
     context and returns its KernelInfo. Needs no GPU (except with the driver-jit backend)."""
     return default_context().get_kernel(head_dim, dtype, causal, softcap, window, head_dim_v,
-                                        block_n=block_n, stages=stages)
+                                        block_n=block_n, stages=stages, out_dtype=out_dtype)

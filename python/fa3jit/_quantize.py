@@ -70,7 +70,7 @@ def quantize_fp8(x, num_heads_k=None, hadamard=False, seed=0, signs=None, contex
     of x's device; a signs tensor is read back once to check its values.
     """
     torch = _torch._import_torch("fa3jit.quantize_fp8")
-    _torch._check_tensor(torch, "x", x, cuda=False, contiguous_last=False)
+    _torch._check_tensor(torch, "x", x, cuda=False, contiguous_last=False, fp8=False)
     batch, seqlen, num_heads, head_dim = x.shape
     for name, n in (("batch", batch), ("seqlen", seqlen), ("num_heads", num_heads),
                     ("head_dim", head_dim)):

@@ -11,7 +11,7 @@ import operator
 from . import _args, _core, _lib
 from ._lib import check, lib
 
-__all__ = ["flash_attn_func"]
+__all__ = ["flash_attn_func", "DtypeMismatchError"]
 
 _torch = None
 _autograd_fn = None
@@ -28,9 +28,25 @@ def _import_torch(what="fa3jit.flash_attn_func"):
     return _torch
 
 
-def _check_tensor(torch, name, t, *, cuda=True, contiguous_last=True):
-    """t a dense 4-dimensional bf16/fp16 tensor; cuda: on a CUDA device (else _check_cuda later);
-    contiguous_last: its last dimension contiguous."""
+class DtypeMismatchError(TypeError, ValueError):
+    """q, k and v of different dtypes. Both a TypeError (what mixed bf16/fp16 raised before FP8
+    came) and a ValueError (FlashAttention-3's rule for mixed FP8 inputs)."""
+
+
+def _input_dtypes(torch) -> tuple:
+    e4m3 = getattr(torch, "float8_e4m3fn", None)      # torch >= 2.1
+    return (torch.bfloat16, torch.float16) + ((e4m3,) if e4m3 is not None else ())
+
+
+def _is_e4m3(torch, dtype) -> bool:
+    return dtype == getattr(torch, "float8_e4m3fn", None)
+
+
+def _check_tensor(torch, name, t, *, cuda=False, contiguous_last=True, fp8=True):
+    """Type, rank, layout, dtype and last-dimension stride of a 4-dimensional tensor: q, k, v
+    (the device is checked after every dtype and descale rule, so that those can be checked on any
+    device), or the quantizer's x (fp8=False: bf16/fp16 only; contiguous_last=False: any
+    strides); cuda: also on a CUDA device."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"fa3jit: {name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dim() != 4:
@@ -39,19 +55,80 @@ def _check_tensor(torch, name, t, *, cuda=True, contiguous_last=True):
     if t.layout != torch.strided or t.is_sparse:
         raise TypeError(f"fa3jit: {name} must be a dense (strided) tensor")
     if cuda:
-        _check_cuda(name, t)
-    if t.dtype not in (torch.bfloat16, torch.float16):
+        _check_device(torch, name, t)
+    dtypes = _input_dtypes(torch) if fp8 else (torch.bfloat16, torch.float16)
+    if t.dtype not in dtypes:
+        if fp8 and "float8" in str(t.dtype):
+            raise ValueError(f"fa3jit: {name} has dtype {t.dtype}, which is not supported: FP8 "
+                             f"inputs must be torch.float8_e4m3fn (e4m3; e5m2 is not supported)")
         raise TypeError(f"fa3jit: {name} has dtype {t.dtype}; supported: torch.bfloat16, "
-                        f"torch.float16")
+                        f"torch.float16" + (", torch.float8_e4m3fn" if fp8 else ""))
     if contiguous_last and t.stride(-1) != 1 and t.shape[-1] > 1:
         raise ValueError(f"fa3jit: {name} must have a contiguous last dimension (stride 1), got "
                          f"strides {tuple(t.stride())}; call .contiguous() on it if that is "
                          f"what you want")
 
 
-def _check_cuda(name, t):
+def _check_device(torch, name, t):
     if t.device.type != "cuda":
         raise ValueError(f"fa3jit: {name} must be a CUDA tensor, got device {t.device}")
+
+
+def _check_cuda(name, t):
+    _check_device(None, name, t)
+
+
+def _check_descale(torch, name, d, q, batch, num_heads_k):
+    """A descale as fa3_fwd takes it: None (1.0), or an fp32 tensor of shape exactly
+    (batch, num_heads_k) on q's device, made contiguous."""
+    if d is None:
+        return None
+    if not isinstance(d, torch.Tensor):
+        raise TypeError(f"fa3jit: {name} must be a torch.Tensor or None, got {type(d).__name__}")
+    if d.layout != torch.strided or d.is_sparse:
+        raise TypeError(f"fa3jit: {name} must be a dense (strided) tensor")
+    if d.dtype != torch.float32:
+        raise ValueError(f"fa3jit: {name} must have dtype torch.float32, got {d.dtype}")
+    if tuple(d.shape) != (batch, num_heads_k):
+        raise ValueError(f"fa3jit: {name} must have shape (batch, num_heads_k) = "
+                         f"({batch}, {num_heads_k}), got {tuple(d.shape)}")
+    if d.device != q.device:
+        raise ValueError(f"fa3jit: {name} must be on q's device {q.device}, got device "
+                         f"{d.device}")
+    return d.contiguous()
+
+
+def _dtypes_and_descales(torch, q, k, v, descales, out_dtype, batch, num_heads_k):
+    """The dtype rules: (fa3 dtype code, out torch dtype, fa3 out_dtype code, the three descales
+    checked). q, k, v have one dtype; FP8 (e4m3) inputs take descales and write O in out_dtype
+    (None = bf16, or fp16); bf16/fp16 inputs take no descales and write O in their own dtype."""
+    if not (q.dtype == k.dtype == v.dtype):
+        hint = (" (FP8: q, k and v must all be torch.float8_e4m3fn)"
+                if any(_is_e4m3(torch, t.dtype) for t in (q, k, v)) else "")
+        raise DtypeMismatchError(f"fa3jit: q, k, v must have the same dtype, got q {q.dtype}, "
+                                 f"k {k.dtype}, v {v.dtype}{hint}")
+    if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
+        raise TypeError(f"fa3jit: out_dtype must be a torch.dtype or None, got {out_dtype!r}")
+    names = ("q_descale", "k_descale", "v_descale")
+    if not _is_e4m3(torch, q.dtype):
+        for name, d in zip(names, descales):
+            if d is not None:
+                raise ValueError(f"fa3jit: {name} is given with {q.dtype} inputs: descales are "
+                                 f"for FP8 (torch.float8_e4m3fn) q, k, v only")
+        if out_dtype is not None and out_dtype != q.dtype:
+            raise ValueError(f"fa3jit: out_dtype {out_dtype} is not supported with {q.dtype} "
+                             f"inputs (O has the inputs' dtype; out_dtype is for FP8 inputs)")
+        code = _lib.FA3_DTYPE_BF16 if q.dtype == torch.bfloat16 else _lib.FA3_DTYPE_FP16
+        return code, q.dtype, _lib.FA3_DTYPE_AUTO, (None, None, None)
+    if out_dtype is None:
+        out_dtype = torch.bfloat16
+    if out_dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(f"fa3jit: out_dtype {out_dtype} is not supported with FP8 inputs "
+                         f"(supported: torch.bfloat16, the default, and torch.float16)")
+    out_code = _lib.FA3_DTYPE_BF16 if out_dtype == torch.bfloat16 else _lib.FA3_DTYPE_FP16
+    checked = tuple(_check_descale(torch, name, d, q, batch, num_heads_k)
+                    for name, d in zip(names, descales))
+    return _lib.FA3_DTYPE_E4M3, out_dtype, out_code, checked
 
 
 def _float32(name, x):
@@ -91,13 +168,18 @@ def _mask_and_window(causal, window_size, seqlen_q, seqlen_k):
     return _lib.FA3_MASK_LOCAL, wl, wr
 
 
-def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse):
+def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, fp8):
+    """fp8: (q_descale, k_descale, v_descale, out_dtype, check_descales) as flash_attn_func."""
     torch = _import_torch()
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_tensor(torch, name, t)
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"fa3jit: q, k, v must have the same dtype, got {q.dtype}, {k.dtype}, "
-                        f"{v.dtype}")
+    q_descale, k_descale, v_descale, out_dtype, check_descales = fp8
+    dtype_code, out_dtype, out_code, descales = _dtypes_and_descales(
+        torch, q, k, v, (q_descale, k_descale, v_descale), out_dtype,
+        q.shape[0], k.shape[2])
+    check_descales = _args.flag("check_descales", check_descales)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _check_device(torch, name, t)
     if not (q.device == k.device == v.device):
         raise ValueError(f"fa3jit: q, k, v must be on the same device, got {q.device}, "
                          f"{k.device}, {v.device}")
@@ -137,11 +219,11 @@ def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse):
     mask, wl, wr = _mask_and_window(causal, window_size, seqlen_q, seqlen_k)
     return_lse = _args.flag("return_lse", return_lse)
 
-    dtype_code = _lib.FA3_DTYPE_BF16 if q.dtype == torch.bfloat16 else _lib.FA3_DTYPE_FP16
     cfg = _lib.new_config()
     cfg.head_dim = head_dim
     cfg.head_dim_v = head_dim_v
     cfg.dtype = dtype_code
+    cfg.out_dtype = out_code
     cfg.mask = mask
     cfg.softcap = 1 if cap > 0 else 0
     # Compiles on first use of this config (no GPU needed); raises Fa3Error for unsupported
@@ -150,7 +232,8 @@ def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse):
 
     device = q.device
     with torch.cuda.device(device):
-        out = torch.empty((batch, seqlen_q, num_heads, head_dim_v), dtype=q.dtype, device=device)
+        out = torch.empty((batch, seqlen_q, num_heads, head_dim_v), dtype=out_dtype,
+                          device=device)
         lse = (torch.empty((batch, num_heads, seqlen_q), dtype=torch.float32, device=device)
                if return_lse else None)
         if out.numel() == 0:
@@ -160,21 +243,31 @@ def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse):
             if lse is not None:
                 lse.fill_(float("-inf"))
         else:
-            a = _lib.new_fwd_args()
-            a.q, a.k, a.v, a.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr()
-            a.lse = lse.data_ptr() if lse is not None else None
-            a.batch, a.seqlen_q, a.seqlen_k = batch, seqlen_q, seqlen_k
-            a.num_heads, a.num_heads_k = num_heads, num_heads_k
-            a.q_batch_stride, a.q_row_stride, a.q_head_stride = q.stride()[:3]
-            a.k_batch_stride, a.k_row_stride, a.k_head_stride = k.stride()[:3]
-            a.v_batch_stride, a.v_row_stride, a.v_head_stride = v.stride()[:3]
-            a.o_batch_stride, a.o_row_stride, a.o_head_stride = out.stride()[:3]
-            a.softmax_scale = scale
-            a.softcap = cap
-            a.window_size_left, a.window_size_right = wl, wr
+            a = _fwd_args(q, k, v, out, lse, scale, cap, wl, wr, descales, check_descales)
             stream = torch.cuda.current_stream(device).cuda_stream
             check(lib.fa3_fwd(kernel, ctypes.byref(a), ctypes.c_void_p(stream)))
     return out, lse
+
+
+def _fwd_args(q, k, v, out, lse, scale, cap, wl, wr, descales, check_descales) -> _lib.FwdArgs:
+    """The fa3_fwd_args of one call: pointers, shape, strides, scalars; the descales' pointers
+    (NULL = 1.0) and descales_trusted = not check_descales."""
+    a = _lib.new_fwd_args()
+    a.q, a.k, a.v, a.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr()
+    a.lse = lse.data_ptr() if lse is not None else None
+    a.batch, a.seqlen_q, a.num_heads = q.shape[:3]
+    a.seqlen_k, a.num_heads_k = k.shape[1:3]
+    a.q_batch_stride, a.q_row_stride, a.q_head_stride = q.stride()[:3]
+    a.k_batch_stride, a.k_row_stride, a.k_head_stride = k.stride()[:3]
+    a.v_batch_stride, a.v_row_stride, a.v_head_stride = v.stride()[:3]
+    a.o_batch_stride, a.o_row_stride, a.o_head_stride = out.stride()[:3]
+    a.softmax_scale = scale
+    a.softcap = cap
+    a.window_size_left, a.window_size_right = wl, wr
+    a.descale_q, a.descale_k, a.descale_v = (d.data_ptr() if d is not None else None
+                                             for d in descales)
+    a.descales_trusted = 0 if check_descales else 1
+    return a
 
 
 def _get_autograd_fn():
@@ -184,9 +277,10 @@ def _get_autograd_fn():
 
         class _Fa3AttnFunc(torch.autograd.Function):
             @staticmethod
-            def forward(ctx, q, k, v, softmax_scale, causal, window_size, softcap, return_lse):
+            def forward(ctx, q, k, v, softmax_scale, causal, window_size, softcap, return_lse,
+                        fp8):
                 out, lse = _forward(q, k, v, softmax_scale, causal, window_size, softcap,
-                                    return_lse)
+                                    return_lse, fp8)
                 if lse is not None:
                     ctx.mark_non_differentiable(lse)
                     return out, lse
@@ -203,26 +297,39 @@ def _get_autograd_fn():
 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                    return_lse=False):
+                    return_lse=False, *, q_descale=None, k_descale=None, v_descale=None,
+                    out_dtype=None, check_descales=True):
     """FlashAttention-3 forward on Hopper (sm_90a), FlashAttention's argument names and meaning.
 
     q: (batch, seqlen_q, num_heads, head_dim); k: (batch, seqlen_k, num_heads_k, head_dim);
-    v: (batch, seqlen_k, num_heads_k, head_dim_v). CUDA tensors, all bfloat16 or all float16, on
-    one device, any strides whose last dimension is contiguous (others: multiples of 16 bytes,
-    as TMA requires). num_heads_k divides num_heads (MQA/GQA).
+    v: (batch, seqlen_k, num_heads_k, head_dim_v). CUDA tensors on one device, all bfloat16, all
+    float16 or all float8_e4m3fn (FP8), any strides whose last dimension is contiguous (others:
+    multiples of 16 bytes, as TMA requires). num_heads_k divides num_heads (MQA/GQA).
     softmax_scale: None = 1/sqrt(head_dim). causal: bottom-right aligned causal mask.
     window_size (left, right): local attention, -1 = unlimited; with causal the right side is 0.
     softcap > 0: scores become softcap·tanh(scores/softcap) (after scaling).
     return_lse: also return the fp32 log-sum-exp of the scaled scores, (batch, num_heads, seqlen_q).
 
-    Returns out (batch, seqlen_q, num_heads, head_dim_v) in q's dtype, or (out, lse). Runs
-    asynchronously on the current stream of q's device. Forward only: backward raises.
+    FP8 (keyword-only, FlashAttention-3's names): q_descale, k_descale, v_descale are None (1.0)
+    or float32 tensors of shape exactly (batch, num_heads_k) on q's device: the kernel computes
+    with q·q_descale, k·k_descale, v·v_descale (q_descale[b, h_k] scales every query head of kv
+    head h_k's group); softmax_scale and softcap apply to the dequantized scores. out_dtype: O's
+    dtype, None = torch.bfloat16, or torch.float16 (bf16/fp16 inputs: None or their own dtype;
+    descales with them are a ValueError). check_descales=True: the library reads the descales
+    back to refuse NaN, inf and values <= 0 (Fa3Error naming the array, index and value): a
+    device-to-host copy that synchronizes the stream. Pass False under CUDA graph capture and in
+    timed loops; a bad descale then gives a wrong output, not an error.
+
+    Returns out (batch, seqlen_q, num_heads, head_dim_v) in q's dtype (FP8: out_dtype), or
+    (out, lse). Runs asynchronously on the current stream of q's device. Forward only: backward
+    raises.
     """
     torch = _import_torch()
     tensors = (q, k, v)
+    fp8 = (q_descale, k_descale, v_descale, out_dtype, check_descales)
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
                                        for t in tensors):
         return _get_autograd_fn().apply(q, k, v, softmax_scale, causal, window_size, softcap,
-                                        return_lse)
-    out, lse = _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse)
+                                        return_lse, fp8)
+    out, lse = _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, fp8)
     return (out, lse) if lse is not None else out

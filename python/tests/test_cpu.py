@@ -225,6 +225,38 @@ def test_other_config_errors():
 
 
 @needs_library
+def test_out_dtype_reaches_the_config_and_the_library_judges_pairs():
+    """out_dtype None is FA3_DTYPE_AUTO; a name or torch dtype string its code; the library
+    refuses a pair it does not support (bf16 inputs with fp16 O), naming out_dtype; names that
+    are no dtype at all are a ValueError naming out_dtype, e5m2 with a hint."""
+    assert _core.make_config().out_dtype == _lib.FA3_DTYPE_AUTO
+    assert _core.make_config(dtype="e4m3", out_dtype="fp16").out_dtype == _lib.FA3_DTYPE_FP16
+    assert _core.make_config(dtype="e4m3", out_dtype="torch.bfloat16").out_dtype == \
+        _lib.FA3_DTYPE_BF16
+    assert fa3jit.emit_ptx(dtype="fp16", out_dtype="fp16") == fa3jit.emit_ptx(dtype="fp16")
+    assert fa3jit.emit_ptx(out_dtype="bfloat16") == fa3jit.emit_ptx()
+    with pytest.raises(fa3jit.Fa3Error, match="out_dtype 1 is not supported with dtype bf16") as ei:
+        fa3jit.emit_ptx(dtype="bf16", out_dtype="fp16")
+    assert ei.value.status_name == "FA3_ERR_BAD_DTYPE"
+    with pytest.raises(fa3jit.Fa3Error, match="out_dtype 2 is not supported with dtype e4m3"):
+        fa3jit.get_kernel(dtype="e4m3", out_dtype="e4m3")
+    with pytest.raises(ValueError, match=r"out_dtype 'fp32' is not supported \(supported: "
+                                         r"'bf16', 'fp16'\)"):
+        fa3jit.emit_ptx(out_dtype="fp32")
+    with pytest.raises(ValueError, match="dtype 'float8_e5m2' is not supported.*e5m2"):
+        fa3jit.emit_ptx(dtype="float8_e5m2")
+
+
+@needs_library
+def test_kernel_info_names_dtype_and_resolved_out_dtype():
+    info = fa3jit.get_kernel(head_dim=64, dtype="fp16")
+    assert (info.dtype, info.out_dtype) == ("fp16", "fp16")
+    with fa3jit.Context(disable_disk_cache=True) as ctx:
+        info = ctx.get_kernel(head_dim=64, out_dtype="bf16")
+    assert (info.dtype, info.out_dtype) == ("bf16", "bf16")
+
+
+@needs_library
 def test_get_kernel_default_backend():
     info = fa3jit.get_kernel(head_dim=128, dtype="bf16", causal=True)
     assert info.registers > 0
