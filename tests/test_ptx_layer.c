@@ -170,7 +170,12 @@ static void test_smem_labels_regs(void **state)
     finish_expect(f, "label $Lnowhere_0 used but never placed");
     f = fresh();
     ptx_regs_split(f, 168, 384, 24, 128, 256, 256);
-    finish_expect(f, "setmaxnreg split 24 x 128 + 256 x 256 exceeds the register file");
+    finish_expect(f, "setmaxnreg split 24 x 128 + 256 x 256 exceeds the CTA's 168 x 384");
+    /* the CTA's pool is the launch allocation: 48 x 128 + 232 x 256 = 65536 fits the register
+       file but not 168 x 384 = 64512 (it hung on the H200) */
+    f = fresh();
+    ptx_regs_split(f, 168, 384, 48, 128, 232, 256);
+    finish_expect(f, "setmaxnreg split 48 x 128 + 232 x 256 exceeds the CTA's 168 x 384");
     f = fresh();
     ptx_regs_split(f, 168, 384, 20, 128, 240, 256);
     finish_expect(f, "setmaxnreg 20: not in 24..256");
