@@ -34,6 +34,7 @@ int prob_check(const prob *p, const char *what, int xb, int xi, int xh, int verb
     const spec *s = &p->s;
     check_res r;
     memset(&r, 0, sizeof r);
+    r.acc.lse_tol = tol_lse_bound(s->dt == FA3_DTYPE_E4M3);
     char first[512] = "";
 #define NOTE_FIRST(...)                                                   \
     do {                                                                  \
@@ -134,8 +135,8 @@ int prob_check(const prob *p, const char *what, int xb, int xi, int xh, int verb
     }
     if (!tol_lse_ok(&r.acc)) {
         fails++;
-        ADD("; max|LSE-ref| = %.4g at %zu (%g vs %g) exceeds 1e-3", r.acc.err_lse, worst_lse,
-            (double)p->lse[worst_lse], (double)p->ref_lse[worst_lse]);
+        ADD("; max|LSE-ref| = %.4g at %zu (%g vs %g) exceeds %g", r.acc.err_lse, worst_lse,
+            (double)p->lse[worst_lse], (double)p->ref_lse[worst_lse], r.acc.lse_tol);
     }
 #undef ADD
 #undef NOTE_FIRST

@@ -48,7 +48,8 @@ for step in $steps; do
   fp8smoke) logged fp8_smoke 300 80 python3 "$root/tools/probes/fp8_smoke.py" ${FP8_SMOKE_ARGS:-} ;;
   edge) logged test_edge 300 40 "$root/.gpu/test_edge" ;;
   magnitude) logged test_magnitude 300 20 "$root/.gpu/test_magnitude" ;;
-  fp8tests) logged test_fwd_args 120 15 "$root/.gpu/test_fwd_args"
+  fp8tests) [ -f "$root/.gpu/test_fwd_args.xz" ] && xz -dc "$root/.gpu/test_fwd_args.xz" > /tmp/test_fwd_args && chmod +x /tmp/test_fwd_args
+    logged test_fwd_args 120 15 /tmp/test_fwd_args
     logged test_fp8 560 40 "$root/.gpu/test_fp8" ;;
   quantize) logged test_quantize 300 20 "$root/.gpu/test_quantize" ;;
   checkall) logged check_all 400 15 $gen check --all ;;

@@ -45,7 +45,7 @@ int tol_o_ok(const tol_acc *t)
 
 int tol_lse_ok(const tol_acc *t)
 {
-    return t->err_lse <= TOL_LSE;
+    return t->err_lse <= (t->lse_tol > 0 ? t->lse_tol : TOL_LSE);
 }
 
 const char *tol_format(const tol_acc *t, char *buf, size_t size)
@@ -53,4 +53,9 @@ const char *tol_format(const tol_acc *t, char *buf, size_t size)
     snprintf(buf, size, "max|O-ref| = %.3g, max|emul-ref| = %.3g (tol %.3g), max|LSE-ref| = %.3g",
              t->err_o, t->err_emul, tol_o_bound(t), t->err_lse);
     return buf;
+}
+
+double tol_lse_bound(int dtype_is_e4m3)
+{
+    return dtype_is_e4m3 ? TOL_LSE_E4M3 : TOL_LSE;
 }

@@ -20,6 +20,11 @@
 #define TOL_O_EMUL_FACTOR 2.0 /* times the dtype's own error */
 #define TOL_O_ABS 1e-3        /* plus this (for V of magnitude 1) */
 #define TOL_LSE 1e-3          /* absolute, LSE in natural-log units */
+/* e4m3: Hopper's FP8 wgmma accumulates with fewer bits than fp32 (about 14 bits of mantissa
+   kept: DeepSeek-V3, arXiv 2412.19437, §3.3.2), so a row's scores, and its LSE, carry errors of
+   ~1e-3 (1.0e-3 .. 3.0e-3 measured on the H200 for N(0,1) inputs, hd 64..256, 2026-12-01) that no
+   emulation of P reproduces; O keeps the rule above. */
+#define TOL_LSE_E4M3 1e-2
 
 /* The running measures of one case (zero-initialize: tol_acc t = {0}). */
 typedef struct tol_acc {
@@ -28,7 +33,11 @@ typedef struct tol_acc {
     double err_lse;   /* max |LSE − LSE_ref| (infinite where either is not finite) */
     size_t worst_o;   /* the index given with err_o's element */
     size_t worst_lse; /* the index given with err_lse's value */
+    double lse_tol;   /* the LSE bound: 0 = TOL_LSE (tol_lse_bound gives the e4m3 one) */
 } tol_acc;
+
+/* TOL_LSE, or TOL_LSE_E4M3 for e4m3 inputs (dtype_is_e4m3 not 0): for tol_acc.lse_tol. */
+double tol_lse_bound(int dtype_is_e4m3);
 
 /* Adds O element i: |o − ref| (a NaN difference, from inf − inf, counts as infinite) and
    |emul − ref| (a NaN one is ignored). */
@@ -42,7 +51,7 @@ double tol_o_bound_scaled(double err_emul, double v_mag);
 double tol_o_bound(const tol_acc *t);
 /* 1 if err_o is within tol_o_bound (a NaN error fails). */
 int tol_o_ok(const tol_acc *t);
-/* 1 if err_lse ≤ 1e-3 (a NaN error fails). */
+/* 1 if err_lse ≤ lse_tol (TOL_LSE when 0; a NaN error fails). */
 int tol_lse_ok(const tol_acc *t);
 
 /* "max|O-ref| = %.3g, max|emul-ref| = %.3g (tol %.3g), max|LSE-ref| = %.3g" into buf (size
