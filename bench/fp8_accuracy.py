@@ -141,7 +141,7 @@ def fa3jit_fp8(q, k, v, hadamard, seed, quantizer):
             raise
         out, _ = fa3jit_fp8(q, k, v, hadamard, seed, "torch")
         return out, (f"torch quantizer on fp32 inputs: fa3jit.quantize_fp8(x, "
-                     f"num_descale_heads=, hadamard=, seed=) raised {e}")
+                     f"num_heads_k=, hadamard=, seed=) raised {e}")
     out = fa3jit.flash_attn_func(q8.contiguous(), k8.contiguous(), v8.contiguous(),
                                  q_descale=dq, k_descale=dk, v_descale=dv,
                                  out_dtype=torch.bfloat16)

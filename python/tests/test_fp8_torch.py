@@ -107,8 +107,11 @@ def check_fp8(q8, k8, v8, dq, dk, dv, out_dtype=torch.bfloat16, softmax_scale=No
         f"max|out - ref| = {err:.3g} > 2 * {lowp_err:.3g} + 1e-3 (e4m3-P emulation's error)")
     seen = torch.isfinite(ref_lse)
     assert torch.equal(torch.isfinite(lse), seen), "rows that see no key differ"
-    # FP8 wgmma accumulates with ~14 mantissa bits: LSE errors of ~1e-3 (tools/common/tolerance.h)
-    torch.testing.assert_close(lse[seen].double(), ref_lse[seen], atol=1e-2, rtol=0)
+    # FP8 wgmma accumulates with ~14 mantissa bits: LSE errors of ~1e-3 at the default scale
+    # (tools/common/tolerance.h), growing with the scores' scale (softmax_scale·sqrt(head_dim))
+    d = q8.shape[3]
+    grow = max(1.0, (softmax_scale if softmax_scale else d ** -0.5) * d ** 0.5)
+    torch.testing.assert_close(lse[seen].double(), ref_lse[seen], atol=1e-2 * grow, rtol=0)
     return out
 
 
