@@ -22,11 +22,16 @@ void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
        hd256: bn80 st2 — 809 at 16k vs 770 for bn64; 3 stages do not fit in shared memory. */
     int hd = cfg->head_dim, hdv = cfg->head_dim_v ? cfg->head_dim_v : cfg->head_dim;
     if (cfg->dtype == FA3_DTYPE_E4M3) {
-        /* e4m3: 128 keys (one 128-byte row of transposed V per O column); head_dim 192/256: 64,
-           as 128 needs 208 accumulator registers and the consumers' 232 (the producer keeps 40
-           for the V transpose) spill (ptxas, 2026-12-01). Not yet tuned by measurement. */
-        *block_n = hd > 128 ? 64 : 128;
-        *stages = 2;
+        /* e4m3, measured on the H200 (tools/probes/fp8_tiles.sh, 3 rounds rotated, 2026-12-01,
+           bench/RESULTS.md), TFLOP/s at seqlen 16k non-causal / 4k causal:
+           hd64:  bn192 st2 523 / 438 vs bn128 483 / 425 and bn256 425 / 383;
+           hd128: bn192 st2 848 / 732 vs bn128 778 / 697 (3 stages 775 / 687; bn256 needs 224
+                  accumulator registers);
+           hd256: bn64 st3 841 / 746 vs st2 568 / 589 (bn128 needs 208 registers: the consumers'
+                  232 spill, the producer keeping 40 for the V transpose).
+           hd96 takes hd128's tiles, hd192 hd256's (not measured). */
+        *block_n = hd > 128 ? 64 : 192;
+        *stages = hd > 128 ? 3 : 2;
         return;
     }
     /* hd96 runs as hd128 with zero-filled columns (TMA out-of-bounds fill), so it takes hd128's
