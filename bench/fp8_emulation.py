@@ -195,7 +195,8 @@ def quantize_fp8(x, num_descale_heads=None, hadamard=False, seed=0, prefer="auto
         elif x.device.type != "cuda":
             why = "x is not on a CUDA device"
         else:
-            out = fn(x, num_heads_k=num_descale_heads, hadamard=hadamard, seed=seed)
+            kw = {"seed": seed} if hadamard else {}  # seed names the rotation's signs
+            out = fn(x, num_heads_k=num_descale_heads, hadamard=hadamard, **kw)
             return out[0], out[1], "fa3jit"
         if prefer == "fa3jit":
             raise ValueError(f"fa3jit.quantize_fp8 cannot be used: {why}")

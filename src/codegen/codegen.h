@@ -38,6 +38,7 @@ typedef struct fa3_plan {
     int dbg_no_o_store;    /* timing only (O not written): no TMA store, and the stores from
                               registers predicated off at run time */
     int wg3;               /* 1: three consumer warpgroups (block_m 192) for head_dim 64 */
+    int dbg_no_vt;         /* e4m3, timing only (wrong results): no V transpose work */
     int dbg_no_softmax;    /* timing only (wrong results): P = S, no softcap/mask/max/exp/sum/
                               rescale */
     int o_stage;           /* O staged in shared memory and stored with TMA when the runtime finds

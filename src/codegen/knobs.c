@@ -14,7 +14,9 @@
      the GEMMs and the pipeline alone. Fair timing, bf16, 16k non-causal (call 3 of 2026-11-29
      session 4): hd64/128/256 778/769/757 TFLOP/s vs 527/648/725 with the softmax;
    - dbg_no_o_store=1 (timing only, O not written): no TMA store, the register stores
-     predicated off at run time.
+     predicated off at run time;
+   - dbg_no_vt=1 (e4m3, timing only, wrong results): the producer threads skip the V transpose's
+     loads, permutes and stores (its waits and arrivals stay), the cost of the transpose.
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -27,6 +29,7 @@ static const struct knob {
     {"wg3", offsetof(fa3_plan, wg3), 0, 1},
     {"dbg_no_o_store", offsetof(fa3_plan, dbg_no_o_store), 0, 1},
     {"dbg_no_softmax", offsetof(fa3_plan, dbg_no_softmax), 0, 1},
+    {"dbg_no_vt", offsetof(fa3_plan, dbg_no_vt), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])
 

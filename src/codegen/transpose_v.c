@@ -125,12 +125,12 @@ void kg_vt_transpose(kgen *g, pipe_state ps)
         o[i] = ptx_reg(g->f, PTX_B32, "vto");
     }
     ptx_r sa = ptx_reg(g->f, PTX_B32, "vtsa");
-    const int groups = bn / 16; /* 16-key groups kc; warp w takes kc = w + 4i */
+    const int groups = p->dbg_no_vt ? 0 : bn / 16; /* the knob: no transpose work */ /* 16-key groups kc; warp w takes kc = w + 4i */
     /* one pass per loaded box of 128 columns; more than one box is a loop, not unrolled, so
        that ptxas keeps the producer within its registers (unrolled, head_dim 256 spilled) */
     ptx_r nbox = ptx_reg(g->f, PTX_B32, "vtbox");
-    const int lab_box = p->v_boxes > 1 ? ptx_label(g->f, "vt_box") : -1;
-    if (p->v_boxes > 1) {
+    const int lab_box = p->v_boxes > 1 && groups ? ptx_label(g->f, "vt_box") : -1;
+    if (p->v_boxes > 1 && groups) {
         INS("mov.u32 $, 0;", nbox);
         ptx_place(g->f, lab_box);
     }
@@ -165,7 +165,7 @@ void kg_vt_transpose(kgen *g, pipe_state ps)
             }
         }
     }
-    if (p->v_boxes > 1) {
+    if (p->v_boxes > 1 && groups) {
         /* the next box: 128 columns on in the loaded stage, 128 rows in the transposed one */
         ptx_r more = ptx_reg(g->f, PTX_PRED, "vtmore");
         INS("add.u32 $, $, %d;", ld_e, ld_e, bn * 128);
