@@ -70,6 +70,7 @@ int main(int argc, char **argv)
     if (argc == 4 && !strcmp(argv[1], "--disk"))
         return disk_child(argv[2], atoi(argv[3]));
     int want_all = argc > 1 && !strcmp(argv[1], "--all");
+    int want_fp8 = argc > 1 && !strcmp(argv[1], "--fp8"); /* the default subset in e4m3 too */
     int n = fa3_supported_configs(NULL, 0);
     fa3_config *all = calloc((size_t)n, sizeof *all);
     fa3_supported_configs(all, n);
@@ -82,7 +83,8 @@ int main(int argc, char **argv)
     double worst[3] = {0, 0, 0};
     for (int i = 0; i < n; i++) {
         const fa3_config *c = &all[i];
-        if (!want_all && (c->dtype != FA3_DTYPE_BF16 || c->softcap || c->mask == FA3_MASK_LOCAL ||
+        const int dtype_ok = c->dtype == FA3_DTYPE_BF16 || (want_fp8 && c->dtype == FA3_DTYPE_E4M3);
+        if (!want_all && (!dtype_ok || c->softcap || c->mask == FA3_MASK_LOCAL ||
                           c->head_dim == 96 || c->head_dim == 192))
             continue;
         fa3_kernel_source src;
