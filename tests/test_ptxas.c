@@ -1,6 +1,7 @@
 /*
- * test_ptxas: CI's compile gate. For every supported config (head_dim 64/128/256 × bf16/fp16 ×
- * mask none/causal/local × softcap 0/1) the generated PTX is compiled whole-program by the
+ * test_ptxas: CI's compile gate. For every supported config (head_dim 64/96/128/192/256 and
+ * (192, 128) × bf16/fp16/e4m3 × mask none/causal/local × softcap 0/1, e4m3 with fp16 output, and
+ * the knob variants that change the code) the generated PTX is compiled whole-program by the
  * toolkit's offline ptxas (`ptxas -arch=sm_90a -O3 -v`, path $PTXAS or <cuda_dir>/bin/ptxas), and
  * the test fails on:
  *   - a non-zero exit status or no cubin for the entry function;
@@ -54,7 +55,9 @@ typedef struct ptxas_case {
 } ptxas_case;
 
 /* (head_dim, head_dim_v) x dtype x mask x softcap, then the benchmark-knob variants */
-enum { NDEFAULT = 6 * 2 * 3 * 2, NKNOB = 4, NKNOBSETS = 3, NCASES = NDEFAULT + NKNOBSETS * NKNOB };
+/* NFP8X: e4m3 beyond the table: fp16 output, and the dbg_no_vt knob at hd 128 and 256 */
+enum { NDEFAULT = 6 * 3 * 3 * 2, NKNOB = 4, NKNOBSETS = 3, NFP8X = 3,
+       NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X };
 static ptxas_case g_cases[NCASES];
 
 /* Resources read from a ptxas -v log (-1 = not found). */
@@ -433,13 +436,13 @@ int main(void)
     /* every supported (head_dim, head_dim_v) pair; all masks and softcap must be accepted */
     static const int hds[][2] = {{64, 64}, {96, 96}, {128, 128}, {192, 192}, {192, 128},
                                  {256, 256}};
-    static const char *dts[] = {"bf16", "fp16"};
+    static const char *dts[] = {"bf16", "fp16", "e4m3"};
     static const char *masks[] = {"none", "causal", "local"};
     struct CMUnitTest tests[1 + NCASES];
     tests[0] = (struct CMUnitTest){"gate_selftest", test_gate_selftest, NULL, NULL, NULL};
     int n = 0;
     for (int h = 0; h < 6; h++)
-        for (int dt = 0; dt < 2; dt++)
+        for (int dt = 0; dt < 3; dt++)
             for (int m = 0; m < 3; m++)
                 for (int sc = 0; sc < 2; sc++) {
                     ptxas_case *pc = &g_cases[n];
@@ -481,5 +484,22 @@ int main(void)
             tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
             n++;
         }
+    static const struct { int hd, out; const char *knobs, *name; } fx[NFP8X] = {
+        {128, FA3_DTYPE_FP16, NULL, "hd128_e4m3_causal_out_fp16"},
+        {128, FA3_DTYPE_AUTO, "dbg_no_vt=1", "hd128_e4m3_causal_dbg_no_vt1"},
+        {256, FA3_DTYPE_AUTO, "dbg_no_vt=1", "hd256_e4m3_causal_dbg_no_vt1"}};
+    for (int i = 0; i < NFP8X; i++) {
+        ptxas_case *pc = &g_cases[n];
+        fa3_config_init(&pc->cfg);
+        pc->cfg.head_dim = fx[i].hd;
+        pc->cfg.dtype = FA3_DTYPE_E4M3;
+        pc->cfg.out_dtype = (fa3_dtype)fx[i].out;
+        pc->cfg.mask = FA3_MASK_CAUSAL;
+        pc->must_accept = 1;
+        pc->knobs = fx[i].knobs;
+        snprintf(pc->name, sizeof pc->name, "%s", fx[i].name);
+        tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
+        n++;
+    }
     return cmocka_run_group_tests_name("ptxas", tests, group_setup, group_teardown);
 }
