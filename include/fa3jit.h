@@ -174,6 +174,10 @@ typedef struct fa3_config {
     fa3_dtype out_dtype; /* dtype of O: FA3_DTYPE_AUTO (the default) = dtype for bf16/fp16 and
                             bf16 for e4m3; e4m3 configs also take FA3_DTYPE_FP16; bf16/fp16
                             configs only their own dtype (canonical form: resolved) */
+    int varlen;       /* 1: packed variable-length batches (fa3_fwd_args.cu_seqlens_q/k, "Varlen"
+                         below); 0: rectangular (batch, seqlen, ...) tensors */
+    int paged_kv;     /* 1: K/V in pages addressed through fa3_fwd_args.page_table ("Paged KV"
+                         below); 0: K/V contiguous per sequence */
 } fa3_config;
 
 /** Sets struct_size and the defaults: head_dim 128, head_dim_v 0, bf16, no mask, no softcap,
@@ -404,6 +408,29 @@ typedef struct fa3_fwd_args {
     /* e4m3 configs: (batch, num_heads_k) fp32 device arrays, NULL = 1.0 (see above) */
     const float *descale_q, *descale_k, *descale_v;
     int descales_trusted;  /* 1: fa3_fwd does not read the descales back to check them */
+    /* Varlen (config varlen = 1), FlashAttention's flash_attn_varlen_func: the batch's sequences
+       packed end to end. q/o: (total_q, num_heads, head_dim) with seqlen_q = total_q rows (the
+       batch strides are ignored), lse: (num_heads, total_q) fp32; k/v: (total_k, num_heads_k,
+       head_dim) with seqlen_k = total_k (not paged). cu_seqlens_q/k: int32 DEVICE arrays of
+       batch + 1 non-decreasing offsets starting at 0 (sequence b is rows cu[b] .. cu[b+1]-1);
+       max_seqlen_q/k: upper bounds of the lengths (the host sizes the grid with them).
+       seqused_k: optional int32 DEVICE array (batch): sequence b uses only its first
+       seqused_k[b] keys (≤ its length, or its pages' capacity when paged). Masks are
+       bottom-right aligned per sequence; a sequence with no query or no key rows is valid (its
+       rows see no key: O = 0, LSE = -inf). The device arrays are the caller's contract (not read
+       by the host); FA3JIT_DEBUG_VARLEN=1 makes fa3_fwd check them on the device first and
+       report the first bad entry. */
+    const int32_t *cu_seqlens_q, *cu_seqlens_k, *seqused_k;
+    int max_seqlen_q, max_seqlen_k;
+    /* Paged KV (config paged_kv = 1): k/v are (num_pages, page_size, num_heads_k, head_dim): the
+       k/v batch strides step pages, the row strides rows within a page. page_table: int32 DEVICE
+       array (batch, max_pages_per_seq) with row stride page_table_stride (elements): key j of
+       sequence b is row j % page_size of page page_table[b][j / page_size]. Sequence b has
+       seqused_k[b] keys (varlen or not), else seqlen_k (rectangular Q) / its cu_seqlens_k length
+       (varlen). Pages may be shared and in any order. page_size 1..256. */
+    const int32_t *page_table;
+    int num_pages, page_size, max_pages_per_seq;
+    int64_t page_table_stride;
 } fa3_fwd_args;
 
 /** Zeroes args, sets struct_size and the window sizes to -1. NULL is ignored. A macro over

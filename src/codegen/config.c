@@ -39,6 +39,14 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
         return fa3_seterr(FA3_ERR_BAD_MASK, "mask %d is not a valid fa3_mask", (int)c.mask);
     if (c.softcap != 0 && c.softcap != 1)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "softcap flag %d must be 0 or 1", c.softcap);
+    if (c.varlen != 0 && c.varlen != 1)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "varlen flag %d must be 0 or 1", c.varlen);
+    if (c.paged_kv != 0 && c.paged_kv != 1)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "paged_kv flag %d must be 0 or 1",
+                          c.paged_kv);
+    if (c.varlen || c.paged_kv) /* interim: the generator's varlen/paged path is not in yet */
+        return fa3_seterr(FA3_ERR_UNSUPPORTED, "%s is not generated yet",
+                          c.varlen ? "varlen" : "paged_kv");
     if (c.arch != FA3_ARCH_SM90A)
         return fa3_seterr(FA3_ERR_BAD_ARCH, "arch %d is not supported (supported: 90 = sm_90a)",
                           (int)c.arch);

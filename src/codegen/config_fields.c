@@ -31,6 +31,8 @@ const fa3_config_field fa3_config_fields[FA3_CONFIG_NUM_FIELDS] = {
     {FIELD(stages), 0, 1, 64, FA3_CANON_PLANNER, FA3_SHOW_NUMBER, " st", "", NULL, 0},
     {FIELD(out_dtype), FA3_DTYPE_AUTO, FA3_DTYPE_BF16, FA3_DTYPE_FP16, FA3_CANON_OUT_DTYPE,
      FA3_SHOW_NAME, " out ", "", NAMES(dtype_names)},
+    {FIELD(varlen), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " varlen", "", NULL, 0},
+    {FIELD(paged_kv), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " paged", "", NULL, 0},
 };
 
 /* Every member of fa3_config after struct_size is a 32-bit field of the table. */
