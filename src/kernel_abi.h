@@ -58,6 +58,12 @@ typedef struct fa3_kernel_params {
     /* O as a 4-D map {head_dim_v, seqlen_q, heads, batch}, 128B swizzle, box {64, 64, 1, 1}
        (one consumer warpgroup's rows); valid when o_tma = 1 */
     _Alignas(64) uint8_t tmap_o[128];
+    /* varlen configs only (the PTX of the others declares the first FA3P_SIZE_DENSE bytes):
+       int32 device arrays cu_seqlens_q/k (batch + 1), seqused_k (batch, 0 = not given) */
+    uint64_t cu_seqlens_q_ptr;
+    uint64_t cu_seqlens_k_ptr;
+    uint64_t seqused_k_ptr;
+    uint8_t pad2_[40];
 } fa3_kernel_params;
 
 #define FA3P_OFF_TMAP_Q 0
@@ -86,7 +92,11 @@ typedef struct fa3_kernel_params {
 #define FA3P_OFF_DESCALE_K 488
 #define FA3P_OFF_DESCALE_V 496
 #define FA3P_OFF_TMAP_O 512
-#define FA3P_SIZE 640
+#define FA3P_OFF_CU_SEQLENS_Q 640
+#define FA3P_OFF_CU_SEQLENS_K 648
+#define FA3P_OFF_SEQUSED_K 656
+#define FA3P_SIZE 704       /* the struct; a varlen kernel's parameter */
+#define FA3P_SIZE_DENSE 640 /* the parameter a non-varlen kernel declares (up to tmap_o) */
 
 _Static_assert(offsetof(fa3_kernel_params, tmap_k) == FA3P_OFF_TMAP_K, "abi");
 _Static_assert(offsetof(fa3_kernel_params, tmap_v) == FA3P_OFF_TMAP_V, "abi");
@@ -113,6 +123,9 @@ _Static_assert(offsetof(fa3_kernel_params, descale_q_ptr) == FA3P_OFF_DESCALE_Q,
 _Static_assert(offsetof(fa3_kernel_params, descale_k_ptr) == FA3P_OFF_DESCALE_K, "abi");
 _Static_assert(offsetof(fa3_kernel_params, descale_v_ptr) == FA3P_OFF_DESCALE_V, "abi");
 _Static_assert(offsetof(fa3_kernel_params, tmap_o) == FA3P_OFF_TMAP_O, "abi");
+_Static_assert(offsetof(fa3_kernel_params, cu_seqlens_q_ptr) == FA3P_OFF_CU_SEQLENS_Q, "abi");
+_Static_assert(offsetof(fa3_kernel_params, cu_seqlens_k_ptr) == FA3P_OFF_CU_SEQLENS_K, "abi");
+_Static_assert(offsetof(fa3_kernel_params, seqused_k_ptr) == FA3P_OFF_SEQUSED_K, "abi");
 _Static_assert(sizeof(fa3_kernel_params) == FA3P_SIZE, "abi");
 
 /* ---------------------------------------------------------------- all kinds */

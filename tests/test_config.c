@@ -403,7 +403,7 @@ static void test_emit_ptx(void **state)
             /* exactly one kernel entry; the ABI's single parameter */
             assert_null(strstr(ent + 1, ".entry "));
             char param[64];
-            snprintf(param, sizeof param, "fa3_params[%d]", FA3P_SIZE);
+            snprintf(param, sizeof param, "fa3_params[%d]", FA3P_SIZE_DENSE); /* not varlen */
             assert_non_null(strstr(ent, param));
             /* same config, same text */
             char *again = NULL;

@@ -56,7 +56,7 @@ typedef struct ptxas_case {
 
 /* (head_dim, head_dim_v) x dtype x mask x softcap, then the benchmark-knob variants */
 /* NFP8X: e4m3 beyond the table: fp16 output, and the dbg_no_vt knob at hd 128 and 256 */
-enum { NDEFAULT = 6 * 3 * 3 * 2, NKNOB = 4, NKNOBSETS = 3, NFP8X = 3,
+enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 3, NFP8X = 3,
        NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X };
 static ptxas_case g_cases[NCASES];
 
@@ -444,9 +444,11 @@ int main(void)
     for (int h = 0; h < 6; h++)
         for (int dt = 0; dt < 3; dt++)
             for (int m = 0; m < 3; m++)
-                for (int sc = 0; sc < 2; sc++) {
+                for (int sc = 0; sc < 2; sc++)
+                for (int vl = 0; vl < 2; vl++) {
                     ptxas_case *pc = &g_cases[n];
                     fa3_config_init(&pc->cfg);
+                    pc->cfg.varlen = vl;
                     pc->cfg.head_dim = hds[h][0];
                     pc->cfg.head_dim_v = hds[h][1];
                     pc->cfg.dtype = (fa3_dtype)dt;
@@ -454,11 +456,12 @@ int main(void)
                     pc->cfg.softcap = sc;
                     pc->must_accept = 1;
                     if (hds[h][1] != hds[h][0])
-                        snprintf(pc->name, sizeof pc->name, "hd%dx%d_%s_%s%s", hds[h][0],
-                                 hds[h][1], dts[dt], masks[m], sc ? "_softcap" : "");
+                        snprintf(pc->name, sizeof pc->name, "hd%dx%d_%s_%s%s%s", hds[h][0],
+                                 hds[h][1], dts[dt], masks[m], sc ? "_softcap" : "",
+                                 vl ? "_varlen" : "");
                     else
-                        snprintf(pc->name, sizeof pc->name, "hd%d_%s_%s%s", hds[h][0], dts[dt],
-                                 masks[m], sc ? "_softcap" : "");
+                        snprintf(pc->name, sizeof pc->name, "hd%d_%s_%s%s%s", hds[h][0], dts[dt],
+                                 masks[m], sc ? "_softcap" : "", vl ? "_varlen" : "");
                     tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
                     n++;
                 }

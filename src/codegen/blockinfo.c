@@ -29,8 +29,8 @@ void kg_rows_init(kgen *g, cons *c)
     ptx_r diag = ptx_reg(g->f, PTX_B32, "diag");
     ptx_r klim = ptx_reg(g->f, PTX_B32, "klim");
     ptx_r wl_none = ptx_reg(g->f, PTX_PRED, "wlnone"), wr_none = ptx_reg(g->f, PTX_PRED, "wrnone");
-    INS("sub.s32 $, $, $;", diag, g->sk, g->sq);
-    INS("sub.s32 $, $, 1;", klim, g->sk);
+    INS("sub.s32 $, $, $;", diag, c->t.sk, c->t.sq); /* the tile's sequence (varlen) */
+    INS("sub.s32 $, $, 1;", klim, c->t.sk);
     INS("setp.lt.s32 $, $, 0;", wl_none, g->wl);
     INS("setp.lt.s32 $, $, 0;", wr_none, g->wr);
     for (int r = 0; r < 2; r++) {

@@ -15,6 +15,17 @@
 #include "codegen/kgen.h"
 #include "kernel_abi.h"
 
+/* Row r of the thread in the output tensors: its sequence row, plus (varlen) the sequence's
+   first packed row. */
+static ptx_r packed_row(kgen *g, cons *c, int r)
+{
+    if (!g->p->cfg.varlen)
+        return c->row[r];
+    ptx_r a = ptx_reg(g->f, PTX_B32, "prow");
+    INS("add.s32 $, $, $;", a, c->row[r], c->t.qoff);
+    return a;
+}
+
 ptx_r kg_q_empty_bar(kgen *g, cons *c)
 {
     return kg_q_bar(g, g->mb_q_empty, c->qbuf);
@@ -126,7 +137,7 @@ static void store_gmem(kgen *g, cons *c, const ptx_r inv[2])
     ptx_r off = ptx_reg(g->f, PTX_B64, "ooff"), off2 = ptx_reg(g->f, PTX_B64, "ooff");
     ptx_r col = ptx_reg(g->f, PTX_B32, "ocol"), col2 = ptx_reg(g->f, PTX_B32, "ocol");
     ptx_r col64 = ptx_reg(g->f, PTX_B64, "ocol"), base = ptx_reg(g->f, PTX_B64, "obase");
-    INS("cvt.u64.u32 $, $;", b64, c->t.batch);
+    INS("cvt.u64.u32 $, $;", b64, c->t.tbatch); /* varlen: 0 (the rows are packed) */
     INS("mul.lo.s64 $, $, $;", off, b64, obs);
     INS("cvt.u64.u32 $, $;", h64, c->t.head);
     INS("mad.lo.s64 $, $, $, $;", off2, h64, ohs, off);
@@ -139,7 +150,7 @@ static void store_gmem(kgen *g, cons *c, const ptx_r inv[2])
         ptx_r r64 = ptx_reg(g->f, PTX_B64, "orow"), e = ptx_reg(g->f, PTX_B64, "oel");
         ptx_r by = ptx_reg(g->f, PTX_B64, "oby");
         addr[r] = ptx_reg(g->f, PTX_B64, "oaddr");
-        INS("cvt.s64.s32 $, $;", r64, c->row[r]);
+        INS("cvt.s64.s32 $, $;", r64, packed_row(g, c, r));
         INS("mad.lo.s64 $, $, $, $;", e, r64, ors, base);
         INS("shl.b64 $, $, 1;", by, e);
         INS("add.s64 $, $, $;", addr[r], by, optr);
@@ -150,7 +161,7 @@ static void store_gmem(kgen *g, cons *c, const ptx_r inv[2])
     for (int r = 0; r < 2; r++) {
         const int lab = ptx_label(g->f, "skiprow");
         ptx_r past = ptx_reg(g->f, PTX_PRED, "pastsq");
-        INS("setp.ge.s32 $, $, $;", past, c->row[r], g->sq);
+        INS("setp.ge.s32 $, $, $;", past, c->row[r], c->t.sq);
         INS("@$ bra %s;", past, ptx_lab(g->f, lab));
         for (int i = 0; i < no; i += 2) {
             /* columns 8·(i/4) .. +7 of this group; padding beyond head_dim_v is not stored */
@@ -191,7 +202,7 @@ static void store_lse(kgen *g, cons *c, int lab_end)
     ptx_r nh = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_HEADS, "nheads");
     ptx_r bh = ptx_reg(g->f, PTX_B32, "bh"), bh64 = ptx_reg(g->f, PTX_B64, "bh");
     ptx_r sq64 = ptx_reg(g->f, PTX_B64, "sq"), rows = ptx_reg(g->f, PTX_B64, "bhrows");
-    INS("mad.lo.u32 $, $, $, $;", bh, c->t.batch, nh, c->t.head);
+    INS("mad.lo.u32 $, $, $, $;", bh, c->t.tbatch, nh, c->t.head); /* varlen: (head, total_q) */
     INS("cvt.u64.u32 $, $;", bh64, bh);
     INS("cvt.u64.u32 $, $;", sq64, g->sq);
     INS("mul.lo.s64 $, $, $;", rows, bh64, sq64);
@@ -200,7 +211,7 @@ static void store_lse(kgen *g, cons *c, int lab_end)
         ptx_r past = ptx_reg(g->f, PTX_PRED, "pastsq"), seen = ptx_reg(g->f, PTX_PRED, "seen");
         ptx_r lg = ptx_reg(g->f, PTX_F32, "lg"), ln = ptx_reg(g->f, PTX_F32, "ln");
         ptx_r v = ptx_reg(g->f, PTX_F32, "lse"), out = ptx_reg(g->f, PTX_F32, "lse");
-        INS("setp.ge.s32 $, $, $;", past, c->row[r], g->sq);
+        INS("setp.ge.s32 $, $, $;", past, c->row[r], c->t.sq);
         INS("@$ bra %s;", past, ptx_lab(g->f, lab));
         INS("lg2.approx.f32 $, $;", lg, c->l[r]);
         if (g->p->fp8) /* l carries P's 2^8 (softmax.c) */
@@ -211,7 +222,7 @@ static void store_lse(kgen *g, cons *c, int lab_end)
         INS("selp.f32 $, $, " NEG_INF ", $;", out, v, seen);
         ptx_r r64 = ptx_reg(g->f, PTX_B64, "lrow"), e = ptx_reg(g->f, PTX_B64, "lel");
         ptx_r by = ptx_reg(g->f, PTX_B64, "lby"), a = ptx_reg(g->f, PTX_B64, "laddr");
-        INS("cvt.s64.s32 $, $;", r64, c->row[r]);
+        INS("cvt.s64.s32 $, $;", r64, packed_row(g, c, r));
         INS("add.s64 $, $, $;", e, r64, rows);
         INS("shl.b64 $, $, 2;", by, e);
         INS("add.s64 $, $, $;", a, by, lptr);

@@ -41,6 +41,10 @@ typedef struct scratch {
 typedef struct tile_info {
     ptx_r tile, mblk, head, batch, kvhead, m0;
     ptx_r nmin, nmax, niters;
+    /* the tile's sequence: its lengths (dense: the parameters seqlen_q/k), and for varlen its
+       first rows in the packed Q/O and K/V (qoff, koff), the Q rows' TMA coordinate qrow =
+       qoff + m0 and the TMA batch coordinate tbatch (dense: m0 and batch; varlen: 0) */
+    ptx_r sq, sk, qoff, koff, qrow, tbatch;
 } tile_info;
 
 /* A consumer warpgroup's state (mainloop.c owns it; blockinfo.c, softmax.c, epilogue.c use it). */

@@ -120,8 +120,9 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     for (int t = 0; t < 4; t++) {
         p->q_bufs = tries[t][0];
         p->o_stage = tries[t][1];
-        if (p->o_stage && p->dbg_no_o_store)
-            continue; /* the knob times the register-to-global stores, predicated off */
+        if (p->o_stage && (p->dbg_no_o_store || cfg->varlen))
+            continue; /* the knob times the register-to-global stores, predicated off; varlen:
+                         a TMA store of a tile's 64 rows would run into the next sequence */
         int off = 0;
         p->smem_q = off;
         p->smem_q_buf = p->hd_chunks * p->block_m * 128;
@@ -149,7 +150,7 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
        released after the TMA store has read the staging (not after the last QK), so the next
        tile's Q load waits for the epilogue. */
     if (!p->o_stage && !p->dbg_no_o_store && p->q_bufs == 1 && p->hdv_chunks <= p->hd_chunks &&
-        !p->fp8)
+        !p->fp8 && !cfg->varlen)
         p->o_stage = 2;
     /* The barrier table (layout as described at smem_bar). */
     p->bar_q_full[0] = 0;

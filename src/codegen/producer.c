@@ -80,7 +80,7 @@ static void load_q(kgen *g, prod *pr)
         INS("add.u32 $, $, %d;", box, dst, c * bm * 128);
         INS("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [$], "
             "[$, {%d, $, $, $}], [$];",
-            box, tmq, c * p->box_cols, pr->t.m0, pr->t.head, pr->t.batch, full);
+            box, tmq, c * p->box_cols, pr->t.qrow, pr->t.head, pr->t.tbatch, full);
     }
 }
 
@@ -110,7 +110,7 @@ static void load_kv(kgen *g, prod *pr, pipe_state *ps, ptx_r row0, int is_v)
         INS("add.u32 $, $, %d;", box, st, base + c * bn * 128);
         INS("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [$], "
             "[$, {%d, $, $, $}], [$];",
-            box, tm, c * p->box_cols, row0, pr->t.kvhead, pr->t.batch, full);
+            box, tm, c * p->box_cols, row0, pr->t.kvhead, pr->t.tbatch, full);
     }
 }
 
@@ -177,6 +177,8 @@ void kg_producer(kgen *g)
     INS("sub.s32 $, $, $;", n, pr.t.nmax, it);
     INS("sub.s32 $, $, 1;", n, n);
     INS("mul.lo.s32 $, $, %d;", row0, n, p->block_n); /* first key row of the block */
+    if (p->cfg.varlen) /* in the packed K/V */
+        INS("add.s32 $, $, $;", row0, row0, pr.t.koff);
     const int lab_loads = p->fp8 ? ptx_label(g->f, "loads_done") : -1;
     if (p->fp8)
         INS("@$ bra %s;", notfirst, ptx_lab(g->f, lab_loads));

@@ -53,6 +53,40 @@ ptx_r kg_tile_index(kgen *g)
     return tile;
 }
 
+/* Varlen: the tile's sequence from the offsets (sequence b is rows cu[b] .. cu[b+1]-1 of the
+   packed tensors; seqused_k[b], when given, the keys it uses). Tiles are (m_block, head, batch)
+   of ceil(max_seqlen_q / block_m) m_blocks a sequence (the runtime sizes the grid so), so a tile
+   never straddles two sequences; those past a shorter sequence's rows get no work. */
+static void varlen_bounds(kgen *g, tile_info *t)
+{
+    ptx_r cuq = kg_param(g, PTX_B64, "u64", FA3P_OFF_CU_SEQLENS_Q, "cuq");
+    ptx_r cuk = kg_param(g, PTX_B64, "u64", FA3P_OFF_CU_SEQLENS_K, "cuk");
+    ptx_r su = kg_param(g, PTX_B64, "u64", FA3P_OFF_SEQUSED_K, "seqused");
+    ptx_r b64 = ptx_reg(g->f, PTX_B64, "vlb"), off = ptx_reg(g->f, PTX_B64, "vloff");
+    ptx_r aq = ptx_reg(g->f, PTX_B64, "vlaq"), ak = ptx_reg(g->f, PTX_B64, "vlak");
+    ptx_r as = ptx_reg(g->f, PTX_B64, "vlas");
+    INS("cvt.u64.u32 $, $;", b64, t->batch);
+    INS("shl.b64 $, $, 2;", off, b64);
+    INS("add.s64 $, $, $;", aq, cuq, off);
+    INS("add.s64 $, $, $;", ak, cuk, off);
+    ptx_r qend = ptx_reg(g->f, PTX_B32, "vlqend"), kend = ptx_reg(g->f, PTX_B32, "vlkend");
+    t->qoff = ptx_reg(g->f, PTX_B32, "qoff");
+    t->koff = ptx_reg(g->f, PTX_B32, "koff");
+    INS("ld.global.nc.u32 $, [$];", t->qoff, aq);
+    INS("ld.global.nc.u32 $, [$+4];", qend, aq);
+    INS("ld.global.nc.u32 $, [$];", t->koff, ak);
+    INS("ld.global.nc.u32 $, [$+4];", kend, ak);
+    t->sq = op_rr(g, "sqt", SUB, qend, t->qoff);
+    t->sk = op_rr(g, "skt", SUB, kend, t->koff);
+    ptx_r has = ptx_reg(g->f, PTX_PRED, "hasused");
+    INS("setp.ne.u64 $, $, 0;", has, su);
+    INS("add.s64 $, $, $;", as, su, off);
+    INS("@$ ld.global.nc.u32 $, [$];", has, t->sk, as);
+    t->qrow = op_rr(g, "qrow", ADD, t->qoff, t->m0);
+    t->tbatch = ptx_reg(g->f, PTX_B32, "tbatch");
+    INS("mov.u32 $, 0;", t->tbatch);
+}
+
 tile_info kg_tile_decode(kgen *g, ptx_r tile)
 {
     const fa3_plan *p = g->p;
@@ -78,8 +112,14 @@ tile_info kg_tile_decode(kgen *g, ptx_r tile)
     t.batch = op_rr(g, "batch", DIVU, pair_out, nh);
     t.kvhead = op_rr(g, "kvhead", DIVU, t.head, hpk);
     t.m0 = op_ri(g, "m0", MUL, t.mblk, p->block_m);
+    t.sq = g->sq;
+    t.sk = g->sk;
+    t.qrow = t.m0;
+    t.tbatch = t.batch;
+    if (p->cfg.varlen)
+        varlen_bounds(g, &t);
     /* the key blocks [nmin, nmax) the tile's rows see */
-    ptx_r m0 = t.m0, sq = g->sq, sk = g->sk, wl = g->wl, wr = g->wr;
+    ptx_r m0 = t.m0, sq = t.sq, sk = t.sk, wl = g->wl, wr = g->wr;
 #define FA3_TO_BM p->block_m
 #define FA3_TO_BN p->block_n
     FA3_TILE_RANGE(TO_S, TO_K, TO_P)
@@ -88,6 +128,13 @@ tile_info kg_tile_decode(kgen *g, ptx_r tile)
     t.nmin = nmin;
     t.nmax = nmax;
     t.niters = niters;
+    if (p->cfg.varlen) { /* a tile past its sequence's rows has nothing to do (and stores none) */
+        ptx_r past = ptx_reg(g->f, PTX_PRED, "pastrows");
+        ptx_r n2 = ptx_reg(g->f, PTX_B32, "niters");
+        INS("setp.ge.s32 $, $, $;", past, t.m0, t.sq);
+        INS("selp.b32 $, 0, $, $;", n2, niters, past);
+        t.niters = n2;
+    }
     return t;
 }
 

@@ -164,14 +164,17 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
                                         ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                         : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     const int es = p->elem_bytes, bc = p->box_cols;
+    /* varlen: the packed tensors as one batch of total_q / total_k rows (seqlen_q/k); the kernel
+       adds each sequence's first row (cu_seqlens) to its coordinates */
+    const int mb = c->varlen ? 1 : args->batch;
     FA3_TRY(encode_map(d, prm->tmap_q, "q", dt, es, args->q, c->head_dim, args->seqlen_q,
-                       args->num_heads, args->batch, args->q_row_stride, args->q_head_stride,
+                       args->num_heads, mb, args->q_row_stride, args->q_head_stride,
                        args->q_batch_stride, p->block_m, bc));
     FA3_TRY(encode_map(d, prm->tmap_k, "k", dt, es, args->k, c->head_dim, args->seqlen_k,
-                       args->num_heads_k, args->batch, args->k_row_stride, args->k_head_stride,
+                       args->num_heads_k, mb, args->k_row_stride, args->k_head_stride,
                        args->k_batch_stride, p->block_n, bc));
     FA3_TRY(encode_map(d, prm->tmap_v, "v", dt, es, args->v, c->head_dim_v, args->seqlen_k,
-                       args->num_heads_k, args->batch, args->v_row_stride, args->v_head_stride,
+                       args->num_heads_k, mb, args->v_row_stride, args->v_head_stride,
                        args->v_batch_stride, p->block_n, bc));
     /* O through TMA when the plan staged it and O meets TMA's rules (16-byte aligned address and
        strides); otherwise the kernel stores O from registers (same results). */
@@ -194,7 +197,13 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
     prm->seqlen_k = args->seqlen_k;
     prm->num_heads = args->num_heads;
     prm->heads_per_kv = args->num_heads / args->num_heads_k;
-    prm->num_m_blocks = (int32_t)(((int64_t)args->seqlen_q + p->block_m - 1) / p->block_m);
+    /* varlen: every sequence gets the m_blocks of the longest (max_seqlen_q); the tiles past a
+       shorter one's rows do nothing */
+    const int64_t rows_q = c->varlen ? args->max_seqlen_q : args->seqlen_q;
+    prm->num_m_blocks = (int32_t)((rows_q + p->block_m - 1) / p->block_m);
+    prm->cu_seqlens_q_ptr = (uint64_t)(uintptr_t)args->cu_seqlens_q;
+    prm->cu_seqlens_k_ptr = (uint64_t)(uintptr_t)args->cu_seqlens_k;
+    prm->seqused_k_ptr = (uint64_t)(uintptr_t)args->seqused_k;
     prm->window_left = wl;
     prm->window_right = wr;
     if (c->softcap) {
@@ -206,14 +215,23 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
         prm->scale_log2 = (float)((double)scale * FA3_LOG2E);
         prm->lse_mul = scale;
     }
-    prm->total_tiles = tiles;
+    prm->total_tiles = c->varlen ? (uint32_t)prm->num_m_blocks * (uint32_t)args->num_heads *
+                                       (uint32_t)args->batch
+                                 : tiles;
 
     /* Persistent kernel: one CTA per SM (the plan uses all of an SM's shared memory), each
        walking tiles ctaid.x, ctaid.x + gridDim.x, ... in the order the kernel defines. */
-    unsigned grid = tiles;
+    unsigned grid = prm->total_tiles;
     if (call->num_sms > 0 && grid > (unsigned)call->num_sms)
         grid = (unsigned)call->num_sms;
-    prm->section_hb = section_hb(kernel, args, wl, wr, tiles / (uint32_t)prm->num_m_blocks, grid);
+    /* varlen: the host does not know the lengths, so no L2 sections (one section of all pairs) */
+    const uint32_t pairs =
+        prm->num_m_blocks ? prm->total_tiles / (uint32_t)prm->num_m_blocks : 0;
+    if (prm->total_tiles == 0) {
+        *grid_out = 0;
+        return FA3_OK;
+    }
+    prm->section_hb = c->varlen ? pairs : section_hb(kernel, args, wl, wr, pairs, grid);
     *grid_out = grid;
     return FA3_OK;
 }
@@ -266,6 +284,8 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *arguments, void *stre
         case FA3_KERNEL_NUM_KINDS:
             return fa3_seterr(FA3_ERR_INTERNAL, "kernel kind %d has no launch", (int)pt->kind);
         }
+        if (grid == 0) /* varlen with max_seqlen_q 0: no query rows, nothing to write */
+            continue;
         void *kparams[] = {&params};
         FA3_TRY(FA3_CU(d, cuLaunchKernel(fn, grid, 1, 1, (unsigned)pt->threads, 1, 1,
                                          (unsigned)pt->smem_bytes, (CUstream)stream, kparams,
