@@ -52,14 +52,12 @@ for step in $steps; do
     logged test_fwd_args 120 15 /tmp/test_fwd_args
     logged test_fp8 560 40 "$root/.gpu/test_fp8" ;;
   quantize) logged test_quantize 300 20 "$root/.gpu/test_quantize" ;;
-  varlen) # varlen / paged KV: argument checks with the debug read-back, the GPU cases, fa3-gen
-    # check --varlen / --paged (fails while the generator refuses varlen/paged configs)
+  varlen) # varlen / paged KV: argument checks with the debug read-back, the GPU cases, the
+    # Python varlen tests (fail while the generator refuses varlen/paged configs)
     [ -f "$root/.gpu/test_varlen_args.xz" ] && xz -dc "$root/.gpu/test_varlen_args.xz" > /tmp/test_varlen_args && chmod +x /tmp/test_varlen_args
     logged test_varlen_args 120 15 /tmp/test_varlen_args
     logged test_varlen 560 40 "$root/.gpu/test_varlen"
-    logged check_varlen 300 20 $gen check --varlen
-    logged check_paged 300 20 $gen check --paged 16
-    logged check_varlen_paged 300 20 $gen check --varlen --paged 1 ;;
+    logged pytest_varlen 400 15 bash -c 'cd "$1" && python3 -m pytest python/tests/test_varlen_torch.py python/tests/test_varlen_args.py -q -rs' _ "$root" ;;
   varlenbench) # bench/varlen.py: varlen prefill vs dense and FA4, paged page sizes (one run)
     logged varlen_bench 560 60 python3 "$root/bench/varlen.py" ${VARLEN_BENCH_ARGS:-} ;;
   checkall) logged check_all 400 15 $gen check --all ;;
