@@ -417,9 +417,18 @@ typedef struct fa3_fwd_args {
        seqused_k: optional int32 DEVICE array (batch): sequence b uses only its first
        seqused_k[b] keys (≤ its length, or its pages' capacity when paged). Masks are
        bottom-right aligned per sequence; a sequence with no query or no key rows is valid (its
-       rows see no key: O = 0, LSE = -inf). The device arrays are the caller's contract (not read
-       by the host); FA3JIT_DEBUG_VARLEN=1 makes fa3_fwd check them on the device first and
-       report the first bad entry. */
+       rows see no key: O = 0, LSE = -inf). Rows of q/o past cu_seqlens_q[batch] are neither
+       read nor written. Host-checked: both cu_seqlens given (never one alone), 4-byte aligned,
+       0 <= max_seqlen_q <= seqlen_q (0: no sequence has a query: fa3_fwd validates and
+       launches nothing), 0 <= max_seqlen_k <= seqlen_k (paged: the page table's capacity); the
+       descales stay (batch, num_heads_k), b the sequence. The device arrays are the caller's
+       contract (not read by the host): cu_seqlens_q/k start at 0, never decrease, end within
+       seqlen_q/seqlen_k rows (cu_seqlens_k: not paged), each length (seqused_k[b] where given)
+       at most max_seqlen_q/k. FA3JIT_DEBUG_VARLEN=1 (read when the context is created) makes
+       fa3_fwd read them (and seqused_k, page_table) back with blocking copies on the call's
+       stream before the launch and refuse the first bad entry, naming it (FA3_ERR_BAD_SHAPE; a
+       page index FA3_ERR_INVALID_ARGUMENT); not for graph capture. fa3_reference_fwd always
+       checks them that way. */
     const int32_t *cu_seqlens_q, *cu_seqlens_k, *seqused_k;
     int max_seqlen_q, max_seqlen_k;
     /* Paged KV (config paged_kv = 1): k/v are (num_pages, page_size, num_heads_k, head_dim): the
@@ -427,7 +436,15 @@ typedef struct fa3_fwd_args {
        array (batch, max_pages_per_seq) with row stride page_table_stride (elements): key j of
        sequence b is row j % page_size of page page_table[b][j / page_size]. Sequence b has
        seqused_k[b] keys (varlen or not), else seqlen_k (rectangular Q) / its cu_seqlens_k length
-       (varlen). Pages may be shared and in any order. page_size 1..256. */
+       (varlen). Pages may be shared and in any order. page_size 1..256. Host-checked:
+       page_table non-NULL and 4-byte aligned, num_pages >= 1, max_pages_per_seq >= 1,
+       page_table_stride >= max_pages_per_seq, rectangular seqlen_k <= max_pages_per_seq ·
+       page_size (the capacity); varlen + paged: seqlen_k is not used. The k/v strides follow
+       the TMA rules above with extents num_pages (batch strides) and page_size (row strides).
+       Caller's contract (FA3JIT_DEBUG_VARLEN=1 checks it): seqused_k[b] <= the capacity, and
+       the entries page_table[b][0 .. ceil(keys / page_size) - 1] in 0..num_pages-1 (later
+       entries are never read). Without varlen and paged_kv every varlen / paged field must be
+       NULL / 0 (FA3_ERR_INVALID_ARGUMENT naming it), seqused_k included. */
     const int32_t *page_table;
     int num_pages, page_size, max_pages_per_seq;
     int64_t page_table_stride;
@@ -456,7 +473,8 @@ FA3_API fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *s
  * Floating-point operations of one forward call, counted as FlashAttention does:
  * 2·batch·num_heads·seqlen_q·seqlen_k·(head_dim + head_dim_v) (QKᵀ and PV), halved for causal
  * when seqlen_q == seqlen_k; every other masked case counts the visible (query, key) pairs exactly.
- * Returns 0 for NULL arguments.
+ * Returns 0 for NULL arguments, and for varlen calls or calls with seqused_k (the lengths are in
+ * device memory: count them from the host's copy).
  */
 FA3_API double fa3_fwd_flops(const fa3_config *cfg, const fa3_fwd_args *args);
 

@@ -30,7 +30,7 @@
 
 static const char *const g_vars[] = {"FA3JIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME",
                                      "FA3JIT_CACHE_DISABLE", "FA3JIT_CACHE_LOCK_TIMEOUT",
-                                     "FA3JIT_PLAN_DEBUG"};
+                                     "FA3JIT_PLAN_DEBUG", "FA3JIT_DEBUG_VARLEN"};
 
 static int clean_env(void **state)
 {
@@ -113,6 +113,30 @@ static void test_cache_disable(void **state)
         snprintf(quoted, sizeof quoted, "'%s'", bad[i]);
         assert_non_null(fa3_context_cache_dir(c)); /* the default: disk cache on */
         warning_names(c, "FA3JIT_CACHE_DISABLE", quoted, NULL);
+        fa3_context_free(c);
+    }
+}
+
+static void test_debug_varlen(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value;
+        int on;
+    } good[] = {{NULL, 0}, {"", 0}, {"0", 0}, {"1", 1}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        fa3_context *c = ctx_with("FA3JIT_DEBUG_VARLEN", good[i].value);
+        assert_int_equal(c->debug_varlen, good[i].on);
+        warning_names(c, NULL);
+        fa3_context_free(c);
+    }
+    static const char *const bad[] = {"yes", "true", "2", " 1", "1 ", "01", "-1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fa3_context *c = ctx_with("FA3JIT_DEBUG_VARLEN", bad[i]);
+        char quoted[64];
+        snprintf(quoted, sizeof quoted, "'%s'", bad[i]);
+        assert_int_equal(c->debug_varlen, 0); /* the default: no read-back */
+        warning_names(c, "FA3JIT_DEBUG_VARLEN", quoted, NULL);
         fa3_context_free(c);
     }
 }
@@ -231,6 +255,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_lock_timeout, clean_env),
         cmocka_unit_test_setup(test_cache_disable, clean_env),
+        cmocka_unit_test_setup(test_debug_varlen, clean_env),
         cmocka_unit_test_setup(test_relative_folders, clean_env),
         cmocka_unit_test_setup(test_plan_debug, clean_env),
         cmocka_unit_test_setup(test_several, clean_env),

@@ -3,7 +3,7 @@
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
-# fp8. FA3JIT_BENCH_DTYPES picks compare's dtypes.
+# fp8 varlen varlenbench. FA3JIT_BENCH_DTYPES picks compare's dtypes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/fa3jit-gpu}; mkdir -p "$out"
@@ -52,6 +52,14 @@ for step in $steps; do
     logged test_fwd_args 120 15 /tmp/test_fwd_args
     logged test_fp8 560 40 "$root/.gpu/test_fp8" ;;
   quantize) logged test_quantize 300 20 "$root/.gpu/test_quantize" ;;
+  varlen) # varlen / paged KV: argument checks with the debug read-back, the GPU cases, the
+    # Python varlen tests (fail while the generator refuses varlen/paged configs)
+    [ -f "$root/.gpu/test_varlen_args.xz" ] && xz -dc "$root/.gpu/test_varlen_args.xz" > /tmp/test_varlen_args && chmod +x /tmp/test_varlen_args
+    logged test_varlen_args 120 15 /tmp/test_varlen_args
+    logged test_varlen 560 40 "$root/.gpu/test_varlen"
+    logged pytest_varlen 400 15 bash -c 'cd "$1" && python3 -m pytest python/tests/test_varlen_torch.py python/tests/test_varlen_args.py -q -rs' _ "$root" ;;
+  varlenbench) # bench/varlen.py: varlen prefill vs dense and FA4, paged page sizes (one run)
+    logged varlen_bench 560 60 python3 "$root/bench/varlen.py" ${VARLEN_BENCH_ARGS:-} ;;
   checkall) logged check_all 400 15 $gen check --all ;;
   check) logged check 400 30 $gen check ;;
   pytest) logged pytest 400 15 bash -c 'cd "$1" && python3 -m pytest python/tests -q -rs' _ "$root" ;;

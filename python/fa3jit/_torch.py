@@ -298,7 +298,7 @@ def _get_autograd_fn():
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                     return_lse=False, *, q_descale=None, k_descale=None, v_descale=None,
-                    out_dtype=None, check_descales=True):
+                    out_dtype=None, check_descales=True, page_table=None, seqused_k=None):
     """FlashAttention-3 forward on Hopper (sm_90a), FlashAttention's argument names and meaning.
 
     q: (batch, seqlen_q, num_heads, head_dim); k: (batch, seqlen_k, num_heads_k, head_dim);
@@ -320,6 +320,14 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, 
     device-to-host copy that synchronizes the stream. Pass False under CUDA graph capture and in
     timed loops; a bad descale then gives a wrong output, not an error.
 
+    KV cache (keyword-only, FlashAttention-3's KV-cache path): page_table, an int32 CUDA tensor
+    (batch, max_pages_per_seq), makes k and v (num_pages, page_size, num_heads_k, head_dim[_v])
+    pages (page_size 1..256): key j of sequence b is row j % page_size of page
+    page_table[b, j // page_size]; each sequence has max_pages_per_seq · page_size keys, or
+    seqused_k[b] with seqused_k, an int32 CUDA tensor (batch,) (also usable without pages:
+    sequence b then uses the first seqused_k[b] of its seqlen_k keys). Masks stay bottom-right
+    aligned per sequence. This path has no autograd wrapper (inference).
+
     Returns out (batch, seqlen_q, num_heads, head_dim_v) in q's dtype (FP8: out_dtype), or
     (out, lse). Runs asynchronously on the current stream of q's device. Forward only: backward
     raises.
@@ -327,6 +335,11 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, 
     torch = _import_torch()
     tensors = (q, k, v)
     fp8 = (q_descale, k_descale, v_descale, out_dtype, check_descales)
+    if page_table is not None or seqused_k is not None:
+        from . import _varlen
+        out, lse = _varlen.kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal,
+                                           window_size, softcap, return_lse, fp8)
+        return (out, lse) if lse is not None else out
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
                                        for t in tensors):
         return _get_autograd_fn().apply(q, k, v, softmax_scale, causal, window_size, softcap,

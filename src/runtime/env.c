@@ -58,6 +58,14 @@ int fa3_env_read(fa3_env *env, char *warn, size_t warn_size)
     }
     env->cache_disable = v && strcmp(v, "1") == 0;
 
+    v = value_of("FA3JIT_DEBUG_VARLEN");
+    if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+        next_problem(warn, warn_size, &n, &count);
+        fa3_append(warn, warn_size, &n, "FA3JIT_DEBUG_VARLEN='%s' is not 0 or 1: ignored "
+                   "(no read-back of the varlen/paged arrays)", fa3_printable(v, -1, pv, sizeof pv));
+    }
+    env->debug_varlen = v && strcmp(v, "1") == 0;
+
     env->lock_timeout_s = FA3_LOCK_TIMEOUT_DEFAULT_S;
     long sec = 0;
     if ((v = value_of("FA3JIT_CACHE_LOCK_TIMEOUT")) && !fa3_parse_whole(v, strlen(v), FA3_LOCK_TIMEOUT_MAX_S, &sec)) {

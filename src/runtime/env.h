@@ -7,6 +7,8 @@
  *   XDG_CACHE_HOME, HOME        absolute paths, likewise
  *   FA3JIT_CACHE_DISABLE        0 (disk cache on, the default) or 1 (memory only)
  *   FA3JIT_CACHE_LOCK_TIMEOUT   whole seconds, digits only, 0..86400 (default 300)
+ *   FA3JIT_DEBUG_VARLEN         0 (the default) or 1: fa3_fwd reads the varlen / paged-KV device
+ *                               arrays back and checks them before each launch (varlen.c)
  *   FA3JIT_PLAN_DEBUG           benchmark knobs (grammar in codegen/knobs.h; the planner applies
  *                               them at each plan, this only checks them)
  */
@@ -26,6 +28,7 @@ typedef struct fa3_env {
     const char *home;           /* $HOME when valid, else NULL */
     int cache_disable;          /* $FA3JIT_CACHE_DISABLE, 0 or 1 */
     int lock_timeout_s;         /* $FA3JIT_CACHE_LOCK_TIMEOUT */
+    int debug_varlen;           /* $FA3JIT_DEBUG_VARLEN, 0 or 1 */
 } fa3_env;
 
 /* Reads and checks every variable above into env (the strings point into the environment: use

@@ -263,6 +263,10 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *arguments, void *stre
                           "(sm_90a, Hopper)", (int)dev, name, cc / 10, cc % 10);
     }
     FA3_TRY(fa3_fwd_check_descales(&kernel->cfg, args, stream)); /* e4m3: read back */
+    if (kernel->owner && kernel->owner->debug_varlen) /* FA3JIT_DEBUG_VARLEN=1 */
+        FA3_TRY(fa3_fwd_check_varlen_arrays(&kernel->cfg, args, "", stream));
+    if (kernel->cfg.varlen && args->max_seqlen_q == 0)
+        return FA3_OK; /* no sequence has a query row: nothing to compute or write */
     const fa3_op_shape shape = {args->batch, args->seqlen_q, args->seqlen_k, args->num_heads,
                                 args->num_heads_k};
     size_t workspace = fa3_op_workspace_bytes(kernel->op, &kernel->plan, &shape);

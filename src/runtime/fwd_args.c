@@ -1,9 +1,9 @@
 /*
  * The forward call's arguments: fa3_fwd_args_init and the struct's size rules, contiguous
  * strides, the FLOP count, and the validation fa3_fwd runs: first every argument against the
- * kernel's config before anything touches the GPU (fa3_fwd_validate), each failure naming the
- * field and its value; then, once the device is ready, the e4m3 descale values read back
- * (fa3_fwd_check_descales). fwd.c launches.
+ * kernel's config before anything touches the GPU (fa3_fwd_validate; the varlen / paged-KV
+ * field rules and views: varlen.c), each failure naming the field and its value; then, once the
+ * device is ready, the e4m3 descale values read back (fa3_fwd_check_descales). fwd.c launches.
  */
 #include <float.h>
 #include <math.h>
@@ -81,6 +81,8 @@ double fa3_fwd_flops(const fa3_config *config, const fa3_fwd_args *arguments)
         fa3_fwd_args_in(arguments, &a) != FA3_OK || args->batch < 1 || args->num_heads < 1 ||
         args->seqlen_q < 1 || args->seqlen_k < 1)
         return 0.0;
+    if (cfg->varlen || args->seqused_k) /* the lengths are in device memory only */
+        return 0.0;
     int hd = cfg->head_dim, hdv = cfg->head_dim_v ? cfg->head_dim_v : cfg->head_dim;
     /* QKᵀ: 2·sq·sk·hd, PV: 2·sq·sk·hdv per (batch, head). */
     double per_pair = 2.0 * ((double)hd + (double)hdv);
@@ -118,12 +120,12 @@ static fa3_status check_o_stride(const char *name, int64_t stride, int64_t exten
 }
 
 /* O is written, so no two of its elements may share an address (fa3_check_disjoint). */
-static fa3_status check_o_disjoint(const fa3_fwd_args *a, int head_dim_v)
+static fa3_status check_o_disjoint(const fa3_fwd_args *a, int head_dim_v, const fa3_fwd_layout *L)
 {
     const fa3_axis ax[3] = {
         {"args->o_head_stride", a->o_head_stride, a->num_heads},
         {"args->o_row_stride", a->o_row_stride, a->seqlen_q},
-        {"args->o_batch_stride", a->o_batch_stride, a->batch},
+        {"args->o_batch_stride", a->o_batch_stride, L->q_batch},
     };
     return fa3_check_disjoint(ax, head_dim_v, "head_dim_v", "O");
 }
@@ -139,17 +141,19 @@ static fa3_byte_range descale_range(const float *p, const fa3_fwd_args *a)
    (each tile reads its own Q rows before writing the same rows of O). Byte ranges (Q/K/V elements
    of es bytes, O elements of os bytes) are a conservative test: interleaved but disjoint layouts
    (e.g. O inside a packed QKV buffer) are refused too. */
-static fa3_status check_no_alias(const fa3_fwd_args *a, const fa3_config *c, int es, int os)
+static fa3_status check_no_alias(const fa3_fwd_args *a, const fa3_config *c, int es, int os,
+                                 const fa3_fwd_layout *L)
 {
-    fa3_byte_range o = fa3_tensor_range(a->o, a->batch, a->seqlen_q, a->num_heads, c->head_dim_v,
-                                        a->o_batch_stride, a->o_row_stride, a->o_head_stride, os);
-    fa3_byte_range q = fa3_tensor_range(a->q, a->batch, a->seqlen_q, a->num_heads, c->head_dim,
+    fa3_byte_range o = fa3_tensor_range(a->o, L->q_batch, a->seqlen_q, a->num_heads,
+                                        c->head_dim_v, a->o_batch_stride, a->o_row_stride,
+                                        a->o_head_stride, os);
+    fa3_byte_range q = fa3_tensor_range(a->q, L->q_batch, a->seqlen_q, a->num_heads, c->head_dim,
                                         a->q_batch_stride, a->q_row_stride, a->q_head_stride,
                                         es);
-    fa3_byte_range k = fa3_tensor_range(a->k, a->batch, a->seqlen_k, a->num_heads_k,
+    fa3_byte_range k = fa3_tensor_range(a->k, L->k_batch, L->k_rows, a->num_heads_k,
                                         c->head_dim, a->k_batch_stride, a->k_row_stride,
                                         a->k_head_stride, es);
-    fa3_byte_range v = fa3_tensor_range(a->v, a->batch, a->seqlen_k, a->num_heads_k,
+    fa3_byte_range v = fa3_tensor_range(a->v, L->k_batch, L->k_rows, a->num_heads_k,
                                         c->head_dim_v, a->v_batch_stride, a->v_row_stride,
                                         a->v_head_stride, es);
     if (fa3_ranges_meet(o, k) || fa3_ranges_meet(o, v))
@@ -166,7 +170,7 @@ static fa3_status check_no_alias(const fa3_fwd_args *a, const fa3_config *c, int
                           "and element size (in-place output is allowed only that way)");
     fa3_byte_range l = {0, 0};
     if (a->lse) {
-        uint64_t n = (uint64_t)a->batch * (uint64_t)a->num_heads * (uint64_t)a->seqlen_q;
+        uint64_t n = (uint64_t)L->lse_floats; /* varlen: (num_heads, total_q) */
         l = fa3_bytes_range(a->lse, 4 * n);
         if (fa3_ranges_meet(l, o) || fa3_ranges_meet(l, q) || fa3_ranges_meet(l, k) ||
             fa3_ranges_meet(l, v))
@@ -188,6 +192,25 @@ static fa3_status check_no_alias(const fa3_fwd_args *a, const fa3_config *c, int
                               "be overwritten while they are read", ds[i].name,
                               (unsigned long long)a->batch * (unsigned long long)a->num_heads_k,
                               (const void *)ds[i].p, fa3_ranges_meet(d, o) ? "o" : "lse");
+    }
+    /* The int32 arrays of varlen / paged calls are read while O and LSE are written. */
+    const uint64_t rows = (uint64_t)(a->batch - 1) * (uint64_t)a->page_table_stride +
+                          (uint64_t)a->max_pages_per_seq;
+    const struct { const char *name; const int32_t *p; uint64_t n; } ia[4] = {
+        {"cu_seqlens_q", a->cu_seqlens_q, (uint64_t)a->batch + 1},
+        {"cu_seqlens_k", a->cu_seqlens_k, (uint64_t)a->batch + 1},
+        {"seqused_k", a->seqused_k, (uint64_t)a->batch},
+        {"page_table", a->page_table, rows}};
+    for (int i = 0; i < 4; i++) {
+        if (!ia[i].p)
+            continue;
+        fa3_byte_range d = fa3_bytes_range(ia[i].p, 4 * ia[i].n);
+        if (fa3_ranges_meet(d, o) || (a->lse && fa3_ranges_meet(d, l)))
+            return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                              "args->%s (%llu int32 at %p) overlaps args->%s: it would be "
+                              "overwritten while it is read", ia[i].name,
+                              (unsigned long long)ia[i].n, (const void *)ia[i].p,
+                              fa3_ranges_meet(d, o) ? "o" : "lse");
     }
     return FA3_OK;
 }
@@ -227,32 +250,35 @@ fa3_status fa3_fwd_validate(const fa3_kernel *k, const fa3_fwd_args *a, float *s
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "args->%s is NULL",
                           !a->q ? "q" : !a->k ? "k" : !a->v ? "v" : "o");
 
-    /* shapes */
-    static const char *const shape_names[] = {"batch", "seqlen_q", "seqlen_k", "num_heads",
-                                              "num_heads_k"};
-    const int shape[] = {a->batch, a->seqlen_q, a->seqlen_k, a->num_heads, a->num_heads_k};
-    for (int i = 0; i < 5; i++)
-        if (shape[i] < 1)
-            return fa3_seterr(FA3_ERR_BAD_SHAPE, "args->%s %d must be at least 1", shape_names[i],
-                              shape[i]);
+    /* shapes (varlen / paged: fa3_fwd_layout_make) */
+    fa3_fwd_layout L;
+    FA3_TRY(fa3_fwd_layout_make(c, a, "", &L));
+    if (a->num_heads < 1 || a->num_heads_k < 1)
+        return fa3_seterr(FA3_ERR_BAD_SHAPE, "args->%s %d must be at least 1",
+                          a->num_heads < 1 ? "num_heads" : "num_heads_k",
+                          a->num_heads < 1 ? a->num_heads : a->num_heads_k);
     if (a->num_heads % a->num_heads_k != 0)
         return fa3_seterr(FA3_ERR_BAD_SHAPE,
                           "args->num_heads %d is not a multiple of args->num_heads_k %d",
                           a->num_heads, a->num_heads_k);
     /* The kernel forms i + seqlen_k - seqlen_q ± window and key-block bounds (+ block_m,
-       + block_n) in 32-bit integers. */
+       + block_n) in 32-bit integers (varlen: row numbers up to total_q and total_k too). */
     const int64_t margin = (int64_t)k->plan.block_m + k->plan.block_n;
-    if ((int64_t)a->seqlen_q + a->seqlen_k + margin > INT32_MAX)
+    const int64_t kmax = L.paged ? L.capacity : a->seqlen_k;
+    if ((int64_t)a->seqlen_q + kmax + margin > INT32_MAX)
         return fa3_seterr(FA3_ERR_BAD_SHAPE,
-                          "args->seqlen_q %d + args->seqlen_k %d exceeds 2^31-1 - %lld (the "
-                          "kernel's 32-bit index range)", a->seqlen_q, a->seqlen_k,
-                          (long long)margin);
-    int64_t m_blocks = ((int64_t)a->seqlen_q + k->plan.block_m - 1) / k->plan.block_m;
+                          "args->seqlen_q %d + %s %lld exceeds 2^31-1 - %lld (the "
+                          "kernel's 32-bit index range)", a->seqlen_q,
+                          L.paged ? "the page table's capacity" : "args->seqlen_k",
+                          (long long)kmax, (long long)margin);
+    /* Tiles: ceil(longest query count / block_m) per (sequence, head). */
+    int64_t m_blocks = ((int64_t)L.q_bound + k->plan.block_m - 1) / k->plan.block_m;
     int64_t total = m_blocks * a->num_heads; /* ≤ 2^31 · 2^31 / 128: no overflow */
     if (total > INT32_MAX || total * a->batch > INT32_MAX)
         return fa3_seterr(FA3_ERR_BAD_SHAPE,
-                          "too many tiles: ceil(seqlen_q %d / %d) * num_heads %d * batch %d exceeds "
-                          "2^31-1", a->seqlen_q, k->plan.block_m, a->num_heads, a->batch);
+                          "too many tiles: ceil(%s %d / %d) * num_heads %d * batch %d exceeds "
+                          "2^31-1", L.varlen ? "max_seqlen_q" : "seqlen_q", L.q_bound,
+                          k->plan.block_m, a->num_heads, a->batch);
     total *= a->batch;
 
     /* pointers */
@@ -263,20 +289,21 @@ fa3_status fa3_fwd_validate(const fa3_kernel *k, const fa3_fwd_args *a, float *s
     FA3_TRY(fa3_check_aligned("args->lse", a->lse, 4));
     FA3_TRY(check_descale_fields(a, c));
 
-    /* strides */
+    /* strides (varlen: the q/o batch strides are not used; paged: the k/v batch strides step
+       pages, the row strides rows within a page) */
     FA3_TRY(fa3_check_tma_stride("args->q_row_stride", a->q_row_stride, a->seqlen_q, es));
     FA3_TRY(fa3_check_tma_stride("args->q_head_stride", a->q_head_stride, a->num_heads, es));
-    FA3_TRY(fa3_check_tma_stride("args->q_batch_stride", a->q_batch_stride, a->batch, es));
-    FA3_TRY(fa3_check_tma_stride("args->k_row_stride", a->k_row_stride, a->seqlen_k, es));
+    FA3_TRY(fa3_check_tma_stride("args->q_batch_stride", a->q_batch_stride, L.q_batch, es));
+    FA3_TRY(fa3_check_tma_stride("args->k_row_stride", a->k_row_stride, L.k_rows, es));
     FA3_TRY(fa3_check_tma_stride("args->k_head_stride", a->k_head_stride, a->num_heads_k, es));
-    FA3_TRY(fa3_check_tma_stride("args->k_batch_stride", a->k_batch_stride, a->batch, es));
-    FA3_TRY(fa3_check_tma_stride("args->v_row_stride", a->v_row_stride, a->seqlen_k, es));
+    FA3_TRY(fa3_check_tma_stride("args->k_batch_stride", a->k_batch_stride, L.k_batch, es));
+    FA3_TRY(fa3_check_tma_stride("args->v_row_stride", a->v_row_stride, L.k_rows, es));
     FA3_TRY(fa3_check_tma_stride("args->v_head_stride", a->v_head_stride, a->num_heads_k, es));
-    FA3_TRY(fa3_check_tma_stride("args->v_batch_stride", a->v_batch_stride, a->batch, es));
+    FA3_TRY(fa3_check_tma_stride("args->v_batch_stride", a->v_batch_stride, L.k_batch, es));
     FA3_TRY(check_o_stride("args->o_row_stride", a->o_row_stride, a->seqlen_q));
     FA3_TRY(check_o_stride("args->o_head_stride", a->o_head_stride, a->num_heads));
-    FA3_TRY(check_o_stride("args->o_batch_stride", a->o_batch_stride, a->batch));
-    FA3_TRY(check_o_disjoint(a, c->head_dim_v));
+    FA3_TRY(check_o_stride("args->o_batch_stride", a->o_batch_stride, L.q_batch));
+    FA3_TRY(check_o_disjoint(a, c->head_dim_v, &L));
 
     /* softmax scale */
     float s = a->softmax_scale;
@@ -308,11 +335,12 @@ fa3_status fa3_fwd_validate(const fa3_kernel *k, const fa3_fwd_args *a, float *s
                               "args->window_size_%s %d is invalid (-1 = unlimited, else >= 0)",
                               wl < -1 ? "left" : "right", wl < -1 ? wl : wr);
         /* A window that reaches past every key is unlimited (left: wl >= seqlen_k - 1 already
-           is; right: wr >= seqlen_q - 1). Writing -1 for it keeps the kernel's 32-bit
-           i + seqlen_k - seqlen_q ± window within range. */
-        if (wl >= a->seqlen_k)
+           is; right: wr >= seqlen_q - 1; varlen / seqused_k: against the longest sequence).
+           Writing -1 for it keeps the kernel's 32-bit i + seqlen_k - seqlen_q ± window within
+           range. */
+        if (wl >= L.k_bound)
             wl = -1;
-        if (wr >= a->seqlen_q)
+        if (wr >= L.q_bound)
             wr = -1;
         *win_left = wl;
         *win_right = wr;
@@ -341,7 +369,7 @@ fa3_status fa3_fwd_validate(const fa3_kernel *k, const fa3_fwd_args *a, float *s
                           "softmax_scale / softcap = %g / %g = %g is outside the float range",
                           (double)s, (double)a->softcap, smul);
 
-    FA3_TRY(check_no_alias(a, c, es, os));
+    FA3_TRY(check_no_alias(a, c, es, os, &L));
     *tiles = (uint32_t)total;
     return FA3_OK;
 }

@@ -3,7 +3,8 @@
  *
  * One CUDA C kernel (its source and what it computes: reference_kernel.c) compiled at first use
  * with NVRTC (rtc.c: NVRTC dlopen'd, the per-arch image and per-CUcontext module caches). This
- * file: the argument checks and the launch.
+ * file: the argument checks and the launch. Varlen and paged-KV calls take fa3_fwd's field rules
+ * (varlen.c), and their device arrays are always read back and checked before the launch.
  *
  * emulate_dtype = 1 reproduces where a flash kernel rounds: the unnormalised p = exp(s − m) is
  * rounded to the dtype (bf16: round-to-nearest-even on the bits; fp16: cvt.rn.f16.f32) before it
@@ -144,10 +145,9 @@ static fa3_status make_params(const fa3_context *ctx, const fa3_config *cfg,
             FA3_TRY(check_ptr(ds[i].name, ds[i].p, 4));
     }
 
-    /* Shapes. */
-    FA3_TRY(check_shape("batch", a->batch));
-    FA3_TRY(check_shape("seqlen_q", a->seqlen_q));
-    FA3_TRY(check_shape("seqlen_k", a->seqlen_k));
+    /* Shapes, with the varlen / paged fields as fa3_fwd takes them (varlen.c). */
+    fa3_fwd_layout L;
+    FA3_TRY(fa3_fwd_layout_make(cfg, a, "reference: ", &L));
     FA3_TRY(check_shape("num_heads", a->num_heads));
     FA3_TRY(check_shape("num_heads_k", a->num_heads_k));
     if (a->num_heads % a->num_heads_k != 0)
@@ -165,11 +165,11 @@ static fa3_status make_params(const fa3_context *ctx, const fa3_config *cfg,
     FA3_TRY(check_stride("v_batch_stride", a->v_batch_stride));
     FA3_TRY(check_stride("v_row_stride", a->v_row_stride));
     FA3_TRY(check_stride("v_head_stride", a->v_head_stride));
-    FA3_TRY(fa3_check_extent("reference: q", a->batch, a->seqlen_q, a->num_heads, hd,
+    FA3_TRY(fa3_check_extent("reference: q", L.q_batch, a->seqlen_q, a->num_heads, hd,
                              a->q_batch_stride, a->q_row_stride, a->q_head_stride));
-    FA3_TRY(fa3_check_extent("reference: k", a->batch, a->seqlen_k, a->num_heads_k, hd,
+    FA3_TRY(fa3_check_extent("reference: k", L.k_batch, L.k_rows, a->num_heads_k, hd,
                              a->k_batch_stride, a->k_row_stride, a->k_head_stride));
-    FA3_TRY(fa3_check_extent("reference: v", a->batch, a->seqlen_k, a->num_heads_k, hdv,
+    FA3_TRY(fa3_check_extent("reference: v", L.k_batch, L.k_rows, a->num_heads_k, hdv,
                              a->v_batch_stride, a->v_row_stride, a->v_head_stride));
 
     /* Scale and softcap. */
@@ -221,7 +221,15 @@ static fa3_status make_params(const fa3_context *ctx, const fa3_config *cfg,
     p->v_bs = a->v_batch_stride;
     p->v_rs = a->v_row_stride;
     p->v_hs = a->v_head_stride;
-    p->total_rows = (int64_t)a->batch * a->num_heads * a->seqlen_q;
+    p->total_rows = (int64_t)L.q_batch * a->num_heads * a->seqlen_q; /* varlen: packed rows */
+    p->cu_q = (uint64_t)(uintptr_t)a->cu_seqlens_q;
+    p->cu_k = (uint64_t)(uintptr_t)a->cu_seqlens_k;
+    p->seqused_k = (uint64_t)(uintptr_t)a->seqused_k;
+    p->page_table = (uint64_t)(uintptr_t)a->page_table;
+    p->page_table_stride = a->page_table_stride;
+    p->varlen = L.varlen;
+    p->paged = L.paged;
+    p->page_size = a->page_size;
     p->batch = a->batch;
     p->seqlen_q = a->seqlen_q;
     p->seqlen_k = a->seqlen_k;
@@ -253,7 +261,9 @@ fa3_status fa3_reference_fwd_ex(fa3_context *ctx, const fa3_config *cfg, const f
     fa3_ref_params p;
     FA3_TRY(make_params(ctx, cfg, args, o_ref, lse_ref, emulate_dtype, &p));
 
-    if (p.dtype == FA3_DTYPE_E4M3) { /* the descale values, as fa3_fwd reads them */
+    /* The descale values, as fa3_fwd reads them; the varlen / paged arrays always (the kernel
+       below trusts them: a bad offset or page would read out of bounds). */
+    if (p.dtype == FA3_DTYPE_E4M3 || p.varlen || p.paged || p.seqused_k) {
         const fa3_driver *d0 = NULL;
         FA3_TRY(fa3_driver_get(&d0));
         FA3_TRY(fa3_driver_ensure_context(NULL, NULL));
@@ -262,6 +272,7 @@ fa3_status fa3_reference_fwd_ex(fa3_context *ctx, const fa3_config *cfg, const f
         FA3_TRY(fa3_config_in(cfg, &c));
         FA3_TRY(fa3_fwd_args_in(args, &a));
         FA3_TRY(fa3_fwd_check_descales(&c, &a, stream));
+        FA3_TRY(fa3_fwd_check_varlen_arrays(&c, &a, "reference: ", stream));
     }
     int widest = p.head_dim > p.head_dim_v ? p.head_dim : p.head_dim_v;
     int variant = 0;

@@ -19,6 +19,9 @@ typedef struct fa3_ref_params {
     int64_t k_bs, k_rs, k_hs;
     int64_t v_bs, v_rs, v_hs;
     int64_t total_rows;
+    /* varlen / paged KV (fa3jit.h): int32 device arrays, 0 = not given */
+    uint64_t cu_q, cu_k, seqused_k, page_table;
+    int64_t page_table_stride;
     int32_t batch, seqlen_q, seqlen_k, num_heads, heads_per_kv;
     int32_t head_dim, head_dim_v;
     int32_t mask;
@@ -26,9 +29,10 @@ typedef struct fa3_ref_params {
     int32_t dtype;    /* of Q/K/V: 0 bf16, 1 fp16, 2 e4m3 */
     int32_t out_fp16; /* emulation: O rounded to fp16 (1) or bf16 (0) */
     int32_t emulate, use_softcap;
+    int32_t varlen, paged, page_size, pad_;
     float scale, softcap;
 } fa3_ref_params;
-_Static_assert(sizeof(fa3_ref_params) == 18 * 8 + 16 * 4, "fa3_ref_params layout");
+_Static_assert(sizeof(fa3_ref_params) == 23 * 8 + 20 * 4, "fa3_ref_params layout");
 
 #define REF_THREADS 128  /* 4 warps per block (the kernel's __launch_bounds__) */
 #define REF_MAX_HEAD_DIM 256

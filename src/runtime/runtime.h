@@ -88,6 +88,7 @@ struct fa3_context {
     fa3_backend backend;     /* AUTO resolved */
     char *cache_dir;         /* NULL = disk cache off */
     int lock_timeout_ms;     /* longest wait for another process's cache lock */
+    int debug_varlen;        /* $FA3JIT_DEBUG_VARLEN: fa3_fwd checks the varlen/paged arrays */
     pthread_mutex_t mu;      /* guards kernels, every kernel's ready/next, writing warning */
     pthread_cond_t built;    /* broadcast when a kernel under construction is finished or dropped */
     fa3_kernel *kernels;     /* singly linked; few configs per process, so a list suffices */
@@ -119,6 +120,46 @@ FA3_INTERNAL fa3_status fa3_fwd_validate(const fa3_kernel *kernel, const fa3_fwd
    trusted or NULL descales. fa3_fwd and the reference call it. fwd_args.c. */
 FA3_INTERNAL fa3_status fa3_fwd_check_descales(const fa3_config *cfg, const fa3_fwd_args *args,
                                                void *stream);
+
+/* The varlen / paged-KV facts of a call (fa3jit.h "Varlen", "Paged KV"), from
+   fa3_fwd_layout_make. */
+#define FA3_MAX_PAGE_SIZE 256
+typedef struct fa3_fwd_layout {
+    int varlen, paged;       /* the config's flags */
+    int q_batch;             /* batch extent of the q/o view: 1 when varlen (packed), else batch */
+    int k_batch, k_rows;     /* k/v view: (num_pages, page_size) paged, (1, seqlen_k) varlen,
+                                else (batch, seqlen_k) */
+    int64_t capacity;        /* most keys a sequence can have: max_pages_per_seq * page_size
+                                when paged, else seqlen_k */
+    int q_bound, k_bound;    /* longest query / key count of a sequence (varlen: max_seqlen_q/k;
+                                rectangular: seqlen_q, and seqlen_k or the capacity with
+                                seqused_k) */
+    int64_t lse_floats;      /* floats of LSE: q_batch * num_heads * seqlen_q */
+} fa3_fwd_layout;
+
+/* The host-checkable varlen / paged rules of args against config c (who prefixes messages, e.g.
+   "reference: "): with varlen = 0 no cu_seqlens_q/k or max_seqlen_q/k, with neither flag no
+   seqused_k, with paged_kv = 0 no page-table field; with varlen both cu_seqlens (never half-way),
+   max_seqlen_q in 0..seqlen_q and max_seqlen_k in 0..capacity; with paged_kv a page_table,
+   page_size 1..256, num_pages >= 1, max_pages_per_seq >= 1, page_table_stride >=
+   max_pages_per_seq, and rectangular seqlen_k <= capacity; int32 arrays 4-byte aligned; batch,
+   seqlen_q >= 1, and seqlen_k >= 1 except varlen + paged (where it is not used). Fills L.
+   FA3_ERR_INVALID_ARGUMENT, _BAD_SHAPE, _BAD_STRIDE, _BAD_ALIGNMENT naming the field and value.
+   varlen.c. */
+FA3_INTERNAL fa3_status fa3_fwd_layout_make(const fa3_config *c, const fa3_fwd_args *args,
+                                            const char *who, fa3_fwd_layout *L);
+
+/* The contents of the varlen / paged device arrays, read back with blocking copies on stream
+   (NULL: the legacy default stream), after fa3_fwd_layout_make's rules: cu_seqlens_q/k start at
+   0 and never decrease, cu_seqlens_q ends within seqlen_q rows, cu_seqlens_k within seqlen_k
+   (not paged), lengths at most max_seqlen_q/k; seqused_k[b] in 0..capacity (the page table's
+   when paged, else the sequence's length) and at most max_seqlen_k (varlen); the page_table
+   entries a sequence's keys use in 0..num_pages-1. The first bad entry is named
+   (FA3_ERR_BAD_SHAPE; a page index: FA3_ERR_INVALID_ARGUMENT). FA3_OK at once for configs with
+   neither flag. Needs the driver and a current context. fa3_fwd (FA3JIT_DEBUG_VARLEN=1) and the
+   reference (always). varlen.c. */
+FA3_INTERNAL fa3_status fa3_fwd_check_varlen_arrays(const fa3_config *c, const fa3_fwd_args *args,
+                                                    const char *who, void *stream);
 
 /* Keeps ctx's first warning (later ones are dropped: reported once). The text is written before
    ctx->warned is set and never changed after, so readers need no lock. context.c. */
