@@ -524,6 +524,16 @@ static void test_fwd_args_helpers(void **state)
     assert_int_equal(a.o_head_stride, 64);
     assert_int_equal(a.o_row_stride, 8 * 64);
     assert_int_equal(a.o_batch_stride, 5 * 8 * 64);
+    /* a batch stride past int64_t (2^31 · 2^31 · 256) saturates instead of overflowing; the
+       largest that fits is exact */
+    a.seqlen_q = a.seqlen_k = a.num_heads = a.num_heads_k = INT32_MAX;
+    fa3_fwd_args_set_contiguous(&a, 256, 256);
+    assert_true(a.q_batch_stride == INT64_MAX && a.k_batch_stride == INT64_MAX &&
+                a.v_batch_stride == INT64_MAX && a.o_batch_stride == INT64_MAX);
+    assert_true(a.q_row_stride == (int64_t)INT32_MAX * 256);
+    a.seqlen_q = 1 << 20;
+    fa3_fwd_args_set_contiguous(&a, 256, 256);
+    assert_true(a.q_batch_stride == ((int64_t)1 << 20) * INT32_MAX * 256);
 }
 
 static void test_fwd_flops(void **state)
