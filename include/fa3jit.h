@@ -456,7 +456,8 @@ typedef struct fa3_fwd_args {
 FA3_API void fa3_fwd_args_init_sized(fa3_fwd_args *args, size_t struct_size);
 
 /** Sets all strides for contiguous (batch, seqlen, heads, head_dim) tensors from the shape fields
- *  (batch, seqlen_q/k, num_heads/_k) and the given head dims. */
+ *  (batch, seqlen_q/k, num_heads/_k) and the given head dims (a batch stride beyond int64_t is
+ *  set to INT64_MAX, which fa3_fwd refuses). */
 FA3_API void fa3_fwd_args_set_contiguous(fa3_fwd_args *args, int head_dim, int head_dim_v);
 
 /**

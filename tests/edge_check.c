@@ -202,3 +202,14 @@ void saved_free(saved *s)
     s->o = NULL;
     s->lse = NULL;
 }
+
+int prob_run_and_check(prob *p, const char *what, int verbose)
+{
+    fa3_status st = prob_run(p);
+    if (st != FA3_OK) {
+        printf("  FAIL %s: fa3_fwd: %s: %s\n", what, fa3_strerror(st), fa3_last_error_message());
+        return 1;
+    }
+    prob_reference(p);
+    return prob_check(p, what, -1, -1, -1, verbose, NULL) != 0;
+}

@@ -202,6 +202,10 @@ size_t lse_at(const prob *p, int b, int h, int i);
 int prob_check(const prob *p, const char *what, int xb, int xi, int xh, int verbose,
                       check_res *out);
 
+/* Runs p's kernel, then (if it launched) the references and prob_check; a failing fa3_fwd is
+   printed as one FAIL line. Returns 1 if the case failed, else 0. Does not free p. */
+int prob_run_and_check(prob *p, const char *what, int verbose);
+
 double value_diff(double a, double b);
 
 diff_res outputs_diff(fa3_dtype dt, const uint16_t *o1, const uint16_t *o2, size_t no,

@@ -116,10 +116,17 @@ static void test_bad_dtype(void **state)
     expect_bad(&c, FA3_ERR_BAD_DTYPE, "dtype", "3", "e5m2", NULL);
     c.dtype = FA3_DTYPE_BF16;
     c.out_dtype = FA3_DTYPE_FP16; /* 16-bit inputs give O in their own dtype */
-    expect_bad(&c, FA3_ERR_BAD_DTYPE, "out_dtype", "1", "bf16", NULL);
+    expect_bad(&c, FA3_ERR_BAD_DTYPE, "out_dtype 1 (fp16)", "dtype bf16", "bf16 = 0", NULL);
+    c.dtype = FA3_DTYPE_FP16;
+    c.out_dtype = FA3_DTYPE_BF16;
+    expect_bad(&c, FA3_ERR_BAD_DTYPE, "out_dtype 0 (bf16)", "dtype fp16", "fp16 = 1", NULL);
+    c.out_dtype = (fa3_dtype)9; /* no name: the number alone */
+    expect_bad(&c, FA3_ERR_BAD_DTYPE, "out_dtype 9 is not", NULL);
     c.dtype = FA3_DTYPE_E4M3;
     c.out_dtype = FA3_DTYPE_E4M3; /* e4m3 output: not offered */
-    expect_bad(&c, FA3_ERR_BAD_DTYPE, "out_dtype", "2", "e4m3", NULL);
+    expect_bad(&c, FA3_ERR_BAD_DTYPE, "out_dtype 2 (e4m3)", "dtype e4m3", NULL);
+    c.out_dtype = (fa3_dtype)-2;
+    expect_bad(&c, FA3_ERR_BAD_DTYPE, "out_dtype -2 is not", "-1 = auto", NULL);
     c.out_dtype = FA3_DTYPE_AUTO;
     c.block_n = 96; /* e4m3 tiles: multiples of 64 keys */
     expect_bad(&c, FA3_ERR_BAD_BLOCK, "block_n", "96", "e4m3", NULL);
@@ -524,6 +531,16 @@ static void test_fwd_args_helpers(void **state)
     assert_int_equal(a.o_head_stride, 64);
     assert_int_equal(a.o_row_stride, 8 * 64);
     assert_int_equal(a.o_batch_stride, 5 * 8 * 64);
+    /* a batch stride past int64_t (2^31 · 2^31 · 256) saturates instead of overflowing; the
+       largest that fits is exact */
+    a.seqlen_q = a.seqlen_k = a.num_heads = a.num_heads_k = INT32_MAX;
+    fa3_fwd_args_set_contiguous(&a, 256, 256);
+    assert_true(a.q_batch_stride == INT64_MAX && a.k_batch_stride == INT64_MAX &&
+                a.v_batch_stride == INT64_MAX && a.o_batch_stride == INT64_MAX);
+    assert_true(a.q_row_stride == (int64_t)INT32_MAX * 256);
+    a.seqlen_q = 1 << 20;
+    fa3_fwd_args_set_contiguous(&a, 256, 256);
+    assert_true(a.q_batch_stride == ((int64_t)1 << 20) * INT32_MAX * 256);
 }
 
 static void test_fwd_flops(void **state)

@@ -1,8 +1,9 @@
 /*
  * test_embed: the public API an embedding program relies on, through the shared library only.
  *   supported_configs: fa3_supported_configs — the count, (NULL, 0), truncation to max, every
- *                      entry canonical and distinct, the head-dim pairs the generator accepts, no
- *                      error message left behind;
+ *                      entry canonical and distinct, the head-dim pairs the generator accepts,
+ *                      every dtype (e4m3 with out_dtype bf16, the others their own), no error
+ *                      message left behind;
  *   warning_no_home:   no cache folder can be named (no FA3JIT_CACHE_DIR, XDG_CACHE_HOME, HOME):
  *                      the context works from memory and says why in fa3_context_warning;
  *   warning_null:      fa3_context_warning(NULL) is "" (never NULL).
@@ -35,7 +36,7 @@ static void test_supported_configs(void **state)
     assert_memory_equal(&all[n], &sentinel, sizeof sentinel); /* nothing written past n */
     assert_string_equal(fa3_last_error_message(), "");
 
-    int pairs[6] = {0}, masks[3] = {0}, dtypes[2] = {0}, softcaps[2] = {0};
+    int pairs[6] = {0}, masks[3] = {0}, dtypes[3] = {0}, softcaps[2] = {0};
     for (int i = 0; i < n; i++) {
         fa3_config c;
         assert_int_equal(fa3_config_canonicalize(&all[i], &c), FA3_OK);
@@ -52,10 +53,15 @@ static void test_supported_configs(void **state)
                 found = 1;
             }
         assert_true(found);
+        assert_in_range(all[i].dtype, FA3_DTYPE_BF16, FA3_DTYPE_E4M3);
+        assert_int_equal(all[i].out_dtype,
+                         all[i].dtype == FA3_DTYPE_E4M3 ? FA3_DTYPE_BF16 : all[i].dtype);
         masks[all[i].mask]++;
         dtypes[all[i].dtype]++;
         softcaps[all[i].softcap]++;
     }
+    for (int d = 0; d < 3; d++)
+        assert_true(dtypes[d] > 0); /* bf16, fp16 and e4m3 each */
     /* the first max, in order, when max is smaller */
     fa3_config few[3];
     assert_int_equal(fa3_supported_configs(few, 3), n);
@@ -64,9 +70,9 @@ static void test_supported_configs(void **state)
     char desc[128];
     assert_int_equal(fa3_config_describe(&all[n - 1], desc, sizeof desc), FA3_OK);
     printf("  %d supported configs (hd64/96/128/192/256/192x128: %d %d %d %d %d %d; bf16 %d, "
-           "fp16 %d; none %d, causal %d, local %d; softcap %d), last: %s\n", n, pairs[0],
-           pairs[1], pairs[2], pairs[3], pairs[4], pairs[5], dtypes[0], dtypes[1], masks[0],
-           masks[1], masks[2], softcaps[1], desc);
+           "fp16 %d, e4m3 %d; none %d, causal %d, local %d; softcap %d), last: %s\n", n,
+           pairs[0], pairs[1], pairs[2], pairs[3], pairs[4], pairs[5], dtypes[0], dtypes[1],
+           dtypes[2], masks[0], masks[1], masks[2], softcaps[1], desc);
     free(all);
 }
 

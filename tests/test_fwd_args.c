@@ -383,8 +383,8 @@ static void test_reference_args(void **state)
     fa3_config cbo = cb, c8o = c8;
     cbo.out_dtype = FA3_DTYPE_FP16;
     c8o.out_dtype = FA3_DTYPE_E4M3;
-    t[n++] = (__typeof__(t[0])){&cbo, a, FA3_ERR_BAD_DTYPE, "out_dtype 1", "dtype 0"};
-    t[n++] = (__typeof__(t[0])){&c8o, a, FA3_ERR_BAD_DTYPE, "out_dtype 2", "fp16 = 1"};
+    t[n++] = (__typeof__(t[0])){&cbo, a, FA3_ERR_BAD_DTYPE, "out_dtype 1 (fp16)", "dtype bf16"};
+    t[n++] = (__typeof__(t[0])){&c8o, a, FA3_ERR_BAD_DTYPE, "out_dtype 2 (e4m3)", "fp16 = 1"};
     for (int i = 0; i < n; i++) {
         fa3_status st = fa3_reference_fwd_ex(ctx, t[i].c, &t[i].a, o_ref, lse_ref, 1, NULL);
         const char *msg = fa3_last_error_message();

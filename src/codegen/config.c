@@ -27,13 +27,7 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
     if (c.dtype != FA3_DTYPE_BF16 && c.dtype != FA3_DTYPE_FP16 && c.dtype != FA3_DTYPE_E4M3)
         return fa3_seterr(FA3_ERR_BAD_DTYPE, "dtype %d is not supported (supported: bf16 = 0, "
                           "fp16 = 1, e4m3 = 2; e5m2 is not supported)", (int)c.dtype);
-    if (c.out_dtype != FA3_DTYPE_AUTO && c.out_dtype != fa3_default_out_dtype(c.dtype) &&
-        !(c.dtype == FA3_DTYPE_E4M3 && c.out_dtype == FA3_DTYPE_FP16))
-        return fa3_seterr(FA3_ERR_BAD_DTYPE,
-                          "out_dtype %d is not supported with dtype %s (supported: %s)",
-                          (int)c.out_dtype, c.dtype == FA3_DTYPE_E4M3 ? "e4m3" : c.dtype == FA3_DTYPE_FP16 ? "fp16" : "bf16",
-                          c.dtype == FA3_DTYPE_E4M3 ? "-1 = auto, bf16 = 0, fp16 = 1"
-                                                    : "-1 = auto, or the dtype itself");
+    FA3_TRY(fa3_check_out_dtype("", c.dtype, c.out_dtype));
     fa3_config_fill_zero(&c, FA3_CANON_OUT_DTYPE, NULL); /* out_dtype auto = the default */
     if (c.mask != FA3_MASK_NONE && c.mask != FA3_MASK_CAUSAL && c.mask != FA3_MASK_LOCAL)
         return fa3_seterr(FA3_ERR_BAD_MASK, "mask %d is not a valid fa3_mask", (int)c.mask);

@@ -99,6 +99,23 @@ int32_t fa3_default_out_dtype(int32_t dtype)
     return dtype == FA3_DTYPE_E4M3 ? FA3_DTYPE_BF16 : dtype;
 }
 
+fa3_status fa3_check_out_dtype(const char *who, int32_t dtype, int32_t out_dtype)
+{
+    if (out_dtype == FA3_DTYPE_AUTO || out_dtype == fa3_default_out_dtype(dtype) ||
+        (dtype == FA3_DTYPE_E4M3 && out_dtype == FA3_DTYPE_FP16))
+        return FA3_OK;
+    const int named = out_dtype >= 0 && out_dtype < (int32_t)(sizeof dtype_names /
+                                                                sizeof dtype_names[0]);
+    return fa3_seterr(FA3_ERR_BAD_DTYPE,
+                      "%sout_dtype %d%s%s%s is not supported with dtype %s (supported: %s)", who,
+                      (int)out_dtype, named ? " (" : "", named ? dtype_names[out_dtype] : "",
+                      named ? ")" : "", dtype_names[dtype],
+                      dtype == FA3_DTYPE_E4M3 ? "-1 = auto, bf16 = 0, fp16 = 1"
+                      : dtype == FA3_DTYPE_FP16
+                          ? "-1 = auto, fp16 = 1: O has the inputs' dtype"
+                          : "-1 = auto, bf16 = 0: O has the inputs' dtype");
+}
+
 void fa3_config_fill_zero(fa3_config *c, fa3_field_canon canon, const fa3_config *planned)
 {
     for (int i = 0; i < FA3_CONFIG_NUM_FIELDS; i++) {

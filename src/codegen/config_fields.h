@@ -76,6 +76,11 @@ FA3_INTERNAL void fa3_config_fill_zero(fa3_config *c, fa3_field_canon canon,
 /* The output dtype of a config whose out_dtype is FA3_DTYPE_AUTO: bf16 for e4m3, else dtype. */
 FA3_INTERNAL int32_t fa3_default_out_dtype(int32_t dtype);
 
+/* FA3_OK if out_dtype (FA3_DTYPE_AUTO or a dtype) is an output of the supported dtype dtype: its
+   default, or fp16 for e4m3; else FA3_ERR_BAD_DTYPE with a message naming both by number and
+   name, after who (e.g. "reference: "). */
+FA3_INTERNAL fa3_status fa3_check_out_dtype(const char *who, int32_t dtype, int32_t out_dtype);
+
 /* c's values in table order (FA3_CONFIG_NUM_FIELDS of them). */
 FA3_INTERNAL void fa3_config_to_values(const fa3_config *c, int32_t *values);
 

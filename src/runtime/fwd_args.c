@@ -31,6 +31,14 @@ fa3_status fa3_fwd_args_in(const fa3_fwd_args *args, fa3_fwd_args *out)
     return fa3_struct_in(&args_kind, args, out, &args_defaults);
 }
 
+/* x · y, or INT64_MAX where the product leaves int64_t (shapes fa3_fwd refuses anyway: its
+   stride checks then name the stride). */
+static int64_t mul_or_max(int64_t x, int64_t y)
+{
+    int64_t r;
+    return __builtin_mul_overflow(x, y, &r) ? INT64_MAX : r;
+}
+
 void fa3_fwd_args_set_contiguous(fa3_fwd_args *a, int head_dim, int head_dim_v)
 {
     if (!a)
@@ -39,17 +47,17 @@ void fa3_fwd_args_set_contiguous(fa3_fwd_args *a, int head_dim, int head_dim_v)
         head_dim_v = head_dim;
     int64_t hq = a->num_heads, hk = a->num_heads_k, sq = a->seqlen_q, sk = a->seqlen_k;
     a->q_head_stride = head_dim;
-    a->q_row_stride = hq * head_dim;
-    a->q_batch_stride = sq * hq * head_dim;
+    a->q_row_stride = hq * head_dim; /* int · int: no overflow */
+    a->q_batch_stride = mul_or_max(sq, a->q_row_stride);
     a->k_head_stride = head_dim;
     a->k_row_stride = hk * head_dim;
-    a->k_batch_stride = sk * hk * head_dim;
+    a->k_batch_stride = mul_or_max(sk, a->k_row_stride);
     a->v_head_stride = head_dim_v;
     a->v_row_stride = hk * head_dim_v;
-    a->v_batch_stride = sk * hk * head_dim_v;
+    a->v_batch_stride = mul_or_max(sk, a->v_row_stride);
     a->o_head_stride = head_dim_v;
     a->o_row_stride = hq * head_dim_v;
-    a->o_batch_stride = sq * hq * head_dim_v;
+    a->o_batch_stride = mul_or_max(sq, a->o_row_stride);
 }
 
 /* Number of (query, key) pairs one (batch, head) sees under the mask; windows as in fa3_mask

@@ -104,13 +104,9 @@ static fa3_status make_params(const fa3_context *ctx, const fa3_config *cfg,
                           "reference: dtype %d is not supported (supported: bf16 = 0, fp16 = 1, "
                           "e4m3 = 2)", (int)cfg->dtype);
     const int e4m3 = cfg->dtype == FA3_DTYPE_E4M3;
-    int out_dtype = cfg->out_dtype == FA3_DTYPE_AUTO ? fa3_default_out_dtype(cfg->dtype)
-                                                     : (int)cfg->out_dtype;
-    if (out_dtype != fa3_default_out_dtype(cfg->dtype) && !(e4m3 && out_dtype == FA3_DTYPE_FP16))
-        return fa3_seterr(FA3_ERR_BAD_DTYPE,
-                          "reference: out_dtype %d is not supported with dtype %d (supported: %s)",
-                          (int)cfg->out_dtype, (int)cfg->dtype,
-                          e4m3 ? "-1 = auto, bf16 = 0, fp16 = 1" : "-1 = auto, or the dtype itself");
+    FA3_TRY(fa3_check_out_dtype("reference: ", cfg->dtype, cfg->out_dtype));
+    const int out_dtype = cfg->out_dtype == FA3_DTYPE_AUTO ? fa3_default_out_dtype(cfg->dtype)
+                                                           : (int)cfg->out_dtype;
     if (cfg->mask != FA3_MASK_NONE && cfg->mask != FA3_MASK_CAUSAL && cfg->mask != FA3_MASK_LOCAL)
         return fa3_seterr(FA3_ERR_BAD_MASK, "reference: mask %d is not a valid fa3_mask",
                           (int)cfg->mask);

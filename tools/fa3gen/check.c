@@ -296,7 +296,7 @@ int cmd_check(int argc, char **argv)
     int all = 0, quick = 0, have_seed = 0, batch = 2, heads = 3, heads_k = 0;
     int seqlen_q = 0, seqlen_k = 0, wl = 64, wr = 32;
     double softcap_value = 30.0;
-    int no_descales = 0;
+    int no_descales = 0, saw_descales = 0;
     uint64_t seed = 0;
     cli c = {.argc = argc, .argv = argv, .i = 1};
     while (cli_next(&c)) {
@@ -331,6 +331,7 @@ int cmd_check(int argc, char **argv)
                 usage_error("option '--softcap-value': %g must be positive", softcap_value);
         } else if (cli_is(&c, "--descales")) {
             const char *v = cli_value(&c);
+            saw_descales = 1;
             if (!strcmp(v, "amax"))
                 no_descales = 0;
             else if (!strcmp(v, "none"))
@@ -346,6 +347,13 @@ int cmd_check(int argc, char **argv)
     }
     if (all && o.config_flags)
         usage_error("'check --all' runs the full set; it cannot be combined with config flags");
+    if (o.config_flags) { /* a bad CONFIG is a usage error before the GPU, as for the others */
+        fa3_config canon;
+        canonical_or_exit(&o.cfg, &canon);
+        if (saw_descales && canon.dtype != FA3_DTYPE_E4M3)
+            usage_error("option '--descales' is for e4m3 inputs (--dtype e4m3); this %s "
+                        "configuration takes no descales", dtype_str(canon.dtype));
+    }
     if (heads_k == 0)
         heads_k = heads;
     if (heads % heads_k != 0)

@@ -180,15 +180,19 @@ const char *mask_str(fa3_mask m)
     return "?";
 }
 
-static fa3_dtype parse_dtype(const char *flag, const char *s)
+/* --dtype's names; --out-dtype (out = 1) also takes auto (FA3_DTYPE_AUTO). */
+static fa3_dtype parse_dtype(const char *flag, const char *s, int out)
 {
+    if (out && !strcmp(s, "auto"))
+        return FA3_DTYPE_AUTO;
     if (!strcmp(s, "bf16"))
         return FA3_DTYPE_BF16;
     if (!strcmp(s, "fp16"))
         return FA3_DTYPE_FP16;
     if (!strcmp(s, "e4m3"))
         return FA3_DTYPE_E4M3; /* the library says whether it is supported */
-    usage_error("option '%s': unknown dtype '%s' (bf16, fp16, e4m3)", flag, s);
+    usage_error("option '%s': unknown dtype '%s' (%sbf16, fp16, e4m3)", flag, s,
+                out ? "auto, " : "");
     return FA3_DTYPE_BF16;
 }
 
@@ -225,10 +229,9 @@ int parse_common(cli *c, common_opts *o)
     } else if (cli_is(c, "--head-dim-v")) {
         o->cfg.head_dim_v = cli_int(c, INT_MIN, INT_MAX);
     } else if (cli_is(c, "--dtype")) {
-        o->cfg.dtype = parse_dtype(flag, cli_value(c));
+        o->cfg.dtype = parse_dtype(flag, cli_value(c), 0);
     } else if (cli_is(c, "--out-dtype")) {
-        const char *v = cli_value(c);
-        o->cfg.out_dtype = !strcmp(v, "auto") ? FA3_DTYPE_AUTO : parse_dtype(flag, v);
+        o->cfg.out_dtype = parse_dtype(flag, cli_value(c), 1);
     } else if (cli_is(c, "--causal")) {
         cli_noval(c);
         o->saw_causal = 1;
