@@ -1,12 +1,14 @@
 /*
  * test_varlen: variable-length batches and the paged KV cache on the GPU (issue 15's "Tests that
  * must pass" and the varlen items of shared/cases/attention-edge-cases.md), each case run and
- * judged by varlen_run.c: the NVRTC reference against a host fp64 attention and against its own
- * dense path per sequence (bitwise), then the fast kernel against the reference (tolerance rule,
- * empty rows exactly O = 0 / LSE = −inf, O/LSE NaN-prefilled, rows past cu_seqlens_q[batch]
- * untouched) and, where marked, against the dense kernel per sequence. While the library refuses
- * varlen / paged configs ("not generated yet"), every case FAILS on a GPU after its reference
- * checks, saying so; without a GPU every test skips (exit 77).
+ * judged by tools/common/varlen_check.c (the code fa3-gen check --varlen/--paged runs): the NVRTC
+ * reference against a host fp64 attention and against its own dense path per sequence (bitwise),
+ * then the fast kernel against the reference (tolerance rule, empty rows exactly O = 0 / LSE =
+ * −inf, O/LSE NaN-prefilled, rows past cu_seqlens_q[batch] and past the end untouched) and, where
+ * marked, against the dense kernel per sequence. vl_run turns the first failing case of a test
+ * into its cmocka failure, with every failed check of that case. While the library refuses paged
+ * configs ("not generated yet"), the paged cases FAIL on a GPU after their reference checks,
+ * saying so; without a GPU every test skips (exit 77).
  *
  * Tests:
  *   patterns        varlen bf16 hd128 GQA 8/2, none and causal: random lengths, one long
@@ -39,9 +41,19 @@
 
 #include "gpu_util.h"
 #include "check.h"
-#include "varlen_run.h"
+#include "tools/common/varlen_check.h"
 
 static int g_skipped;
+static fa3_context *g_vl_ctx;
+static uint64_t g_vl_seed;
+
+/* Runs and judges case s (its progress lines on stdout); a failure fails the current test. */
+static void vl_run(const vl_spec *s)
+{
+    vl_result r;
+    if (vl_check_run(g_vl_ctx, gpu_driver(), g_vl_seed, s, stdout, &r) != VL_PASS)
+        fail_msg("%s", r.msg);
+}
 
 /* A bf16 hd128 varlen case of 8 heads over 2, no mask; the callers change what they test. */
 static vl_spec base(const char *id)
