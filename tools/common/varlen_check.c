@@ -50,7 +50,7 @@ static void check_reference(vx *x, const vl_data *D, const float *o_ref, const f
     free(o);
     if (!(r->ref_err_o <= VL_REF_BOUND) || !(r->ref_err_lse <= VL_REF_BOUND))
         vx_note(x, "%s: the reference differs from the fp64 host attention: max|dO| %.3g, "
-             "max|dLSE| %.3g (bound %g)", s->id, r->ref_err_o, r->ref_err_lse, VL_REF_BOUND);
+                "max|dLSE| %.3g (bound %g)", s->id, r->ref_err_o, r->ref_err_lse, VL_REF_BOUND);
     long long past = 0;
     if (s->varlen)
         for (int64_t row = D->c.total_q; row < D->rows_q; row++)
@@ -59,7 +59,7 @@ static void check_reference(vx *x, const vl_data *D, const float *o_ref, const f
                         !untouched(lse_ref[(int64_t)h * D->rows_q + row]);
     if (past)
         vx_note(x, "%s: the reference wrote %lld values past cu_seqlens_q[batch] = %d", s->id, past,
-             D->c.total_q);
+                D->c.total_q);
 }
 
 /* Runs the reference (kernel NULL; emulate 0/1) or fa3_fwd on a into fresh outputs, NaN-
@@ -97,7 +97,7 @@ static long long run_once(vx *x, fa3_context *ctx, const vl_data *D, fa3_kernel 
             char desc[64];
             fa3_config_describe(cfg, desc, sizeof desc);
             vx_note(x, "%s: fa3_fwd refuses the %s call: %s (%s)", s->id, desc,
-                 fa3_last_error_message(), fa3_strerror(st));
+                    fa3_last_error_message(), fa3_strerror(st));
             goto out;
         }
         vx_cu(x, FA3_CU(x->drv, cuCtxSynchronize()), "the kernel's run (cuCtxSynchronize)");
@@ -191,8 +191,8 @@ static void check_dense(vx *x, fa3_context *ctx, const vl_data *D, fa3_kernel *k
     }
     if (!kernel ? (worst != 0 || worst_lse != 0) : (!(worst <= bound) || !(worst_lse <= lse_bound)))
         vx_note(x, "%s: the varlen %s differs from its dense path per sequence: max|dO| %.3g, "
-             "max|dLSE| %.3g (%s)", s->id, kernel ? "kernel" : "reference", worst, worst_lse,
-             kernel ? "bound: the tolerance rule" : "must be bitwise equal");
+                "max|dLSE| %.3g (%s)", s->id, kernel ? "kernel" : "reference", worst, worst_lse,
+                kernel ? "bound: the tolerance rule" : "must be bitwise equal");
 }
 
 /* The kernel (o, l) against the reference (o_ref, l_ref) and its emulation (o_emu). */
@@ -229,14 +229,14 @@ static void judge_kernel(vx *x, const vl_data *D, const float *o, const float *l
     char line[256];
     tol_format(&r->acc, line, sizeof line);
     if (!tol_o_ok(&r->acc) || !tol_lse_ok(&r->acc))
-        vx_note(x, "%s: kernel vs reference: %s (worst O element %zu, LSE %zu; LSE bound %g)", s->id,
-             line, r->acc.worst_o, r->acc.worst_lse, r->acc.lse_tol);
+        vx_note(x, "%s: kernel vs reference: %s (worst O element %zu, LSE %zu; LSE bound %g)",
+                s->id, line, r->acc.worst_o, r->acc.worst_lse, r->acc.lse_tol);
     if (r->empty_bad)
         vx_note(x, "%s: %lld values of rows that see no key are not O = 0 / LSE = -inf", s->id,
-             r->empty_bad);
+                r->empty_bad);
     if (r->touched)
         vx_note(x, "%s: the kernel wrote %lld values past cu_seqlens_q[batch] or past the end of "
-             "O/LSE", s->id, r->touched);
+                "O/LSE", s->id, r->touched);
 }
 
 vl_verdict vl_check_run(fa3_context *ctx, const fa3_driver *drv, uint64_t seed, const vl_spec *s,
@@ -295,9 +295,10 @@ vl_verdict vl_check_run(fa3_context *ctx, const fa3_driver *drv, uint64_t seed, 
         const char *msg = fa3_last_error_message();
         char desc[64];
         fa3_config_describe(&cfg, desc, sizeof desc);
-        vx_note(&x, "%s: the library refuses the %s kernel: %s: %s%s", s->id, desc, fa3_strerror(st),
-             msg, strstr(msg, "not generated yet") ? " (the varlen/paged kernel is not generated "
-                                                     "yet: this case fails until it is)" : "");
+        vx_note(&x, "%s: the library refuses the %s kernel: %s: %s%s", s->id, desc,
+                fa3_strerror(st), msg,
+                strstr(msg, "not generated yet") ? " (the varlen/paged kernel is not generated "
+                                                   "yet: this case fails until it is)" : "");
         goto out;
     }
     long long g = run_once(&x, ctx, &D, kernel, &cfg, a, 0, o, l, D.rows_q);
@@ -318,7 +319,7 @@ vl_verdict vl_check_run(fa3_context *ctx, const fa3_driver *drv, uint64_t seed, 
         st = fa3_jit_get_kernel(ctx, &dcfg, &dk);
         if (st != FA3_OK) {
             vx_note(&x, "%s: the dense kernel: fa3_jit_get_kernel: %s (%s)", s->id,
-                 fa3_last_error_message(), fa3_strerror(st));
+                    fa3_last_error_message(), fa3_strerror(st));
             goto out;
         }
         check_dense(&x, ctx, &D, dk, o, l, tol_o_bound(&r->acc));

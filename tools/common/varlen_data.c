@@ -134,7 +134,7 @@ void vd_make(vx *x, vl_data *D, host_rng *r)
     memset(D, 0, sizeof *D);
     if (!s->varlen && (!s->page_size || (!s->seqused && s->pattern != VL_EQUAL))) {
         vx_error_msg(x, FA3_ERR_INVALID_ARGUMENT, "a rectangular-Q case needs paged K/V, and "
-                  "seqused_k or pattern VL_EQUAL (every sequence max_k keys)");
+                     "seqused_k or pattern VL_EQUAL (every sequence max_k keys)");
         return;
     }
     int mk = s->len_q ? vl_case_make_lengths(&D->c, r, s->batch, s->len_q, s->len_k, s->seqused,
@@ -293,8 +293,7 @@ int64_t vd_lse_at(const vl_spec *s, const vl_data *D, int b, int i, int h)
 
 /* fp64 attention of row i, head h of sequence b into o (head_dim_v) and *lse. 0, or -1 out of
    memory. */
-int vd_host_row(const vl_spec *s, const vl_data *D, int b, int i, int h, double *o,
-                    double *lse)
+int vd_host_row(const vl_spec *s, const vl_data *D, int b, int i, int h, double *o, double *lse)
 {
     const vl_case *c = &D->c;
     const int Hk = s->num_heads_k, d = s->head_dim, dv = D->hdv, hk = h / (s->num_heads / Hk);

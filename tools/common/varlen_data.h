@@ -25,7 +25,8 @@ void vx_note(vx *x, const char *fmt, ...) FA3_PRINTF(2, 3);
    message. Only the first is kept. */
 void vx_error_msg(vx *x, fa3_status st, const char *what);
 void vx_error(vx *x, fa3_status st, const char *what);
-/* Host and device memory and copies; each does nothing once x has failed (then returns NULL / 0). */
+/* Host and device memory and copies; each does nothing once x has failed (then returns NULL or
+   0). */
 void *vx_calloc(vx *x, size_t n, size_t size);
 CUdeviceptr vx_dalloc(vx *x, size_t bytes);
 void vx_dfree(vx *x, CUdeviceptr p);

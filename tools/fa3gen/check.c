@@ -2,7 +2,9 @@
  * fa3-gen check (GPU): runs fa3_fwd on random normal inputs and compares it with the library's
  * NVRTC reference under the one tolerance rule (tools/common/tolerance.h), case by case: the
  * default set, --all (every supported head-dim pair, dtype, mask, softcap and GQA ratio at the
- * tile-boundary seqlen pairs) or the configuration the flags give (check_cases.c). e4m3 inputs
+ * tile-boundary seqlen pairs; and the varlen configurations) or the configuration the flags give
+ * (check_cases.c); --varlen / --paged P: those configurations with packed sequences / paged K/V,
+ * whose cases check_varlen.c makes and tools/common/varlen_check.c judges. e4m3 inputs
  * are the same normal values quantized on the host with per-(batch, kv head) descales (amax/448,
  * fa3_quantize_fp8's rule; --descales none: unscaled, NULL descales), which both the kernel and
  * the reference get; O is read in the config's out_dtype. O and LSE are pre-filled with 0xFF
@@ -259,7 +261,7 @@ static void print_case(const check_cfg *cc, int batch, int sq, int sk, const cas
             if (!tol_o_ok(&r->acc))
                 WHY("; O error above tolerance");
             if (!tol_lse_ok(&r->acc))
-                WHY("; LSE error above 1e-3");
+                WHY("; LSE error above %g", r->acc.lse_tol);
         }
 #undef WHY
         printf(" (%s)", why[0] == ';' ? why + 2 : why);
@@ -296,7 +298,7 @@ int cmd_check(int argc, char **argv)
     int all = 0, quick = 0, have_seed = 0, batch = 2, heads = 3, heads_k = 0;
     int seqlen_q = 0, seqlen_k = 0, wl = 64, wr = 32;
     double softcap_value = 30.0;
-    int no_descales = 0, saw_descales = 0;
+    int no_descales = 0, saw_descales = 0, saw_batch = 0, varlen = 0, paged = 0, list = 0;
     uint64_t seed = 0;
     cli c = {.argc = argc, .argv = argv, .i = 1};
     while (cli_next(&c)) {
@@ -313,6 +315,15 @@ int cmd_check(int argc, char **argv)
             have_seed = 1;
         } else if (cli_is(&c, "--batch")) {
             batch = cli_int(&c, 1, 1 << 20);
+            saw_batch = 1;
+        } else if (cli_is(&c, "--varlen")) {
+            cli_noval(&c);
+            varlen = 1;
+        } else if (cli_is(&c, "--paged")) {
+            paged = cli_int(&c, 1, 256);
+        } else if (cli_is(&c, "--list")) {
+            cli_noval(&c);
+            list = 1;
         } else if (cli_is(&c, "--heads")) {
             heads = cli_int(&c, 1, 1 << 16);
         } else if (cli_is(&c, "--heads-k")) {
@@ -348,8 +359,11 @@ int cmd_check(int argc, char **argv)
     if (all && o.config_flags)
         usage_error("'check --all' runs the full set; it cannot be combined with config flags");
     if (o.config_flags) { /* a bad CONFIG is a usage error before the GPU, as for the others */
-        fa3_config canon;
-        canonical_or_exit(&o.cfg, &canon);
+        fa3_config canon, layout = o.cfg;
+        /* in the layouts asked for; paged_kv is the library's to refuse, per case, after the
+           reference's checks (its kernel may not be generated yet) */
+        layout.varlen = varlen || paged;
+        canonical_or_exit(&layout, &canon);
         if (saw_descales && canon.dtype != FA3_DTYPE_E4M3)
             usage_error("option '--descales' is for e4m3 inputs (--dtype e4m3); this %s "
                         "configuration takes no descales", dtype_str(canon.dtype));
@@ -358,17 +372,55 @@ int cmd_check(int argc, char **argv)
         heads_k = heads;
     if (heads % heads_k != 0)
         usage_error("--heads %d is not a multiple of --heads-k %d", heads, heads_k);
+    if (varlen || paged || all) { /* varlen cases: every length fits the int32 offsets */
+        const char *why = varlen || paged ? "with --varlen/--paged" : "with --all (its varlen "
+                                                                      "cases)";
+        if (saw_batch && batch > CHECK_VARLEN_MAX_BATCH)
+            usage_error("option '--batch': %d is above %d %s", batch, CHECK_VARLEN_MAX_BATCH, why);
+        if (seqlen_q > CHECK_VARLEN_MAX_SEQLEN || seqlen_k > CHECK_VARLEN_MAX_SEQLEN)
+            usage_error("option '--seqlen-%s': %d is above %d %s",
+                        seqlen_q > CHECK_VARLEN_MAX_SEQLEN ? "q" : "k",
+                        seqlen_q > CHECK_VARLEN_MAX_SEQLEN ? seqlen_q : seqlen_k,
+                        CHECK_VARLEN_MAX_SEQLEN, why);
+    }
+    const varlen_opts vo = {.page_size = paged, .batch = saw_batch ? batch : 0,
+                            .max_q = seqlen_q ? seqlen_q : seqlen_k,
+                            .max_k = seqlen_k ? seqlen_k : seqlen_q, .all = all, .quick = quick,
+                            .no_descales = no_descales};
 
     /* ---- the configurations */
     check_cfg *cfgs = NULL;
     int ncfg = 0;
     const check_cfg base = {.num_heads = heads, .num_heads_k = heads_k,
                             .softcap = (float)softcap_value, .window_left = wl, .window_right = wr};
-    int oom = check_configs(&o, all, &base, &cfgs, &ncfg);
+    int oom = check_configs(&o, all, varlen, paged, &base, &cfgs, &ncfg);
+    int nvl = 0, nvl_cases = 0; /* the varlen / paged configurations and their cases */
+    for (int ci = 0; ci < ncfg; ++ci)
+        if (cfgs[ci].cfg.varlen || cfgs[ci].cfg.paged_kv) {
+            vl_spec specs[CHECK_MAX_VARLEN_CASES];
+            char names[CHECK_MAX_VARLEN_CASES][48];
+            nvl++;
+            nvl_cases += check_varlen_cases(&cfgs[ci], &vo, specs, names);
+        }
 
     /* ---- the seqlen pairs */
     seq_pair pairs[CHECK_MAX_PAIRS];
     int npairs = check_pairs(all, quick, seqlen_q, seqlen_k, pairs);
+
+    if (list) { /* the cases, without the GPU */
+        for (int ci = 0; ci < ncfg; ++ci) {
+            if (cfgs[ci].cfg.varlen || cfgs[ci].cfg.paged_kv)
+                check_varlen_list(&cfgs[ci], &vo);
+            else
+                for (int pi = 0; pi < npairs; ++pi)
+                    printf("%-40s b%d sq=%d sk=%d\n", cfgs[ci].label, batch, pairs[pi].q,
+                           pairs[pi].k);
+        }
+        printf("%d configs: %d dense x %d seqlen pairs, %d varlen/paged with %d cases\n", ncfg,
+               ncfg - nvl, npairs, nvl, nvl_cases);
+        free(cfgs);
+        return oom ? EXIT_FAIL : 0;
+    }
 
     check_state S = {.batch = batch, .uploaded_dtype = -1, .no_descales = no_descales};
     int rc = gpu_open("check", &S.drv);
@@ -385,6 +437,8 @@ int cmd_check(int argc, char **argv)
     /* ---- largest tensors over all cases */
     for (int ci = 0; ci < ncfg; ++ci) {
         const check_cfg *cc = &cfgs[ci];
+        if (cc->cfg.varlen || cc->cfg.paged_kv)
+            continue; /* varlen_check allocates its own */
         size_t hd = (size_t)cc->cfg.head_dim > 0 ? (size_t)cc->cfg.head_dim : 1;
         size_t hdv = cc->cfg.head_dim_v > 0 ? (size_t)cc->cfg.head_dim_v : hd;
         for (int pi = 0; pi < npairs; ++pi) {
@@ -403,11 +457,19 @@ int cmd_check(int argc, char **argv)
         size_t nds = (size_t)batch * (size_t)cc->num_heads_k;
         S.max_ds = nds > S.max_ds ? nds : S.max_ds;
     }
+    size_t *sizes[] = {&S.max_q, &S.max_k, &S.max_v, &S.max_o, &S.max_lse, &S.max_ds};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i)
+        if (*sizes[i] == 0)
+            *sizes[i] = 1; /* no dense case: keep the buffers valid */
     if (!have_seed)
         seed = (uint64_t)time(NULL) * 1000003ull ^ ((uint64_t)getpid() << 20) ^
                (uint64_t)(now_s() * 1e9);
     printf("fa3-gen check: seed %llu (rerun with --seed %llu), %d configs x %d seqlen pairs, "
-           "batch %d\n", (unsigned long long)seed, (unsigned long long)seed, ncfg, npairs, batch);
+           "batch %d", (unsigned long long)seed, (unsigned long long)seed, ncfg - nvl, npairs,
+           batch);
+    if (nvl)
+        printf("; %d varlen/paged configs, %d cases", nvl, nvl_cases);
+    printf("\n");
     fflush(stdout);
 
     const double t0 = now_s();
@@ -460,6 +522,10 @@ int cmd_check(int argc, char **argv)
     int passed = 0, failed = 0, stop = 0;
     for (int ci = 0; ci < ncfg && !stop; ++ci) {
         const check_cfg *cc = &cfgs[ci];
+        if (cc->cfg.varlen || cc->cfg.paged_kv) {
+            stop = check_varlen_config(S.ctx, S.drv, seed, cc, &vo, &passed, &failed);
+            continue;
+        }
         fa3_kernel *kern = NULL;
         char kerr[512] = "";
         fa3_status kst = fa3_jit_get_kernel(S.ctx, &cc->cfg, &kern);

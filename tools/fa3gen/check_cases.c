@@ -1,7 +1,9 @@
 /*
  * fa3-gen check's cases (check.c runs them): the configurations — the one the CONFIG flags give,
  * the default set, or --all (every supported head-dim pair and dtype, from fa3_supported_configs,
- * x mask and window x softcap x GQA ratio) — with their labels, and the seqlen pairs.
+ * x mask and window x softcap x GQA ratio, dense and varlen) — with their labels, each in the
+ * Q/K layouts --varlen and --paged ask for, and the seqlen pairs of the dense ones (the varlen /
+ * paged cases of a configuration: check_varlen.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +49,10 @@ static void make_label(check_cfg *c)
                       c->window_right);
     if (c->cfg.softcap)
         n += snprintf(c->label + n, sizeof c->label - (size_t)n, " softcap=%g", (double)c->softcap);
+    if (c->cfg.varlen)
+        n += snprintf(c->label + n, sizeof c->label - (size_t)n, " varlen");
+    if (c->cfg.paged_kv)
+        n += snprintf(c->label + n, sizeof c->label - (size_t)n, " paged");
     if (c->cfg.block_n || c->cfg.stages)
         n += snprintf(c->label + n, sizeof c->label - (size_t)n, " bn%d st%d", c->cfg.block_n,
                       c->cfg.stages);
@@ -68,23 +74,40 @@ static int add_cfg(check_cfg **list, int *n, int *cap, check_cfg c)
     return 0;
 }
 
-/* 1 if sup (nsup configs) has the head-dim pair (hd, hdv) in dtype dt. */
-static int supported(const fa3_config *sup, int nsup, int hd, int hdv, fa3_dtype dt)
+/* c in the layouts asked for: --paged: paged K/V with varlen Q (and, without --varlen,
+   rectangular Q first); --varlen alone: varlen; neither: c as it is. */
+static int add_layouts(check_cfg **list, int *n, int *cap, check_cfg c, int varlen, int paged)
+{
+    if (!varlen && !paged)
+        return add_cfg(list, n, cap, c);
+    c.cfg.paged_kv = paged > 0;
+    int oom = 0;
+    if (paged && !varlen) {
+        c.cfg.varlen = 0;
+        oom |= add_cfg(list, n, cap, c);
+    }
+    c.cfg.varlen = 1;
+    return oom | add_cfg(list, n, cap, c);
+}
+
+/* 1 if sup (nsup configs) has the head-dim pair (hd, hdv) in dtype dt (dense or varlen: vl). */
+static int supported(const fa3_config *sup, int nsup, int hd, int hdv, fa3_dtype dt, int vl)
 {
     for (int i = 0; i < nsup; ++i)
-        if (sup[i].head_dim == hd && sup[i].head_dim_v == hdv && sup[i].dtype == dt)
+        if (sup[i].head_dim == hd && sup[i].head_dim_v == hdv && sup[i].dtype == dt &&
+            sup[i].varlen == vl)
             return 1;
     return 0;
 }
 
-int check_configs(const common_opts *o, int all, const check_cfg *base, check_cfg **cfgs,
-                  int *ncfg)
+int check_configs(const common_opts *o, int all, int varlen, int paged, const check_cfg *base,
+                  check_cfg **cfgs, int *ncfg)
 {
     int capcfg = 0, oom = 0;
     if (o->config_flags) {
         check_cfg cc = *base;
         cc.cfg = o->cfg;
-        return add_cfg(cfgs, ncfg, &capcfg, cc) != 0;
+        return add_layouts(cfgs, ncfg, &capcfg, cc, varlen, paged) != 0;
     }
     int nsup = fa3_supported_configs(NULL, 0);
     fa3_config *sup = calloc((size_t)(nsup > 0 ? nsup : 1), sizeof *sup);
@@ -94,47 +117,57 @@ int check_configs(const common_opts *o, int all, const check_cfg *base, check_cf
     static const fa3_dtype dts[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16, FA3_DTYPE_E4M3};
     if (all) {
         /* Every supported head-dim pair (those of fa3_supported_configs) x each of its dtypes x
-           mask and window x softcap x GQA ratio (1, 2, 8, MQA); e4m3 also with out_dtype fp16
-           at the first GQA ratio. */
+           mask and window x softcap x GQA ratio (dense: 1, 2, 8, MQA; varlen: 2, MQA); e4m3
+           also with out_dtype fp16 at the first GQA ratio. Dense, then varlen (--varlen or
+           --paged: the varlen part only, in the layouts they ask for). */
         static const struct { fa3_mask mask; int wl, wr; } masks[] = {
             {FA3_MASK_NONE, -1, -1},  {FA3_MASK_CAUSAL, -1, -1}, {FA3_MASK_LOCAL, 64, 32},
             {FA3_MASK_LOCAL, -1, 0}, {FA3_MASK_LOCAL, 0, -1}};
         const int hh[4][2] = {{base->num_heads, base->num_heads}, {6, 3}, {16, 2}, {8, 1}};
-        for (int si = 0; si < nsup; ++si) {
-            if (sup[si].dtype != FA3_DTYPE_BF16 || sup[si].mask != FA3_MASK_NONE ||
-                sup[si].softcap)
-                continue; /* one entry per head-dim pair */
-            fa3_config probe; /* the pair with the planner's tiles (block_n, stages 0) */
-            fa3_config_init(&probe);
-            probe.head_dim = sup[si].head_dim;
-            probe.head_dim_v = sup[si].head_dim_v == sup[si].head_dim ? 0 : sup[si].head_dim_v;
-            for (size_t di = 0; di < sizeof dts / sizeof dts[0]; ++di) {
-                if (!supported(sup, nsup, sup[si].head_dim, sup[si].head_dim_v, dts[di]))
-                    continue;
-                for (size_t mi = 0; mi < sizeof masks / sizeof masks[0]; ++mi)
-                    for (int sc = 0; sc < 2; ++sc)
-                        for (int g = 0; g < 4; ++g)
-                            for (int out = 0; out < (dts[di] == FA3_DTYPE_E4M3 && g == 0 ? 2 : 1);
-                                 ++out) {
-                                check_cfg cc = {.num_heads = hh[g][0], .num_heads_k = hh[g][1],
-                                                .softcap = base->softcap,
-                                                .window_left = masks[mi].wl,
-                                                .window_right = masks[mi].wr};
-                                cc.cfg = probe;
-                                cc.cfg.dtype = dts[di];
-                                cc.cfg.out_dtype = out ? FA3_DTYPE_FP16 : FA3_DTYPE_AUTO;
-                                cc.cfg.mask = masks[mi].mask;
-                                cc.cfg.softcap = sc;
-                                oom |= add_cfg(cfgs, ncfg, &capcfg, cc);
+        static const int ratios[2][4] = {{0, 1, 2, 3}, {1, 3, -1, -1}}; /* dense, varlen */
+        for (int vl = varlen || paged ? 1 : 0; vl < 2; ++vl)
+            for (int si = 0; si < nsup; ++si) {
+                if (sup[si].dtype != FA3_DTYPE_BF16 || sup[si].mask != FA3_MASK_NONE ||
+                    sup[si].softcap || sup[si].varlen != vl)
+                    continue; /* one entry per head-dim pair */
+                fa3_config probe; /* the pair with the planner's tiles (block_n, stages 0) */
+                fa3_config_init(&probe);
+                probe.head_dim = sup[si].head_dim;
+                probe.head_dim_v = sup[si].head_dim_v == sup[si].head_dim ? 0
+                                                                          : sup[si].head_dim_v;
+                probe.varlen = vl;
+                for (size_t di = 0; di < sizeof dts / sizeof dts[0]; ++di) {
+                    if (!supported(sup, nsup, sup[si].head_dim, sup[si].head_dim_v, dts[di], vl))
+                        continue;
+                    for (size_t mi = 0; mi < sizeof masks / sizeof masks[0]; ++mi)
+                        for (int sc = 0; sc < 2; ++sc)
+                            for (int gi = 0; gi < 4 && ratios[vl][gi] >= 0; ++gi) {
+                                const int g = ratios[vl][gi];
+                                const int nout = dts[di] == FA3_DTYPE_E4M3 && gi == 0 ? 2 : 1;
+                                for (int out = 0; out < nout; ++out) {
+                                    check_cfg cc = {.num_heads = hh[g][0],
+                                                    .num_heads_k = hh[g][1],
+                                                    .softcap = base->softcap,
+                                                    .window_left = masks[mi].wl,
+                                                    .window_right = masks[mi].wr};
+                                    cc.cfg = probe;
+                                    cc.cfg.dtype = dts[di];
+                                    cc.cfg.out_dtype = out ? FA3_DTYPE_FP16 : FA3_DTYPE_AUTO;
+                                    cc.cfg.mask = masks[mi].mask;
+                                    cc.cfg.softcap = sc;
+                                    oom |= vl ? add_layouts(cfgs, ncfg, &capcfg, cc, varlen, paged)
+                                              : add_cfg(cfgs, ncfg, &capcfg, cc);
+                                }
                             }
+                }
             }
-        }
     } else {
-        /* The default set: head_dim 64/128/256 x each supported dtype x none/causal. */
+        /* The default set: head_dim 64/128/256 x each supported dtype x none/causal, in the
+           layouts --varlen and --paged ask for (dense without them). */
         static const int hds[] = {64, 128, 256};
         for (size_t di = 0; di < sizeof dts / sizeof dts[0]; ++di) {
             for (int hi = 0; hi < 3; ++hi) {
-                if (!supported(sup, nsup, hds[hi], hds[hi], dts[di]))
+                if (!supported(sup, nsup, hds[hi], hds[hi], dts[di], varlen || paged))
                     continue;
                 for (int m = 0; m < 2; ++m) {
                     check_cfg cc = *base;
@@ -142,7 +175,7 @@ int check_configs(const common_opts *o, int all, const check_cfg *base, check_cf
                     cc.cfg.head_dim = hds[hi];
                     cc.cfg.dtype = dts[di];
                     cc.cfg.mask = m ? FA3_MASK_CAUSAL : FA3_MASK_NONE;
-                    oom |= add_cfg(cfgs, ncfg, &capcfg, cc);
+                    oom |= add_layouts(cfgs, ncfg, &capcfg, cc, varlen, paged);
                 }
             }
         }

@@ -6,7 +6,9 @@
  *   gen.c         --emit-ptx, --emit-cubin FILE, --info
  *   check.c       check: fa3_fwd against the NVRTC reference (the tolerance rule of
  *                 tools/common/tolerance.h)
- *   check_cases.c check's configurations (default set, --all, the CONFIG flags) and seqlen pairs
+ *   check_cases.c check's configurations (default set, --all, the CONFIG flags; their layouts
+ *                 for --varlen / --paged) and seqlen pairs
+ *   check_varlen.c check's varlen / paged-KV cases, run and judged by tools/common/varlen_check
  *   bench.c       bench: the FlashAttention-3 paper sweep (bench/compare.py and bench/ab.py read
  *                 its --json lines)
  *   cache.c       cache ls | clear | warm: the command line, ls and clear
@@ -22,6 +24,7 @@
 
 #include "fa3jit.h"
 #include "runtime/tools_api.h"
+#include "tools/common/varlen_check.h"
 
 /* ---- exit codes and messages (cli.c) */
 
@@ -134,16 +137,44 @@ typedef struct seq_pair {
 
 /* The configurations to check into *cfgs (malloc'd, *ncfg of them): the one the CONFIG flags
    give; with all, every supported head-dim pair x its supported dtypes (e4m3 also with out_dtype
-   fp16) x mask and window x softcap x GQA ratio (1, 2, 8, MQA); else the default set. base: the
-   heads, softcap value and window of the command line. Returns nonzero when out of memory (the
-   list may then be short). */
-int check_configs(const common_opts *o, int all, const check_cfg *base, check_cfg **cfgs,
-                  int *ncfg);
+   fp16) x mask and window x softcap x GQA ratio (dense 1, 2, 8, MQA; varlen 2, MQA), dense then
+   varlen; else the default set. varlen (--varlen) and paged (--paged's page size, 0 without):
+   each configuration in those layouts (paged without varlen: rectangular Q, then varlen Q; --all:
+   only its varlen part). base: the heads, softcap value and window of the command line. Returns
+   nonzero when out of memory (the list may then be short). */
+int check_configs(const common_opts *o, int all, int varlen, int paged, const check_cfg *base,
+                  check_cfg **cfgs, int *ncfg);
 /* The seqlen pairs into pairs (CHECK_MAX_PAIRS room): the one of --seqlen-q/-k (either given),
    else those of --all or the default set (quick: without 4096). Returns how many. */
 int check_pairs(int all, int quick, int seqlen_q, int seqlen_k, seq_pair *pairs);
 /* The dtype of O for cfg: out_dtype, FA3_DTYPE_AUTO resolved (bf16 for e4m3, else dtype). */
 fa3_dtype check_out_dtype(const fa3_config *cfg);
+
+/* ---- check's varlen / paged-KV cases (check_varlen.c) */
+
+typedef struct varlen_opts {
+    int page_size;        /* --paged: K/V page size (1..256); 0: not paged */
+    int batch;            /* --batch given: every case's batch; 0: each case's own */
+    int max_q, max_k;     /* --seqlen-q / -k given: every case's longest lengths; 0: its own */
+    int all, quick;       /* --all: the short list of cases; --quick: without long+tiny */
+    int no_descales;      /* --descales none: e4m3 with NULL descales */
+} varlen_opts;
+
+#define CHECK_MAX_VARLEN_CASES 8 /* the most cases check_varlen_cases gives */
+#define CHECK_VARLEN_MAX_BATCH 4096 /* --batch / --seqlen-q / -k limits with varlen cases */
+#define CHECK_VARLEN_MAX_SEQLEN 65536
+
+/* The cases of the varlen or paged configuration cc (cfg.varlen or cfg.paged_kv) into specs
+   (CHECK_MAX_VARLEN_CASES room; each id points into names[i]). Returns how many. */
+int check_varlen_cases(const check_cfg *cc, const varlen_opts *v, vl_spec *specs,
+                       char names[][48]);
+/* One line per case of cc without running it (check --list). */
+void check_varlen_list(const check_cfg *cc, const varlen_opts *v);
+/* Runs cc's cases with ctx on drv's device, one line each ("... PASS" / "... FAIL (reasons)"),
+   counting them into *passed and *failed. Returns 0, or the exit status to stop with
+   (EXIT_NO_GPU: no reference; EXIT_FAIL: a CUDA failure, the context may be lost). */
+int check_varlen_config(fa3_context *ctx, const fa3_driver *drv, uint64_t seed,
+                        const check_cfg *cc, const varlen_opts *v, int *passed, int *failed);
 
 /* ---- cache (cache.c, cache_warm.c) */
 

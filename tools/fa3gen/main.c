@@ -2,7 +2,7 @@
  * fa3-gen — command-line front end of fa3jit.
  *
  *   fa3-gen --emit-ptx | --emit-cubin FILE | --info   [config flags] [cache flags]
- *   fa3-gen check [--all | config flags] [--seed N] [--quick] ...      (GPU)
+ *   fa3-gen check [--all | config flags] [--varlen] [--paged P] [--seed N] [--quick] ... (GPU)
  *   fa3-gen bench [--json] [--dtype D] [--head-dim N] [--causal|--non-causal|--both] ... (GPU)
  *   fa3-gen cache ls | clear | warm [--all | config flags] [--jobs N] [--dry-run]
  *
@@ -27,7 +27,8 @@ void print_help(FILE *f)
     fprintf(f,
 "Usage:\n"
 "  %s --emit-ptx | --emit-cubin FILE | --info  [CONFIG] [COMPILE]\n"
-"  %s check [--all | CONFIG] [--seed N] [--quick] [CHECK OPTIONS] [COMPILE]\n"
+"  %s check [--all | CONFIG] [--varlen] [--paged P] [--seed N] [--quick] [--list]\n"
+"          [CHECK OPTIONS] [COMPILE]\n"
 "  %s bench [--json] [--dtype D] [--head-dim N] [--causal|--non-causal|--both]\n"
 "          [--reps N] [--warmup N] [--seqlen N] [COMPILE]\n"
 "  fa3-gen cache ls | clear | warm [--all | CONFIG] [--jobs N]   (fa3-gen cache --help)\n"
@@ -72,16 +73,38 @@ void print_help(FILE *f)
 "  Pass: every expected element written (O pre-filled with 0xFFFF NaNs, LSE with NaN), nothing\n"
 "  written past O/LSE, max|O-O_ref| <= 2*max|O_emul-O_ref| + 1e-3 (O_emul: reference rounding P\n"
 "  and O to the dtype; e4m3: 2^8*P to e4m3, O to out_dtype), |LSE-LSE_ref| <= 1e-3\n"
-"  (-inf = -inf). e4m3 inputs: the normal values quantized on the host with one descale per\n"
-"  (batch, kv head), amax/448 (fa3_quantize_fp8's rule), given to kernel and reference alike.\n"
+"  (-inf = -inf; e4m3: 1e-2, the FP8 MMA's accumulation). e4m3 inputs: the normal values\n"
+"  quantized on the host with one descale per (batch, kv head), amax/448 (fa3_quantize_fp8's\n"
+"  rule), given to kernel and reference alike.\n"
 "  --all                every head dim this build supports (64, 96, 128, 192, 256, 192/128\n"
 "                       tried) x bf16/fp16/e4m3 (as supported; e4m3 also with out_dtype fp16\n"
 "                       at H/H) x mask none, causal, local (64,32), (-1,0), (0,-1)\n"
 "                       x softcap 0/30 x heads H/H (H = --heads, default 3), 6/3 (GQA 2),\n"
 "                       16/2 (GQA 8), 8/1 (MQA), batch 2 (--batch), at the\n"
 "                       tile-boundary seqlen pairs (q,k) (1,1), (1,1000), (64,64), (65,129),\n"
-"                       (127,255), (128,128), (129,65), (255,1000), (257,127), (1000,257)\n"
-"  --quick              skip the seqlen pairs with 4096 (default set)\n"
+"                       (127,255), (128,128), (129,65), (255,1000), (257,127), (1000,257);\n"
+"                       then every varlen config (GQA 6/3 and 8/1) with the varlen cases\n"
+"                       with-empty, long+tiny, seqused\n"
+"  --varlen             packed variable-length batches (cu_seqlens) instead of the dense\n"
+"                       cases: the configs (default set, --all's varlen part or CONFIG) as\n"
+"                       varlen configs, each with the cases random (12 sequences up to\n"
+"                       300/300 rows), long+tiny (one of 1500 among 39 of 0..3), with-empty\n"
+"                       (every 3rd q and 4th k segment empty), short-k (keys 0..45 against\n"
+"                       ~700 queries), seqused (seqused_k below the stored keys); 29 rows\n"
+"                       of Q/O past cu_seqlens_q[batch] must stay untouched\n"
+"  --paged P            K/V in pages of P rows (1..256) through shuffled page tables with\n"
+"                       pages shared between sequences (unused entries -1 in some): varlen Q\n"
+"                       (the cases above) and, without --varlen, rectangular Q first\n"
+"                       (equal, decode: one query per sequence, some with 0 keys, seqused)\n"
+"  Varlen/paged cases: O/LSE NaN-prefilled; the reference against an fp64 host (sampled rows,\n"
+"  2e-4) and bitwise against its dense path per sequence; the kernel against the reference\n"
+"  (the rule above; rows that see no key O = 0, LSE = -inf) and against the dense kernel per\n"
+"  sequence on the same keys; e4m3: values rounded to e4m3 with random descales 0.5..2 per\n"
+"  (sequence, kv head). --batch and --seqlen-q/-k (up to 4096 and 65536 with varlen cases)\n"
+"  replace each case's batch and longest lengths.\n"
+"  --list               print the cases and exit (no GPU)\n"
+"  --quick              skip the seqlen pairs with 4096 (default set) and the long+tiny\n"
+"                       varlen cases\n"
 "  --seed N             random seed (default: from time and pid; printed)\n"
 "  --batch N            batch size (default 2)\n"
 "  --heads N            query heads (default 3)\n"
