@@ -3,7 +3,7 @@
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
-# fp8 varlen varlenbench. FA3JIT_BENCH_DTYPES picks compare's dtypes.
+# fp8 varlen varlenbench checkvarlen. FA3JIT_BENCH_DTYPES picks compare's dtypes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/fa3jit-gpu}; mkdir -p "$out"
@@ -60,7 +60,12 @@ for step in $steps; do
     logged pytest_varlen 400 15 bash -c 'cd "$1" && python3 -m pytest python/tests/test_varlen_torch.py python/tests/test_varlen_args.py -q -rs' _ "$root" ;;
   varlenbench) # bench/varlen.py: varlen prefill vs dense and FA4, paged page sizes (one run)
     logged varlen_bench 560 60 python3 "$root/bench/varlen.py" ${VARLEN_BENCH_ARGS:-} ;;
-  checkall) logged check_all 400 15 $gen check --all ;;
+  checkall) logged check_all 560 15 $gen check --all ;; # dense, then the varlen configs
+  checkvarlen) # fa3-gen check --varlen (default set), then paged KV at page sizes 16 and 1
+    # (rectangular and varlen Q; fails while the generator refuses paged configs)
+    logged check_varlen 400 15 $gen check --varlen
+    logged check_paged16 400 15 $gen check --paged 16
+    logged check_paged1 400 15 $gen check --paged 1 --varlen --head-dim 128 ;;
   check) logged check 400 30 $gen check ;;
   pytest) logged pytest 400 15 bash -c 'cd "$1" && python3 -m pytest python/tests -q -rs' _ "$root" ;;
   compare) # both libraries replayed from CUDA graphs under do_bench in one process, per shape in turn,
