@@ -464,11 +464,12 @@ int cmd_check(int argc, char **argv)
     if (!have_seed)
         seed = (uint64_t)time(NULL) * 1000003ull ^ ((uint64_t)getpid() << 20) ^
                (uint64_t)(now_s() * 1e9);
-    printf("fa3-gen check: seed %llu (rerun with --seed %llu), %d configs x %d seqlen pairs, "
-           "batch %d", (unsigned long long)seed, (unsigned long long)seed, ncfg - nvl, npairs,
-           batch);
+    printf("fa3-gen check: seed %llu (rerun with --seed %llu)", (unsigned long long)seed,
+           (unsigned long long)seed);
+    if (ncfg > nvl)
+        printf(", %d configs x %d seqlen pairs, batch %d", ncfg - nvl, npairs, batch);
     if (nvl)
-        printf("; %d varlen/paged configs, %d cases", nvl, nvl_cases);
+        printf("%s %d varlen/paged configs, %d cases", ncfg > nvl ? ";" : ",", nvl, nvl_cases);
     printf("\n");
     fflush(stdout);
 
