@@ -294,7 +294,7 @@ static void test_large_tensor(void **state)
         gpu_free(dx);
         printf("SKIP: the device cannot hold %.1f GB\n", (double)t.x_elems * 3.0 / 1e9);
         g_skipped++;
-        skip();
+        skip(); /* the device has too little memory: said above */
     }
     CHECK(FA3_CU(drv, cuMemsetD32(dx, 0, t.x_elems / 2)));
     fill_7f(dout, t.out_bytes);

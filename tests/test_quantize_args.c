@@ -307,7 +307,7 @@ static void test_kernel_builds(void **state)
     fa3_status st = fa3_quantize_build_image(90, &image, &size, &is_ptx);
     if (st == FA3_ERR_NO_NVRTC) {
         printf("SKIP: %s\n", fa3_last_error_message());
-        skip();
+        skip(); /* no NVRTC on this machine */
     }
     if (st != FA3_OK)
         fail_msg("fa3_quantize_build_image: %s: %s", fa3_strerror(st), fa3_last_error_message());
