@@ -142,9 +142,14 @@ void kg_producer(kgen *g)
     /* e4m3: the position of the block loaded last (transposed next); stage -1 before the first
        block (the 16-bit producer counts its blocks in totit instead: a register fewer here) */
     pipe_state pps = {0};
+    ptx_r fin = {0}; /* e4m3: set once the tile loop is over (the final transpose) */
+    const int lab_vt = p->fp8 ? ptx_label(g->f, "vt_do") : -1;
+    const int lab_fin = p->fp8 ? ptx_label(g->f, "vt_final") : -1;
     if (p->fp8) {
         pps = (pipe_state){ptx_reg(g->f, PTX_B32, "pstage"), ptx_reg(g->f, PTX_B32, "pphase")};
         INS("mov.u32 $, -1;", pps.stage);
+        fin = ptx_reg(g->f, PTX_PRED, "vtfinal");
+        INS("setp.ne.u32 $, $, $;", fin, g->thr, g->thr);
     }
     pr.qc = ptx_reg(g->f, PTX_B32, "qc");
     ptx_r totit = p->fp8 ? (ptx_r){0} : ptx_reg(g->f, PTX_B32, "totit");
@@ -200,7 +205,9 @@ void kg_producer(kgen *g)
         ptx_r none = ptx_reg(g->f, PTX_PRED, "firstblk");
         INS("setp.eq.u32 $, $, -1;", none, pps.stage);
         INS("@$ bra %s;", none, ptx_lab(g->f, lab_t));
+        ptx_place(g->f, lab_vt);
         kg_vt_transpose(g, pps);
+        INS("@$ bra %s;", fin, ptx_lab(g->f, lab_fin)); /* the last block's, after the loop */
         ptx_place(g->f, lab_t);
         kg_pipe_assign(g, &pps, ps);
     }
@@ -223,8 +230,12 @@ void kg_producer(kgen *g)
     else
         INS("setp.eq.u32 $, $, 0;", none, totit);
     INS("@$ bra %s;", none, ptx_lab(g->f, g->lab_done));
-    if (p->fp8) { /* the last block's V; then thread 0 alone waits for the releases */
-        kg_vt_transpose(g, pps);
+    if (p->fp8) { /* the last block's V (the loop's transpose, entered with fin set: the PTX
+                     holds one copy, which cuts its compile time); then thread 0 alone waits
+                     for the releases */
+        INS("setp.eq.u32 $, $, $;", fin, g->thr, g->thr);
+        INS("bra.uni %s;", ptx_lab(g->f, lab_vt));
+        ptx_place(g->f, lab_fin);
         INS("@$ bra %s;", notfirst, ptx_lab(g->f, g->lab_done));
     }
     ptx_r nwait = ptx_reg(g->f, PTX_B32, "ntail"), k = ptx_reg(g->f, PTX_B32, "tail");
