@@ -557,6 +557,35 @@ static void test_gpu_descale_values(void **state)
     fake_free(k8);
 }
 
+/* The products the kernel forms from one (batch, kv head)'s descales: each descale may be valid
+   while a product overflows or vanishes in fp32 (found by a helper breaking the inputs). */
+static void test_descale_products(void **state)
+{
+    (void)state;
+    const float sl2 = 0.088388f * 1.442695f, lmul = 0.088388f; /* hd128's default scale */
+    double v = 0;
+    assert_null(fa3_descale_products_bad(0, sl2, 1.0f, lmul, 1.0f, 1.0f, 1.0f, &v));
+    assert_null(fa3_descale_products_bad(0, sl2, 1.0f, lmul, 1e-3f, 2e-2f, 5.0f, &v));
+    const char *w = fa3_descale_products_bad(0, sl2, 1.0f, lmul, 1e30f, 1e30f, 1.0f, &v);
+    assert_non_null(w); /* 1e60: inf */
+    assert_non_null(strstr(w, "descale_q * descale_k"));
+    assert_true(isinf(v));
+    w = fa3_descale_products_bad(0, sl2, 1.0f, lmul, 1e-30f, 1e-20f, 1.0f, &v);
+    assert_non_null(w); /* 1e-50: 0 in fp32 */
+    assert_non_null(strstr(w, "descale_q * descale_k"));
+    w = fa3_descale_products_bad(0, sl2, 1.0f, lmul, 1e-19f, 1e-19f, 1.0f, &v);
+    assert_non_null(w); /* dqk 1e-38 is normal-ish, times the scale it underflows */
+    w = fa3_descale_products_bad(0, sl2, 1.0f, lmul, 1.0f, 1.0f, 1e37f, &v);
+    assert_non_null(w); /* 448e37: inf */
+    assert_non_null(strstr(w, "descale_v"));
+    /* softcap: the pre-tanh factor instead of the exp2 scale; the LSE's factor is softcap */
+    assert_null(fa3_descale_products_bad(1, 30.0f * 1.442695f, 0.088388f / 30.0f, 30.0f, 2.0f,
+                                         3.0f, 1.0f, &v));
+    w = fa3_descale_products_bad(1, 30.0f * 1.442695f, 1e-30f, 30.0f, 1e-5f, 1e-5f, 1.0f, &v);
+    assert_non_null(w);
+    assert_non_null(strstr(w, "softcap"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -565,6 +594,7 @@ int main(void)
         cmocka_unit_test(test_descale_fields),
         cmocka_unit_test(test_descale_aliasing),
         cmocka_unit_test(test_descale_read_skipped),
+        cmocka_unit_test(test_descale_products),
         cmocka_unit_test(test_flops_dtype_independent),
         cmocka_unit_test(test_reference_args),
         cmocka_unit_test(test_gpu_descale_values),

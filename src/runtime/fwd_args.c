@@ -388,6 +388,32 @@ fa3_status fa3_fwd_validate(const fa3_kernel *k, const fa3_fwd_args *a, float *s
 #define DESCALE_CHUNK 16384
 
 /* See runtime.h. */
+const char *fa3_descale_products_bad(int softcap, float scale_log2, float score_mul, float lse_mul,
+                                     float dq, float dk, float dv, double *value)
+{
+    /* what the kernel forms per tile (softmax.c, kg_descales_tile; epilogue.c): fp32 products */
+    const float dqk = dq * dk;
+    *value = (double)dqk;
+    if (!isfinite(dqk) || !(dqk >= FLT_MIN))
+        return "descale_q * descale_k";
+    const float a = softcap ? score_mul * dqk : scale_log2 * dqk;
+    *value = (double)a;
+    if (!isfinite(a) || !(a >= FLT_MIN))
+        return softcap ? "softmax_scale / softcap * descale_q * descale_k"
+                       : "softmax_scale * log2(e) * descale_q * descale_k";
+    if (!softcap) {
+        const float l = lse_mul * dqk;
+        *value = (double)l;
+        if (!isfinite(l) || !(l >= FLT_MIN))
+            return "softmax_scale * descale_q * descale_k";
+    }
+    const float o = dv * 448.0f; /* |O| reaches |V8| ≤ 448 times descale_v */
+    *value = (double)o;
+    if (!isfinite(o))
+        return "448 * descale_v";
+    return NULL;
+}
+
 fa3_status fa3_fwd_check_descales(const fa3_config *c, const fa3_fwd_args *a, void *stream)
 {
     if (c->dtype != FA3_DTYPE_E4M3 || a->descales_trusted == 1)
@@ -401,25 +427,36 @@ fa3_status fa3_fwd_check_descales(const fa3_config *c, const fa3_fwd_args *a, vo
         {"args->descale_v", a->descale_v}};
     const uint64_t n = (uint64_t)a->batch * (uint64_t)a->num_heads_k;
     const size_t cap = n < DESCALE_CHUNK ? (size_t)n : DESCALE_CHUNK;
-    float *host = malloc(cap * sizeof *host);
+    float *host = malloc(3 * cap * sizeof *host); /* one chunk of each array */
     if (!host)
         return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "fa3_fwd: out of memory (%zu bytes to read the "
-                          "descales back)", cap * sizeof *host);
+                          "descales back)", 3 * cap * sizeof *host);
+    /* the kernel's per-tile constants (fwd.c), to check the products it will form */
+    const float s = a->softmax_scale == 0.0f ? (float)(1.0 / sqrt((double)c->head_dim))
+                                             : a->softmax_scale;
+    const float sl2 = c->softcap ? (float)((double)a->softcap * FA3_LOG2E)
+                                 : (float)((double)s * FA3_LOG2E);
+    const float smul = c->softcap ? (float)((double)s / (double)a->softcap) : 1.0f;
+    const float lmul = c->softcap ? a->softcap : s;
     fa3_status st = FA3_OK;
-    for (int i = 0; i < 3 && st == FA3_OK; i++) {
-        if (!ds[i].p)
-            continue;
-        for (uint64_t first = 0; first < n && st == FA3_OK; first += cap) {
-            const size_t m = n - first < cap ? (size_t)(n - first) : cap;
+    for (uint64_t first = 0; first < n && st == FA3_OK; first += cap) {
+        const size_t m = n - first < cap ? (size_t)(n - first) : cap;
+        for (int i = 0; i < 3 && st == FA3_OK; i++) {
+            float *h = host + (size_t)i * cap;
+            if (!ds[i].p) {
+                for (size_t j = 0; j < m; j++)
+                    h[j] = 1.0f; /* NULL: 1.0 */
+                continue;
+            }
             const CUdeviceptr src = (CUdeviceptr)(uintptr_t)(ds[i].p + first);
             /* A blocking read on the call's stream: the values seen are those the kernel will
                read (work queued on the stream before this call has written them). */
             if (stream) {
-                st = FA3_CU(d, cuMemcpyDtoHAsync(host, src, m * sizeof *host, (CUstream)stream));
+                st = FA3_CU(d, cuMemcpyDtoHAsync(h, src, m * sizeof *h, (CUstream)stream));
                 if (st == FA3_OK)
                     st = FA3_CU(d, cuStreamSynchronize((CUstream)stream));
             } else {
-                st = FA3_CU(d, cuMemcpyDtoH(host, src, m * sizeof *host));
+                st = FA3_CU(d, cuMemcpyDtoH(h, src, m * sizeof *h));
             }
             if (st != FA3_OK) {
                 fa3_appenderr(" (reading %s back: %llu floats at %p; set "
@@ -427,8 +464,8 @@ fa3_status fa3_fwd_check_descales(const fa3_config *c, const fa3_fwd_args *a, vo
                               (unsigned long long)n, (const void *)ds[i].p);
                 break;
             }
-            for (size_t j = 0; j < m; j++) {
-                const float x = host[j];
+            for (size_t j = 0; j < m && st == FA3_OK; j++) {
+                const float x = h[j];
                 if (isfinite(x) && x > 0.0f)
                     continue;
                 const uint64_t idx = first + j;
@@ -437,8 +474,22 @@ fa3_status fa3_fwd_check_descales(const fa3_config *c, const fa3_fwd_args *a, vo
                                 "positive and finite", ds[i].name, (unsigned long long)idx,
                                 (unsigned long long)(idx / (uint64_t)a->num_heads_k),
                                 (unsigned long long)(idx % (uint64_t)a->num_heads_k), (double)x);
-                break;
             }
+        }
+        for (size_t j = 0; j < m && st == FA3_OK; j++) {
+            double v = 0;
+            const char *what = fa3_descale_products_bad(c->softcap, sl2, smul, lmul, host[j],
+                                                        host[cap + j], host[2 * cap + j], &v);
+            if (!what)
+                continue;
+            const uint64_t idx = first + j;
+            st = fa3_seterr(FA3_ERR_BAD_SCALE,
+                            "descales at [%llu] (batch %llu, kv head %llu): %s = %g in fp32 "
+                            "(descale_q %g, descale_k %g, descale_v %g): the kernel's constants "
+                            "would overflow or vanish", (unsigned long long)idx,
+                            (unsigned long long)(idx / (uint64_t)a->num_heads_k),
+                            (unsigned long long)(idx % (uint64_t)a->num_heads_k), what, v,
+                            (double)host[j], (double)host[cap + j], (double)host[2 * cap + j]);
         }
     }
     free(host);

@@ -120,6 +120,13 @@ FA3_INTERNAL fa3_status fa3_fwd_validate(const fa3_kernel *kernel, const fa3_fwd
    trusted or NULL descales. fa3_fwd and the reference call it. fwd_args.c. */
 FA3_INTERNAL fa3_status fa3_fwd_check_descales(const fa3_config *cfg, const fa3_fwd_args *args,
                                                void *stream);
+/* The fp32 products the e4m3 kernel forms from one (batch, kv head)'s descales (descale_q ·
+   descale_k, times the exp2 scale or softcap's pre-tanh factor, and the LSE's; 448 · descale_v):
+   NULL when all are finite and (the first three) at least FLT_MIN, else the name of the first
+   that is not, its value in *value. fa3_fwd_check_descales refuses such descales. */
+FA3_INTERNAL const char *fa3_descale_products_bad(int softcap, float scale_log2, float score_mul,
+                                                  float lse_mul, float dq, float dk, float dv,
+                                                  double *value);
 
 /* The varlen / paged-KV facts of a call (fa3jit.h "Varlen", "Paged KV"), from
    fa3_fwd_layout_make. */
