@@ -3,7 +3,8 @@
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
-# fp8 varlen varlenbench checkvarlen. FA3JIT_BENCH_DTYPES picks compare's dtypes.
+# fp8 varlen varlenbench checkvarlen. FA3JIT_BENCH_DTYPES picks compare's dtypes;
+# GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/fa3jit-gpu}; mkdir -p "$out"
@@ -17,6 +18,7 @@ rc=0
 # last TAIL lines to the console; a failure (or timeout) fails the run
 logged() {
   local name=$1 secs=$2 tail=$3; shift 3
+  [ "$secs" -gt "${GPU_STEP_LIMIT:-$secs}" ] && secs=$GPU_STEP_LIMIT # a cap for untried kernels
   timeout "$secs" "$@" 2>&1 | tee "$out/$name.txt" | tail -"$tail"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 }
