@@ -63,7 +63,17 @@ typedef struct fa3_kernel_params {
     uint64_t cu_seqlens_q_ptr;
     uint64_t cu_seqlens_k_ptr;
     uint64_t seqused_k_ptr;
-    uint8_t pad2_[40];
+    /* paged-KV configs only: tmap_k/v are 4-D maps {head_dim, page_size, num_heads_k, num_pages}
+       with boxes of page_rows = gcd(block_n, page_size) rows, so each box lies in one page; a
+       key block is runs_per_block = block_n / page_rows boxes. page_table: int32 device array
+       (batch, page_table_stride elements a row) */
+    uint64_t page_table_ptr;
+    int64_t page_table_stride;
+    int32_t page_size;
+    int32_t num_pages;
+    int32_t page_rows;
+    int32_t runs_per_block;
+    uint8_t pad2_[8];
 } fa3_kernel_params;
 
 #define FA3P_OFF_TMAP_Q 0
@@ -95,8 +105,14 @@ typedef struct fa3_kernel_params {
 #define FA3P_OFF_CU_SEQLENS_Q 640
 #define FA3P_OFF_CU_SEQLENS_K 648
 #define FA3P_OFF_SEQUSED_K 656
-#define FA3P_SIZE 704       /* the struct; a varlen kernel's parameter */
-#define FA3P_SIZE_DENSE 640 /* the parameter a non-varlen kernel declares (up to tmap_o) */
+#define FA3P_OFF_PAGE_TABLE 664
+#define FA3P_OFF_PAGE_TABLE_STRIDE 672
+#define FA3P_OFF_PAGE_SIZE 680
+#define FA3P_OFF_NUM_PAGES 684
+#define FA3P_OFF_PAGE_ROWS 688
+#define FA3P_OFF_RUNS_PER_BLOCK 692
+#define FA3P_SIZE 704       /* the struct; a varlen or paged-KV kernel's parameter */
+#define FA3P_SIZE_DENSE 640 /* the parameter the other kernels declare (up to tmap_o) */
 
 _Static_assert(offsetof(fa3_kernel_params, tmap_k) == FA3P_OFF_TMAP_K, "abi");
 _Static_assert(offsetof(fa3_kernel_params, tmap_v) == FA3P_OFF_TMAP_V, "abi");
@@ -126,6 +142,12 @@ _Static_assert(offsetof(fa3_kernel_params, tmap_o) == FA3P_OFF_TMAP_O, "abi");
 _Static_assert(offsetof(fa3_kernel_params, cu_seqlens_q_ptr) == FA3P_OFF_CU_SEQLENS_Q, "abi");
 _Static_assert(offsetof(fa3_kernel_params, cu_seqlens_k_ptr) == FA3P_OFF_CU_SEQLENS_K, "abi");
 _Static_assert(offsetof(fa3_kernel_params, seqused_k_ptr) == FA3P_OFF_SEQUSED_K, "abi");
+_Static_assert(offsetof(fa3_kernel_params, page_table_ptr) == FA3P_OFF_PAGE_TABLE, "abi");
+_Static_assert(offsetof(fa3_kernel_params, page_table_stride) == FA3P_OFF_PAGE_TABLE_STRIDE, "abi");
+_Static_assert(offsetof(fa3_kernel_params, page_size) == FA3P_OFF_PAGE_SIZE, "abi");
+_Static_assert(offsetof(fa3_kernel_params, num_pages) == FA3P_OFF_NUM_PAGES, "abi");
+_Static_assert(offsetof(fa3_kernel_params, page_rows) == FA3P_OFF_PAGE_ROWS, "abi");
+_Static_assert(offsetof(fa3_kernel_params, runs_per_block) == FA3P_OFF_RUNS_PER_BLOCK, "abi");
 _Static_assert(sizeof(fa3_kernel_params) == FA3P_SIZE, "abi");
 
 /* ---------------------------------------------------------------- all kinds */

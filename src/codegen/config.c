@@ -38,8 +38,6 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
     if (c.paged_kv != 0 && c.paged_kv != 1)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "paged_kv flag %d must be 0 or 1",
                           c.paged_kv);
-    if (c.paged_kv) /* interim: the generator's paged path is not in yet */
-        return fa3_seterr(FA3_ERR_UNSUPPORTED, "paged_kv is not generated yet");
     if (c.arch != FA3_ARCH_SM90A)
         return fa3_seterr(FA3_ERR_BAD_ARCH, "arch %d is not supported (supported: 90 = sm_90a)",
                           (int)c.arch);
@@ -68,10 +66,11 @@ int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
         for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
             for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++)
                 for (int sc = 0; sc <= 1; sc++)
-                for (int vl = 0; vl <= 1; vl++) {
+                for (int vl = 0; vl <= 3; vl++) { /* varlen, paged_kv: bits 0, 1 */
                     fa3_config c, canon;
                     fa3_config_init(&c);
-                    c.varlen = vl;
+                    c.varlen = vl & 1;
+                    c.paged_kv = vl >> 1;
                     c.head_dim = heads[h][0];
                     c.head_dim_v = heads[h][1];
                     c.dtype = dtypes[d];

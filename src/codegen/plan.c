@@ -90,6 +90,15 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     /* e4m3: 40 for the V transpose (32 spilled); 40 x 128 + 232 x 256 = 64512 too */
     p->producer_regs = p->fp8 ? 40 : 24;
     p->consumer_regs = p->num_consumer_wg == 3 ? 160 : p->fp8 ? 232 : 240;
+    /* paged K/V: the producer's first warp also walks the page table; at 24 (and e4m3's 40)
+       registers it spilled 16-24 bytes, so 8 more, taken from the consumers where the CTA's
+       registers are all given out (32 x 128 + 232 x 256 = 48 x 128 + 224 x 256 = 63488; three
+       consumers: 32 x 128 + 160 x 384 = 65536 is over the 64512 of the launch) */
+    if (cfg->paged_kv) {
+        p->producer_regs += 8;
+        if (p->num_consumer_wg == 2)
+            p->consumer_regs -= 8;
+    }
     /* Head dims are padded to whole 64-column (128-byte) swizzle boxes; the padding is read as
        zeros (TMA fills columns beyond the tensor map's head_dim) and never stored. */
     p->hd_chunks = (cfg->head_dim + p->box_cols - 1) / p->box_cols;

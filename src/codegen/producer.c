@@ -84,7 +84,68 @@ static void load_q(kgen *g, prod *pr)
     }
 }
 
-/* One ring operand (K or V) of block row0 into stage s: wait for its release, then its boxes. */
+/* Paged K/V: the boxes of one key block whose first key (of its sequence) is key0, from the
+   stage's smem address st. The block is runs_per_block runs of page_rows keys, each inside one
+   page (page_rows divides block_n and page_size); the 32 lanes of the loading warp take every
+   32nd run: page page_table[batch][key / page_size], row key % page_size. A run past the
+   sequence's keys loads page num_pages, outside the map: TMA fills it with zeros and still
+   counts its bytes, so the stage's transaction count stays the full stage. */
+static void kv_boxes_paged(kgen *g, prod *pr, ptx_r tm, ptx_r st, int base, int chunks,
+                           ptx_r key0, ptx_r full)
+{
+    const fa3_plan *p = g->p;
+    const int bn = p->block_n;
+    ptx_r pt = kg_param(g, PTX_B64, "u64", FA3P_OFF_PAGE_TABLE, "ptab");
+    ptx_r pts = kg_param(g, PTX_B64, "s64", FA3P_OFF_PAGE_TABLE_STRIDE, "ptstr");
+    ptx_r psz = kg_param(g, PTX_B32, "u32", FA3P_OFF_PAGE_SIZE, "psize");
+    ptx_r rows = kg_param(g, PTX_B32, "u32", FA3P_OFF_PAGE_ROWS, "prows");
+    ptx_r runs = kg_param(g, PTX_B32, "u32", FA3P_OFF_RUNS_PER_BLOCK, "pruns");
+    ptx_r b64 = ptx_reg(g->f, PTX_B64, "pb64"), row_a = ptx_reg(g->f, PTX_B64, "ptrow");
+    INS("cvt.u64.u32 $, $;", b64, pr->t.batch);
+    INS("mul.lo.s64 $, $, $;", b64, b64, pts);
+    INS("shl.b64 $, $, 2;", b64, b64);
+    INS("add.s64 $, $, $;", row_a, pt, b64); /* the sequence's page-table row */
+    ptx_r i = ptx_reg(g->f, PTX_B32, "run");
+    INS("mov.u32 $, $;", i, g->lane);
+    const int lab_run = ptx_label(g->f, "prun"), lab_out = ptx_label(g->f, "prun_end");
+    ptx_place(g->f, lab_run);
+    ptx_r over = ptx_reg(g->f, PTX_PRED, "runover");
+    INS("setp.ge.u32 $, $, $;", over, i, runs);
+    INS("@$ bra %s;", over, ptx_lab(g->f, lab_out));
+    ptx_r key = ptx_reg(g->f, PTX_B32, "pkey"), pidx = ptx_reg(g->f, PTX_B32, "pidx");
+    ptx_r prow = ptx_reg(g->f, PTX_B32, "prow"), page = ptx_reg(g->f, PTX_B32, "page");
+    ptx_r in = ptx_reg(g->f, PTX_PRED, "pin");
+    INS("mad.lo.u32 $, $, $, $;", key, i, rows, key0);
+    INS("setp.lt.s32 $, $, $;", in, key, pr->t.sk);
+    INS("div.u32 $, $, $;", pidx, key, psz);
+    INS("mul.lo.u32 $, $, $;", prow, pidx, psz);
+    INS("sub.u32 $, $, $;", prow, key, prow);
+    INS("selp.b32 $, $, 0, $;", prow, prow, in);
+    ptx_r ea = ptx_reg(g->f, PTX_B64, "pent");
+    INS("cvt.u64.u32 $, $;", ea, pidx);
+    INS("shl.b64 $, $, 2;", ea, ea);
+    INS("add.s64 $, $, $;", ea, row_a, ea);
+    INS("ld.param.u32 $, [fa3_params+%d];", page, FA3P_OFF_NUM_PAGES);
+    INS("@$ ld.global.nc.u32 $, [$];", in, page, ea);
+    ptx_r dst = ptx_reg(g->f, PTX_B32, "pdst");
+    INS("mul.lo.u32 $, $, $;", dst, i, rows);
+    INS("shl.b32 $, $, 7;", dst, dst);
+    INS("add.u32 $, $, $;", dst, dst, st);
+    for (int c = 0; c < chunks; c++) {
+        ptx_r box = ptx_reg(g->f, PTX_B32, "pbox");
+        INS("add.u32 $, $, %d;", box, dst, base + c * bn * 128);
+        INS("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [$], "
+            "[$, {%d, $, $, $}], [$];",
+            box, tm, c * p->box_cols, prow, pr->t.kvhead, page, full);
+    }
+    INS("add.u32 $, $, 32;", i, i);
+    INS("bra.uni %s;", ptx_lab(g->f, lab_run));
+    ptx_place(g->f, lab_out);
+}
+
+/* One ring operand (K or V) of block row0 into stage s: wait for its release, then its boxes
+   (paged: the 32 lanes of the loading warp wait, lane 0 sets the transaction count, each lane
+   loads its runs; row0 is then the block's first key of its sequence). */
 static void load_kv(kgen *g, prod *pr, pipe_state *ps, ptx_r row0, int is_v)
 {
     const fa3_plan *p = g->p;
@@ -100,11 +161,22 @@ static void load_kv(kgen *g, prod *pr, pipe_state *ps, ptx_r row0, int is_v)
     INS("xor.b32 $, $, 1;", par, ps->phase); /* first pass: parity 1 falls through */
     kg_mbar_wait(g, empty, par, empty_mb[0]);
     ptx_r full = kg_ring_bar(g, full_mb, ps->stage, pr->off);
-    INS("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$], %d;", full, stage_bytes);
+    if (p->cfg.paged_kv) {
+        ptx_r l0 = g->sc.pt;
+        INS("setp.eq.u32 $, $, 0;", l0, g->lane);
+        INS("@$ mbarrier.arrive.expect_tx.shared::cta.b64 _, [$], %d;", l0, full, stage_bytes);
+        INS("bar.warp.sync -1;"); /* the count is set before any lane's load can complete */
+    } else {
+        INS("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$], %d;", full, stage_bytes);
+    }
     ptx_r st = ptx_reg(g->f, PTX_B32, is_v ? "vst" : "kst");
     INS("mad.lo.u32 $, $, %d, $;", st, ps->stage, stage_bytes, g->sbase);
     ptx_smem_use(g->f, base, p->stages * stage_bytes);
     ptx_r tm = is_v ? tmap(g, pr, pr->tmv, FA3P_OFF_TMAP_V) : tmap(g, pr, pr->tmk, FA3P_OFF_TMAP_K);
+    if (p->cfg.paged_kv) {
+        kv_boxes_paged(g, pr, tm, st, base, chunks, row0, full);
+        return;
+    }
     for (int c = 0; c < chunks; c++) {
         ptx_r box = ptx_reg(g->f, PTX_B32, is_v ? "vbox" : "kbox");
         INS("add.u32 $, $, %d;", box, st, base + c * bn * 128);
@@ -119,11 +191,18 @@ void kg_producer(kgen *g)
     const fa3_plan *p = g->p;
     prod pr;
     INS("setmaxnreg.dec.sync.aligned.u32 %d;", p->producer_regs);
+    const int paged = p->cfg.paged_kv;
     ptx_r notfirst = ptx_reg(g->f, PTX_PRED, "notthr0");
     INS("setp.ne.u32 $, $, 0;", notfirst, g->thr);
-    if (!p->fp8) /* only thread 0 works */
-        INS("@$ bra %s;", notfirst, ptx_lab(g->f, g->lab_done));
-    pr.lazy_maps = p->fp8;
+    /* the threads that load K/V: thread 0, or (paged) the first warp */
+    ptx_r notloader = notfirst;
+    if (paged) {
+        notloader = ptx_reg(g->f, PTX_PRED, "notwarp0");
+        INS("setp.ge.u32 $, $, 32;", notloader, g->thr);
+    }
+    if (!p->fp8) /* only the loaders work */
+        INS("@$ bra %s;", notloader, ptx_lab(g->f, g->lab_done));
+    pr.lazy_maps = p->fp8 || paged; /* paged: registers for the page walk */
     if (!pr.lazy_maps) {
         ptx_r params = ptx_reg(g->f, PTX_B64, "params");
         pr.tmq = ptx_reg(g->f, PTX_B64, "tmq");
@@ -167,12 +246,13 @@ void kg_producer(kgen *g)
     ptx_r empty = ptx_reg(g->f, PTX_PRED, "notile");
     INS("setp.le.s32 $, $, 0;", empty, pr.t.niters);
     INS("@$ bra %s;", empty, ptx_lab(g->f, lab_next));
+    const int q_guard = p->fp8 || paged; /* threads besides thread 0 reach the Q loads */
     if (p->q_bufs == 2) {
-        const int lab_q = p->fp8 ? ptx_label(g->f, "q_skip") : -1;
-        if (p->fp8)
+        const int lab_q = q_guard ? ptx_label(g->f, "q_skip") : -1;
+        if (q_guard)
             INS("@$ bra %s;", notfirst, ptx_lab(g->f, lab_q));
         load_q(g, &pr);
-        if (p->fp8)
+        if (q_guard)
             ptx_place(g->f, lab_q);
     }
     ptx_r it = ptx_reg(g->f, PTX_B32, "it");
@@ -182,17 +262,19 @@ void kg_producer(kgen *g)
     INS("sub.s32 $, $, $;", n, pr.t.nmax, it);
     INS("sub.s32 $, $, 1;", n, n);
     INS("mul.lo.s32 $, $, %d;", row0, n, p->block_n); /* first key row of the block */
-    if (p->cfg.varlen) /* in the packed K/V */
+    if (p->cfg.varlen && !paged) /* in the packed K/V */
         INS("add.s32 $, $, $;", row0, row0, pr.t.koff);
     const int lab_loads = p->fp8 ? ptx_label(g->f, "loads_done") : -1;
     if (p->fp8)
-        INS("@$ bra %s;", notfirst, ptx_lab(g->f, lab_loads));
+        INS("@$ bra %s;", notloader, ptx_lab(g->f, lab_loads));
     load_kv(g, &pr, &ps, row0, 0);
     if (p->q_bufs == 1) {
         /* the tile's first K is on its way; now wait for the Q buffer and load Q */
         const int lab_qdone = ptx_label(g->f, "q_done");
         ptx_r later = ptx_reg(g->f, PTX_PRED, "later");
         INS("setp.ne.u32 $, $, 0;", later, it);
+        if (paged) /* thread 0 alone */
+            INS("or.pred $, $, $;", later, later, notfirst);
         INS("@$ bra %s;", later, ptx_lab(g->f, lab_qdone));
         load_q(g, &pr);
         ptx_place(g->f, lab_qdone);

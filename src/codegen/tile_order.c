@@ -87,6 +87,22 @@ static void varlen_bounds(kgen *g, tile_info *t)
     INS("mov.u32 $, 0;", t->tbatch);
 }
 
+/* Paged K/V with rectangular Q: the tile's sequence has seqused_k[b] keys when the array is
+   given, else seqlen_k (varlen_bounds reads seqused_k for varlen + paged). */
+static void paged_bounds(kgen *g, tile_info *t)
+{
+    ptx_r su = kg_param(g, PTX_B64, "u64", FA3P_OFF_SEQUSED_K, "seqused");
+    ptx_r b64 = ptx_reg(g->f, PTX_B64, "pgb"), as = ptx_reg(g->f, PTX_B64, "pgas");
+    ptx_r has = ptx_reg(g->f, PTX_PRED, "hasused");
+    t->sk = ptx_reg(g->f, PTX_B32, "skt");
+    INS("mov.u32 $, $;", t->sk, g->sk);
+    INS("setp.ne.u64 $, $, 0;", has, su);
+    INS("cvt.u64.u32 $, $;", b64, t->batch);
+    INS("shl.b64 $, $, 2;", b64, b64);
+    INS("add.s64 $, $, $;", as, su, b64);
+    INS("@$ ld.global.nc.u32 $, [$];", has, t->sk, as);
+}
+
 tile_info kg_tile_decode(kgen *g, ptx_r tile)
 {
     const fa3_plan *p = g->p;
@@ -118,6 +134,8 @@ tile_info kg_tile_decode(kgen *g, ptx_r tile)
     t.tbatch = t.batch;
     if (p->cfg.varlen)
         varlen_bounds(g, &t);
+    else if (p->cfg.paged_kv)
+        paged_bounds(g, &t);
     /* the key blocks [nmin, nmax) the tile's rows see */
     ptx_r m0 = t.m0, sq = t.sq, sk = t.sk, wl = g->wl, wr = g->wr;
 #define FA3_TO_BM p->block_m

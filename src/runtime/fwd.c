@@ -63,6 +63,16 @@ static fa3_status encode_map(const fa3_driver *d, uint8_t map[128], const char *
     return FA3_OK;
 }
 
+static int gcd_int(int a, int b)
+{
+    while (b) {
+        const int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
 /* Whether O can be written through a tensor map: 16-byte aligned, strides by TMA's rule. */
 static int o_tma_ok(const fa3_fwd_args *a, int es)
 {
@@ -170,12 +180,25 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
     FA3_TRY(encode_map(d, prm->tmap_q, "q", dt, es, args->q, c->head_dim, args->seqlen_q,
                        args->num_heads, mb, args->q_row_stride, args->q_head_stride,
                        args->q_batch_stride, p->block_m, bc));
-    FA3_TRY(encode_map(d, prm->tmap_k, "k", dt, es, args->k, c->head_dim, args->seqlen_k,
-                       args->num_heads_k, mb, args->k_row_stride, args->k_head_stride,
-                       args->k_batch_stride, p->block_n, bc));
-    FA3_TRY(encode_map(d, prm->tmap_v, "v", dt, es, args->v, c->head_dim_v, args->seqlen_k,
-                       args->num_heads_k, mb, args->v_row_stride, args->v_head_stride,
-                       args->v_batch_stride, p->block_n, bc));
+    /* paged: K/V as {head_dim, page_size, num_heads_k, num_pages}, boxes of page_rows rows (the
+       kernel loads a key block as block_n / page_rows boxes, each inside one page) */
+    const int kv_rows = c->paged_kv ? args->page_size : args->seqlen_k;
+    const int kv_batch = c->paged_kv ? args->num_pages : mb;
+    const int kv_box = c->paged_kv ? gcd_int(p->block_n, args->page_size) : p->block_n;
+    FA3_TRY(encode_map(d, prm->tmap_k, "k", dt, es, args->k, c->head_dim, kv_rows,
+                       args->num_heads_k, kv_batch, args->k_row_stride, args->k_head_stride,
+                       args->k_batch_stride, kv_box, bc));
+    FA3_TRY(encode_map(d, prm->tmap_v, "v", dt, es, args->v, c->head_dim_v, kv_rows,
+                       args->num_heads_k, kv_batch, args->v_row_stride, args->v_head_stride,
+                       args->v_batch_stride, kv_box, bc));
+    if (c->paged_kv) {
+        prm->page_table_ptr = (uint64_t)(uintptr_t)args->page_table;
+        prm->page_table_stride = args->page_table_stride;
+        prm->page_size = args->page_size;
+        prm->num_pages = args->num_pages;
+        prm->page_rows = kv_box;
+        prm->runs_per_block = p->block_n / kv_box;
+    }
     /* O through TMA when the plan staged it and O meets TMA's rules (16-byte aligned address and
        strides); otherwise the kernel stores O from registers (same results). */
     if (p->o_stage && o_tma_ok(args, p->out_bytes)) {

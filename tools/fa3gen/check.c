@@ -110,7 +110,7 @@ static int run_case(check_state *S, const check_cfg *cc, fa3_kernel *kern, int s
     const int hd = cc->cfg.head_dim;
     const int hdv = cc->cfg.head_dim_v ? cc->cfg.head_dim_v : hd;
     memset(r, 0, sizeof *r);
-    r->acc.lse_tol = tol_lse_bound(cc->cfg.dtype == FA3_DTYPE_E4M3);
+    r->acc.lse_tol = tol_lse_bound(cc->cfg.dtype == FA3_DTYPE_E4M3, cc->cfg.head_dim);
 
     fa3_fwd_args a;
     fa3_fwd_args_init(&a);
@@ -302,6 +302,17 @@ int cmd_check(int argc, char **argv)
     uint64_t seed = 0;
     cli c = {.argc = argc, .argv = argv, .i = 1};
     while (cli_next(&c)) {
+        /* --varlen / --paged P pick check's cases here (before the config flags, where
+           --varlen and --paged-kv set the config of --emit-ptx and the others) */
+        if (cli_is(&c, "--varlen")) {
+            cli_noval(&c);
+            varlen = 1;
+            continue;
+        }
+        if (cli_is(&c, "--paged")) {
+            paged = cli_int(&c, 1, 256);
+            continue;
+        }
         if (parse_common(&c, &o))
             continue;
         if (cli_is(&c, "--all")) {
@@ -316,11 +327,6 @@ int cmd_check(int argc, char **argv)
         } else if (cli_is(&c, "--batch")) {
             batch = cli_int(&c, 1, 1 << 20);
             saw_batch = 1;
-        } else if (cli_is(&c, "--varlen")) {
-            cli_noval(&c);
-            varlen = 1;
-        } else if (cli_is(&c, "--paged")) {
-            paged = cli_int(&c, 1, 256);
         } else if (cli_is(&c, "--list")) {
             cli_noval(&c);
             list = 1;

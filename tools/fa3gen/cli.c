@@ -243,6 +243,12 @@ int parse_common(cli *c, common_opts *o)
     } else if (cli_is(c, "--softcap")) {
         cli_noval(c);
         o->cfg.softcap = 1;
+    } else if (cli_is(c, "--varlen")) {
+        cli_noval(c);
+        o->cfg.varlen = 1;
+    } else if (cli_is(c, "--paged-kv")) {
+        cli_noval(c);
+        o->cfg.paged_kv = 1;
     } else if (cli_is(c, "--block-n")) {
         o->cfg.block_n = cli_int(c, INT_MIN, INT_MAX);
     } else if (cli_is(c, "--stages")) {
