@@ -34,7 +34,7 @@ int prob_check(const prob *p, const char *what, int xb, int xi, int xh, int verb
     const spec *s = &p->s;
     check_res r;
     memset(&r, 0, sizeof r);
-    r.acc.lse_tol = tol_lse_bound(s->dt == FA3_DTYPE_E4M3);
+    r.acc.lse_tol = tol_lse_bound(s->dt == FA3_DTYPE_E4M3, s->hd);
     char first[512] = "";
 #define NOTE_FIRST(...)                                                   \
     do {                                                                  \

@@ -447,9 +447,12 @@ static void dev_args_make(dev_args *d)
     d->a.descale_q = (const float *)(uintptr_t)d->dq;
     d->a.descale_k = (const float *)(uintptr_t)d->dk;
     d->a.descale_v = (const float *)(uintptr_t)d->dv;
-    const float ones[4] = {1.0f, 0.5f, 2.0f, 0x1p-130f}; /* a subnormal is positive too */
+    /* a subnormal is positive too; descale_k's last entry keeps descale_q * descale_k a
+       normal float (a vanishing product is refused: fa3_descale_products_bad) */
+    const float ones[4] = {1.0f, 0.5f, 2.0f, 0x1p-130f};
+    const float k_ones[4] = {1.0f, 0.5f, 2.0f, 0x1p100f};
     gpu_upload(d->dq, ones, sizeof ones);
-    gpu_upload(d->dk, ones, sizeof ones);
+    gpu_upload(d->dk, k_ones, sizeof k_ones);
     gpu_upload(d->dv, ones, sizeof ones);
 }
 

@@ -258,8 +258,6 @@ def kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal, windo
         q2 = q.reshape(batch * seqlen_q, num_heads, head_dim)
         out, lse = _forward(q2, k, v, None, None, 0, 0, seqused_k, page_table, softmax_scale,
                             causal, window_size, softcap, return_lse, fp8,
-                            rect=(batch, seqlen_q))
-        if lse is not None:                             # (num_heads, batch · seqlen_q)
-            lse = lse.reshape(num_heads, batch, seqlen_q).permute(1, 0, 2).contiguous()
+                            rect=(batch, seqlen_q))     # lse already (batch, heads, seqlen_q)
     out = out.reshape(batch, seqlen_q, num_heads, out.shape[-1])
     return out, lse

@@ -72,6 +72,8 @@ def attend(q, k, v, causal, window, softcap, scale, lowp=None):
     o = torch.einsum("hqk,khd->qhd", pw, vv) / torch.where(empty, torch.ones_like(l_), l_
                                                             ).permute(1, 0, 2)
     o = torch.where(empty.permute(1, 0, 2), torch.zeros_like(o), o)
+    if lowp is not None:  # and O stored in that dtype, as the kernel stores it
+        o = o.to(lowp).double()
     lse = torch.where(empty[..., 0], torch.full_like(m[..., 0], float("-inf")),
                       (m + torch.log(l_))[..., 0])
     return o, lse

@@ -36,8 +36,9 @@ typedef struct tol_acc {
     double lse_tol;   /* the LSE bound: 0 = TOL_LSE (tol_lse_bound gives the e4m3 one) */
 } tol_acc;
 
-/* TOL_LSE, or TOL_LSE_E4M3 for e4m3 inputs (dtype_is_e4m3 not 0): for tol_acc.lse_tol. */
-double tol_lse_bound(int dtype_is_e4m3);
+/* TOL_LSE, or for e4m3 inputs (dtype_is_e4m3 not 0) TOL_LSE_E4M3 times sqrt(head_dim / 128)
+   above head_dim 128 (as python/tests/test_fp8_torch.py): for tol_acc.lse_tol. */
+double tol_lse_bound(int dtype_is_e4m3, int head_dim);
 
 /* Adds O element i: |o − ref| (a NaN difference, from inf − inf, counts as infinite) and
    |emul − ref| (a NaN one is ignored). */

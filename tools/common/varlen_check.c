@@ -178,7 +178,7 @@ static void check_dense(vx *x, fa3_context *ctx, const vl_data *D, fa3_kernel *k
     if (x->failed)
         return;
     vl_result *r = x->r;
-    const double lse_bound = tol_lse_bound(s->dtype == FA3_DTYPE_E4M3);
+    const double lse_bound = tol_lse_bound(s->dtype == FA3_DTYPE_E4M3, s->head_dim);
     if (kernel) {
         r->dense_done = 1;
         r->dense_o = worst;
@@ -202,7 +202,7 @@ static void judge_kernel(vx *x, const vl_data *D, const float *o, const float *l
     const vl_spec *s = x->s;
     vl_result *r = x->r;
     const int H = s->num_heads, dv = D->hdv;
-    r->acc.lse_tol = tol_lse_bound(s->dtype == FA3_DTYPE_E4M3);
+    r->acc.lse_tol = tol_lse_bound(s->dtype == FA3_DTYPE_E4M3, s->head_dim);
     for (int b = 0; b < D->c.batch; b++)
         for (int i = 0; i < D->c.len_q[b]; i++)
             for (int h = 0; h < H; h++) {
