@@ -73,7 +73,11 @@ typedef struct fa3_kernel_params {
     int32_t num_pages;
     int32_t page_rows;
     int32_t runs_per_block;
-    uint8_t pad2_[8];
+    /* varlen with o_tma: tmap_o is {head_dim_v, max_seqlen_q, num_heads, total_q + 1} over
+       o - max_seqlen_q rows, whose last dimension steps one row: row i of the sequence ending at
+       packed row e is coordinate (i - len + max_seqlen_q, e), clipped past the sequence's end */
+    int32_t max_seqlen_q;
+    int32_t batch; /* varlen: the number of sequences (the tile walk's end) */
 } fa3_kernel_params;
 
 #define FA3P_OFF_TMAP_Q 0
@@ -111,6 +115,8 @@ typedef struct fa3_kernel_params {
 #define FA3P_OFF_NUM_PAGES 684
 #define FA3P_OFF_PAGE_ROWS 688
 #define FA3P_OFF_RUNS_PER_BLOCK 692
+#define FA3P_OFF_MAX_SEQLEN_Q 696
+#define FA3P_OFF_BATCH 700
 #define FA3P_SIZE 704       /* the struct; a varlen or paged-KV kernel's parameter */
 #define FA3P_SIZE_DENSE 640 /* the parameter the other kernels declare (up to tmap_o) */
 
@@ -148,6 +154,8 @@ _Static_assert(offsetof(fa3_kernel_params, page_size) == FA3P_OFF_PAGE_SIZE, "ab
 _Static_assert(offsetof(fa3_kernel_params, num_pages) == FA3P_OFF_NUM_PAGES, "abi");
 _Static_assert(offsetof(fa3_kernel_params, page_rows) == FA3P_OFF_PAGE_ROWS, "abi");
 _Static_assert(offsetof(fa3_kernel_params, runs_per_block) == FA3P_OFF_RUNS_PER_BLOCK, "abi");
+_Static_assert(offsetof(fa3_kernel_params, max_seqlen_q) == FA3P_OFF_MAX_SEQLEN_Q, "abi");
+_Static_assert(offsetof(fa3_kernel_params, batch) == FA3P_OFF_BATCH, "abi");
 _Static_assert(sizeof(fa3_kernel_params) == FA3P_SIZE, "abi");
 
 /* ---------------------------------------------------------------- all kinds */

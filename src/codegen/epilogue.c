@@ -103,13 +103,21 @@ static void store_tma(kgen *g, cons *c, const ptx_r inv[2], int lab_gmem, int la
     ptx_r orow = ptx_reg(g->f, PTX_B32, "orow"), src0 = ptx_reg(g->f, PTX_B32, "stg");
     ptx_r src = ptx_reg(g->f, PTX_B32, "stg");
     INS("mad.lo.u32 $, $, 64, $;", orow, c->cw, c->t.m0); /* first row of this warpgroup */
+    ptx_r obatch = c->t.batch;
+    if (p->cfg.varlen) { /* counted back from the sequence's end (kernel_abi.h: max_seqlen_q) */
+        ptx_r e = kg_param(g, PTX_B32, "u32", FA3P_OFF_MAX_SEQLEN_Q, "maxsq");
+        INS("sub.s32 $, $, $;", orow, orow, c->t.sq);
+        INS("add.s32 $, $, $;", orow, orow, e);
+        obatch = ptx_reg(g->f, PTX_B32, "oend");
+        INS("add.s32 $, $, $;", obatch, c->t.qoff, c->t.sq);
+    }
     INS("mad.lo.u32 $, $, %d, $;", src0, c->cw, st_wg, g->sbase);
     INS("add.u32 $, $, %d;", src, src0, st_base);
     for (int b = 0; b < p->hdv_chunks; b++) {
         ptx_r box = ptx_reg(g->f, PTX_B32, "obox");
         INS("add.u32 $, $, %d;", box, src, b * st_box);
         INS("@$ cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [$, {%d, $, $, $}], [$];",
-            lead, tmo2, b * 64, orow, c->t.head, c->t.batch, box);
+            lead, tmo2, b * 64, orow, c->t.head, obatch, box);
     }
     INS("@$ cp.async.bulk.commit_group;", lead);
     if (p->o_stage == 2) {

@@ -89,6 +89,9 @@ typedef struct kgen {
     ptx_r thr, wg, warp, lane, sbase, bars;
     ptx_r sq, sk, wl, wr, ntiles;
     ptx_r round; /* this role's tile round */
+    /* varlen: the tile walk's cursor, a sequence vb whose tiles start at index vbase
+       (kg_tile_start) */
+    ptx_r vb, vbase;
     scratch sc;  /* this role's shared temporaries */
     int lab_done;
     /* the barrier table (indices into f->mbar), from the plan */
@@ -119,8 +122,11 @@ void kg_pipe_assign(kgen *g, pipe_state *dst, pipe_state src);
 /* tile_order.c */
 ptx_r kg_tile_index(kgen *g);
 tile_info kg_tile_decode(kgen *g, ptx_r tile);
+tile_info kg_tile_bounds(kgen *g, tile_info t);
 /* This round's tile of this CTA, decoded; branches to lab_past when the CTA has no tile left. */
 tile_info kg_tile_next(kgen *g, int lab_past);
+/* Before a role's tile loop: round 0 (and the varlen cursor at sequence 0). */
+void kg_tile_start(kgen *g);
 
 /* transpose_v.c (e4m3): the transpose of one V stage by the producer's threads */
 typedef struct vt_thread {

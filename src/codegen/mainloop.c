@@ -226,6 +226,7 @@ void kg_consumer(kgen *g)
     INS("mov.u32 $, 0;", c.qc);
     INS("mov.u32 $, 0;", c.qbuf);
     INS("mov.u32 $, 0;", g->round);
+    kg_tile_start(g);
     c.s = ptx_array(g->f, PTX_F32, "s", p->block_n / 2); /* S = Q·Kᵀ, then P in fp32 */
     /* P as A fragments: 16-bit (2 a register) or e4m3 (4 a register) */
     c.a = ptx_array(g->f, PTX_B32, "a", p->block_n / (p->fp8 ? 8 : 4));

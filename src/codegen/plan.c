@@ -93,12 +93,12 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     /* paged K/V: the producer's first warp also walks the page table; at 24 (and e4m3's 40)
        registers it spilled 16-24 bytes, so 8 more, taken from the consumers where the CTA's
        registers are all given out (32 x 128 + 232 x 256 = 48 x 128 + 224 x 256 = 63488; three
-       consumers: 32 x 128 + 160 x 384 = 65536 is over the 64512 of the launch) */
-    if (cfg->paged_kv) {
-        p->producer_regs += 8;
-        if (p->num_consumer_wg == 2)
-            p->consumer_regs -= 8;
-    }
+       consumers: 32 x 128 + 160 x 384 = 65536 is over the 64512 of the launch). e4m3 varlen:
+       the tile walk's cursor spilled 16 bytes of the transposing producer: 8 more again. */
+    const int extra = 8 * ((cfg->paged_kv != 0) + (p->fp8 && cfg->varlen));
+    p->producer_regs += extra;
+    if (p->num_consumer_wg == 2)
+        p->consumer_regs -= extra;
     /* Head dims are padded to whole 64-column (128-byte) swizzle boxes; the padding is read as
        zeros (TMA fills columns beyond the tensor map's head_dim) and never stored. */
     p->hd_chunks = (cfg->head_dim + p->box_cols - 1) / p->box_cols;
@@ -129,9 +129,8 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     for (int t = 0; t < 4; t++) {
         p->q_bufs = tries[t][0];
         p->o_stage = tries[t][1];
-        if (p->o_stage && (p->dbg_no_o_store || cfg->varlen))
-            continue; /* the knob times the register-to-global stores, predicated off; varlen:
-                         a TMA store of a tile's 64 rows would run into the next sequence */
+        if (p->o_stage && p->dbg_no_o_store)
+            continue; /* the knob times the register-to-global stores, predicated off */
         int off = 0;
         p->smem_q = off;
         p->smem_q_buf = p->hd_chunks * p->block_m * 128;
@@ -159,7 +158,7 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
        released after the TMA store has read the staging (not after the last QK), so the next
        tile's Q load waits for the epilogue. */
     if (!p->o_stage && !p->dbg_no_o_store && p->q_bufs == 1 && p->hdv_chunks <= p->hd_chunks &&
-        !p->fp8 && !cfg->varlen)
+        !p->fp8)
         p->o_stage = 2;
     /* The barrier table (layout as described at smem_bar). */
     p->bar_q_full[0] = 0;

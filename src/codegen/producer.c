@@ -84,60 +84,108 @@ static void load_q(kgen *g, prod *pr)
     }
 }
 
-/* Paged K/V: the boxes of one key block whose first key (of its sequence) is key0, from the
-   stage's smem address st. The block is runs_per_block runs of page_rows keys, each inside one
-   page (page_rows divides block_n and page_size); the 32 lanes of the loading warp take every
-   32nd run: page page_table[batch][key / page_size], row key % page_size. A run past the
-   sequence's keys loads page num_pages, outside the map: TMA fills it with zeros and still
-   counts its bytes, so the stage's transaction count stays the full stage. */
-static void kv_boxes_paged(kgen *g, prod *pr, ptx_r tm, ptx_r st, int base, int chunks,
-                           ptx_r key0, ptx_r full)
+/* Paged K/V, one lane's run of a key block whose first key (of its sequence) is key0: the block
+   is runs_per_block runs of page_rows keys, each inside one page (page_rows divides block_n and
+   page_size); lane l takes runs l, l + 32, ...: page page_table[batch][key / page_size], row
+   key % page_size. A run past the sequence's keys loads page num_pages, outside the map: TMA
+   fills it with zeros and still counts its bytes, so the stage's transaction count stays the
+   full stage. */
+typedef struct paged_run {
+    ptx_r few, mine;       /* runs_per_block <= 32 (one run a lane at most); this lane has one */
+    ptx_r page, prow, doff; /* its page, row in the page, byte offset in the stage's boxes */
+} paged_run;
+
+static void paged_entry(kgen *g, prod *pr, ptx_r run, ptx_r key0, paged_run *r)
 {
-    const fa3_plan *p = g->p;
-    const int bn = p->block_n;
     ptx_r pt = kg_param(g, PTX_B64, "u64", FA3P_OFF_PAGE_TABLE, "ptab");
     ptx_r pts = kg_param(g, PTX_B64, "s64", FA3P_OFF_PAGE_TABLE_STRIDE, "ptstr");
     ptx_r psz = kg_param(g, PTX_B32, "u32", FA3P_OFF_PAGE_SIZE, "psize");
     ptx_r rows = kg_param(g, PTX_B32, "u32", FA3P_OFF_PAGE_ROWS, "prows");
-    ptx_r runs = kg_param(g, PTX_B32, "u32", FA3P_OFF_RUNS_PER_BLOCK, "pruns");
-    ptx_r b64 = ptx_reg(g->f, PTX_B64, "pb64"), row_a = ptx_reg(g->f, PTX_B64, "ptrow");
+    ptx_r key = ptx_reg(g->f, PTX_B32, "pkey"), pidx = ptx_reg(g->f, PTX_B32, "pidx");
+    ptx_r in = ptx_reg(g->f, PTX_PRED, "pin");
+    INS("mad.lo.u32 $, $, $, $;", key, run, rows, key0);
+    INS("setp.lt.s32 $, $, $;", in, key, pr->t.sk);
+    INS("div.u32 $, $, $;", pidx, key, psz);
+    INS("mul.lo.u32 $, $, $;", r->prow, pidx, psz);
+    INS("sub.u32 $, $, $;", r->prow, key, r->prow);
+    INS("selp.b32 $, $, 0, $;", r->prow, r->prow, in);
+    ptx_r b64 = ptx_reg(g->f, PTX_B64, "pb64"), ea = ptx_reg(g->f, PTX_B64, "pent");
     INS("cvt.u64.u32 $, $;", b64, pr->t.batch);
-    INS("mul.lo.s64 $, $, $;", b64, b64, pts);
-    INS("shl.b64 $, $, 2;", b64, b64);
-    INS("add.s64 $, $, $;", row_a, pt, b64); /* the sequence's page-table row */
+    INS("mul.lo.s64 $, $, $;", b64, b64, pts); /* the sequence's page-table row */
+    INS("cvt.u64.u32 $, $;", ea, pidx);
+    INS("add.s64 $, $, $;", ea, ea, b64);
+    INS("shl.b64 $, $, 2;", ea, ea);
+    INS("add.s64 $, $, $;", ea, pt, ea);
+    INS("ld.param.u32 $, [fa3_params+%d];", r->page, FA3P_OFF_NUM_PAGES);
+    INS("@$ ld.global.nc.u32 $, [$];", in, r->page, ea);
+    INS("mul.lo.u32 $, $, $;", r->doff, run, rows);
+    INS("shl.b32 $, $, 7;", r->doff, r->doff);
+}
+
+/* Before the block's K is waited for (so the page-table read overlaps the wait): the lane's
+   run when there are at most 32 (every page_size but 1 and 2 at the planner's tiles). */
+static void paged_lookup(kgen *g, prod *pr, ptx_r key0, paged_run *r)
+{
+    ptx_r runs = kg_param(g, PTX_B32, "u32", FA3P_OFF_RUNS_PER_BLOCK, "pruns");
+    r->few = ptx_reg(g->f, PTX_PRED, "pfew");
+    r->mine = ptx_reg(g->f, PTX_PRED, "pmine");
+    r->page = ptx_reg(g->f, PTX_B32, "page");
+    r->prow = ptx_reg(g->f, PTX_B32, "prow");
+    r->doff = ptx_reg(g->f, PTX_B32, "pdoff");
+    INS("setp.le.u32 $, $, 32;", r->few, runs);
+    INS("setp.lt.and.u32 $, $, $, $;", r->mine, g->lane, runs, r->few);
+    const int lab = ptx_label(g->f, "plook_done");
+    ptx_r skip = ptx_reg(g->f, PTX_PRED, "pskip");
+    INS("not.pred $, $;", skip, r->mine);
+    INS("@$ bra %s;", skip, ptx_lab(g->f, lab));
+    paged_entry(g, pr, g->lane, key0, r);
+    ptx_place(g->f, lab);
+}
+
+static void paged_issue(kgen *g, ptx_r tm, ptx_r st, int base, int chunks, const paged_run *r,
+                        ptx_r kvhead, ptx_r full)
+{
+    const fa3_plan *p = g->p;
+    ptx_r dst = ptx_reg(g->f, PTX_B32, "pdst");
+    INS("add.u32 $, $, $;", dst, r->doff, st);
+    for (int c = 0; c < chunks; c++) {
+        ptx_r box = ptx_reg(g->f, PTX_B32, "pbox");
+        INS("add.u32 $, $, %d;", box, dst, base + c * p->block_n * 128);
+        INS("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [$], "
+            "[$, {%d, $, $, $}], [$];",
+            box, tm, c * p->box_cols, r->prow, kvhead, r->page, full);
+    }
+}
+
+/* The boxes of one paged key block from the stage's smem address st: the looked-up run (pre),
+   or with more than 32 runs each lane's runs in turn. */
+static void kv_boxes_paged(kgen *g, prod *pr, ptx_r tm, ptx_r st, int base, int chunks,
+                           ptx_r key0, ptx_r full, const paged_run *pre)
+{
+    const int lab_loop = ptx_label(g->f, "prun"), lab_out = ptx_label(g->f, "prun_end");
+    ptx_r many = ptx_reg(g->f, PTX_PRED, "pmany"), none = ptx_reg(g->f, PTX_PRED, "pnone");
+    INS("not.pred $, $;", many, pre->few);
+    INS("@$ bra %s;", many, ptx_lab(g->f, lab_loop));
+    INS("not.pred $, $;", none, pre->mine);
+    INS("@$ bra %s;", none, ptx_lab(g->f, lab_out));
+    paged_issue(g, tm, st, base, chunks, pre, pr->t.kvhead, full);
+    INS("bra.uni %s;", ptx_lab(g->f, lab_out));
+    /* page sizes 1 and 2: runs lane, lane + 32, ... */
+    ptx_place(g->f, lab_loop);
+    ptx_r runs = kg_param(g, PTX_B32, "u32", FA3P_OFF_RUNS_PER_BLOCK, "pruns");
     ptx_r i = ptx_reg(g->f, PTX_B32, "run");
     INS("mov.u32 $, $;", i, g->lane);
-    const int lab_run = ptx_label(g->f, "prun"), lab_out = ptx_label(g->f, "prun_end");
+    const int lab_run = ptx_label(g->f, "prun_next");
     ptx_place(g->f, lab_run);
     ptx_r over = ptx_reg(g->f, PTX_PRED, "runover");
     INS("setp.ge.u32 $, $, $;", over, i, runs);
     INS("@$ bra %s;", over, ptx_lab(g->f, lab_out));
-    ptx_r key = ptx_reg(g->f, PTX_B32, "pkey"), pidx = ptx_reg(g->f, PTX_B32, "pidx");
-    ptx_r prow = ptx_reg(g->f, PTX_B32, "prow"), page = ptx_reg(g->f, PTX_B32, "page");
-    ptx_r in = ptx_reg(g->f, PTX_PRED, "pin");
-    INS("mad.lo.u32 $, $, $, $;", key, i, rows, key0);
-    INS("setp.lt.s32 $, $, $;", in, key, pr->t.sk);
-    INS("div.u32 $, $, $;", pidx, key, psz);
-    INS("mul.lo.u32 $, $, $;", prow, pidx, psz);
-    INS("sub.u32 $, $, $;", prow, key, prow);
-    INS("selp.b32 $, $, 0, $;", prow, prow, in);
-    ptx_r ea = ptx_reg(g->f, PTX_B64, "pent");
-    INS("cvt.u64.u32 $, $;", ea, pidx);
-    INS("shl.b64 $, $, 2;", ea, ea);
-    INS("add.s64 $, $, $;", ea, row_a, ea);
-    INS("ld.param.u32 $, [fa3_params+%d];", page, FA3P_OFF_NUM_PAGES);
-    INS("@$ ld.global.nc.u32 $, [$];", in, page, ea);
-    ptx_r dst = ptx_reg(g->f, PTX_B32, "pdst");
-    INS("mul.lo.u32 $, $, $;", dst, i, rows);
-    INS("shl.b32 $, $, 7;", dst, dst);
-    INS("add.u32 $, $, $;", dst, dst, st);
-    for (int c = 0; c < chunks; c++) {
-        ptx_r box = ptx_reg(g->f, PTX_B32, "pbox");
-        INS("add.u32 $, $, %d;", box, dst, base + c * bn * 128);
-        INS("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [$], "
-            "[$, {%d, $, $, $}], [$];",
-            box, tm, c * p->box_cols, prow, pr->t.kvhead, page, full);
-    }
+    paged_run r;
+    r.page = ptx_reg(g->f, PTX_B32, "page");
+    r.prow = ptx_reg(g->f, PTX_B32, "prow");
+    r.doff = ptx_reg(g->f, PTX_B32, "pdoff");
+    paged_entry(g, pr, i, key0, &r);
+    paged_issue(g, tm, st, base, chunks, &r, pr->t.kvhead, full);
     INS("add.u32 $, $, 32;", i, i);
     INS("bra.uni %s;", ptx_lab(g->f, lab_run));
     ptx_place(g->f, lab_out);
@@ -146,7 +194,8 @@ static void kv_boxes_paged(kgen *g, prod *pr, ptx_r tm, ptx_r st, int base, int 
 /* One ring operand (K or V) of block row0 into stage s: wait for its release, then its boxes
    (paged: the 32 lanes of the loading warp wait, lane 0 sets the transaction count, each lane
    loads its runs; row0 is then the block's first key of its sequence). */
-static void load_kv(kgen *g, prod *pr, pipe_state *ps, ptx_r row0, int is_v)
+static void load_kv(kgen *g, prod *pr, pipe_state *ps, ptx_r row0, int is_v,
+                    const paged_run *pre)
 {
     const fa3_plan *p = g->p;
     const int bn = p->block_n;
@@ -174,7 +223,7 @@ static void load_kv(kgen *g, prod *pr, pipe_state *ps, ptx_r row0, int is_v)
     ptx_smem_use(g->f, base, p->stages * stage_bytes);
     ptx_r tm = is_v ? tmap(g, pr, pr->tmv, FA3P_OFF_TMAP_V) : tmap(g, pr, pr->tmk, FA3P_OFF_TMAP_K);
     if (p->cfg.paged_kv) {
-        kv_boxes_paged(g, pr, tm, st, base, chunks, row0, full);
+        kv_boxes_paged(g, pr, tm, st, base, chunks, row0, full, pre);
         return;
     }
     for (int c = 0; c < chunks; c++) {
@@ -237,6 +286,7 @@ void kg_producer(kgen *g)
     if (!p->fp8)
         INS("mov.u32 $, 0;", totit);
     INS("mov.u32 $, 0;", g->round);
+    kg_tile_start(g);
 
     /* the persistent loop over this CTA's tiles */
     const int lab_tile = ptx_label(g->f, "prod_tile"), lab_end = ptx_label(g->f, "prod_end");
@@ -267,7 +317,10 @@ void kg_producer(kgen *g)
     const int lab_loads = p->fp8 ? ptx_label(g->f, "loads_done") : -1;
     if (p->fp8)
         INS("@$ bra %s;", notloader, ptx_lab(g->f, lab_loads));
-    load_kv(g, &pr, &ps, row0, 0);
+    paged_run pre = {0};
+    if (paged) /* the lane's page for K and V of this block, read before the waits */
+        paged_lookup(g, &pr, row0, &pre);
+    load_kv(g, &pr, &ps, row0, 0, &pre);
     if (p->q_bufs == 1) {
         /* the tile's first K is on its way; now wait for the Q buffer and load Q */
         const int lab_qdone = ptx_label(g->f, "q_done");
@@ -279,7 +332,7 @@ void kg_producer(kgen *g)
         load_q(g, &pr);
         ptx_place(g->f, lab_qdone);
     }
-    load_kv(g, &pr, &ps, row0, 1);
+    load_kv(g, &pr, &ps, row0, 1, &pre);
     if (p->fp8) {
         ptx_place(g->f, lab_loads);
         /* the previous block's V, if there is one */

@@ -128,6 +128,13 @@ tile_info kg_tile_decode(kgen *g, ptx_r tile)
     t.batch = op_rr(g, "batch", DIVU, pair_out, nh);
     t.kvhead = op_rr(g, "kvhead", DIVU, t.head, hpk);
     t.m0 = op_ri(g, "m0", MUL, t.mblk, p->block_m);
+    return kg_tile_bounds(g, t);
+}
+
+/* The tile's sequence bounds and key-block range, from its (m_block, head, batch). */
+tile_info kg_tile_bounds(kgen *g, tile_info t)
+{
+    const fa3_plan *p = g->p;
     t.sq = g->sq;
     t.sk = g->sk;
     t.qrow = t.m0;
@@ -156,11 +163,78 @@ tile_info kg_tile_decode(kgen *g, ptx_r tile)
     return t;
 }
 
+void kg_tile_start(kgen *g)
+{
+    if (!g->p->cfg.varlen)
+        return;
+    g->vb = ptx_reg(g->f, PTX_B32, "vb");
+    g->vbase = ptx_reg(g->f, PTX_B32, "vbase");
+    INS("mov.u32 $, 0;", g->vb);
+    INS("mov.u32 $, 0;", g->vbase);
+}
+
+/* Varlen: the tiles are numbered sequence by sequence, only the real ones: sequence b holds
+   num_heads · ceil(len_b / block_m) tiles, head-major, m_block fastest (masked: reversed,
+   longest rows first). So the tiles a round runs at once are few sequences' heads with all their
+   m_blocks, reading the same K/V (with slots of ceil(max_seqlen_q / block_m) m_blocks for every
+   sequence, 16 random lengths ran at 0.82x of 16 equal ones, the kernel itself at 0.99x on equal
+   lengths: session 7 call 10). A role's tiles only grow, so it walks the sequences once, from a
+   cursor kept across its tiles (kg_tile_start); past the last sequence it has no tile left. */
+static tile_info varlen_next(kgen *g, ptx_r tile, int lab_past)
+{
+    const fa3_plan *p = g->p;
+    ptx_r cuq = kg_param(g, PTX_B64, "u64", FA3P_OFF_CU_SEQLENS_Q, "cuq");
+    ptx_r nb_seq = kg_param(g, PTX_B32, "u32", FA3P_OFF_BATCH, "nseq");
+    ptx_r nh = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_HEADS, "nheads");
+    ptx_r hpk = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "hpkv");
+    const int lab_scan = ptx_label(g->f, "vscan"), lab_found = ptx_label(g->f, "vfound");
+    ptx_r done = ptx_reg(g->f, PTX_PRED, "vdone"), here = ptx_reg(g->f, PTX_PRED, "vhere");
+    ptx_r a = ptx_reg(g->f, PTX_B64, "vaddr"), qe = ptx_reg(g->f, PTX_B32, "vqe");
+    ptx_r nmb = ptx_reg(g->f, PTX_B32, "vnmb"), end = ptx_reg(g->f, PTX_B32, "vend");
+    ptx_place(g->f, lab_scan);
+    INS("setp.ge.u32 $, $, $;", done, g->vb, nb_seq);
+    INS("@$ bra %s;", done, ptx_lab(g->f, lab_past));
+    INS("cvt.u64.u32 $, $;", a, g->vb);
+    INS("shl.b64 $, $, 2;", a, a);
+    INS("add.s64 $, $, $;", a, cuq, a);
+    ptx_r qs = ptx_reg(g->f, PTX_B32, "vqs");
+    INS("ld.global.nc.u32 $, [$];", qs, a);
+    INS("ld.global.nc.u32 $, [$+4];", qe, a);
+    INS("sub.u32 $, $, $;", nmb, qe, qs);
+    INS("add.u32 $, $, %d;", nmb, nmb, p->block_m - 1);
+    INS("div.u32 $, $, %d;", nmb, nmb, p->block_m);
+    INS("mad.lo.u32 $, $, $, $;", end, nmb, nh, g->vbase);
+    INS("setp.lt.u32 $, $, $;", here, tile, end);
+    INS("@$ bra %s;", here, ptx_lab(g->f, lab_found));
+    INS("mov.u32 $, $;", g->vbase, end);
+    INS("add.u32 $, $, 1;", g->vb, g->vb);
+    INS("bra.uni %s;", ptx_lab(g->f, lab_scan));
+    ptx_place(g->f, lab_found);
+    tile_info t = {.tile = tile};
+    ptx_r local = op_rr(g, "vlocal", SUB, tile, g->vbase);
+    t.head = op_rr(g, "head", DIVU, local, nmb);
+    ptx_r hm = op_rr(g, "vhm", MUL, t.head, nmb);
+    ptx_r mi = op_rr(g, "vmi", SUB, local, hm);
+    if (p->cfg.mask != FA3_MASK_NONE) {
+        ptx_r top = op_ri(g, "vtop", SUB, nmb, 1);
+        t.mblk = op_rr(g, "mblk", SUB, top, mi);
+    } else {
+        t.mblk = mi;
+    }
+    t.batch = ptx_reg(g->f, PTX_B32, "batch");
+    INS("mov.u32 $, $;", t.batch, g->vb);
+    t.kvhead = op_rr(g, "kvhead", DIVU, t.head, hpk);
+    t.m0 = op_ri(g, "m0", MUL, t.mblk, p->block_m);
+    return t;
+}
+
 tile_info kg_tile_next(kgen *g, int lab_past)
 {
     ptx_r tile = kg_tile_index(g);
     ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
     INS("setp.ge.u32 $, $, $;", past, tile, g->ntiles);
     INS("@$ bra %s;", past, ptx_lab(g->f, lab_past));
+    if (g->p->cfg.varlen)
+        return kg_tile_bounds(g, varlen_next(g, tile, lab_past));
     return kg_tile_decode(g, tile);
 }
