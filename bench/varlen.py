@@ -18,7 +18,7 @@ both columns use the same count for the same shape). A library that fails (e.g. 
 varlen kernel is "not generated yet") is reported with its error and the run goes on.
 
 usage: bench/varlen.py [--total 16384] [--seed 7] [--repeat 3] [--page-sizes 1,16,64,256]
-                       [--json OUT.json]
+                       [--json OUT.json] [--equal]
 """
 import argparse
 import json
@@ -40,6 +40,8 @@ def parse_args(argv):
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--page-sizes", default="1,16,64,256")
     p.add_argument("--json", default=None)
+    p.add_argument("--equal", action="store_true",
+                   help="also time the varlen kernel on the dense kernel's equal lengths")
     a = p.parse_args(argv)
     if a.total < 16 or a.repeat < 1:
         p.error(f"--total {a.total} must be >= 16 and --repeat {a.repeat} >= 1")
@@ -112,12 +114,17 @@ def main(argv=None):
                 q, k, v, cu, cu, max(lens), max(lens), causal=causal),
             "fa3jit dense": lambda: fa3jit.flash_attn_func(qd, kd, vd, causal=causal),
         }
+        if a.equal:  # the varlen kernel on the dense kernel's 16 equal lengths
+            cu_eq = torch.arange(17, dtype=torch.int32, device=dev) * seq
+            fns["fa3jit varlen equal"] = lambda: fa3jit.flash_attn_varlen_func(
+                q[:16 * seq], k[:16 * seq], v[:16 * seq], cu_eq, cu_eq, seq, seq, causal=causal)
         if fa4_varlen:
             fns["fa4 varlen"] = lambda: fa4_varlen(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu,
                                                    max_seqlen_q=max(lens),
                                                    max_seqlen_k=max(lens), causal=causal)
         ms, err = measure(fns, a.repeat)
-        tf = {n: (flops_d if "dense" in n else flops_v) / (t * 1e-3) / 1e12 if t else None
+        tf = {n: (flops_d if "dense" in n or "equal" in n else flops_v) / (t * 1e-3) / 1e12
+              if t else None
               for n, t in ms.items()}
         results.append(dict(kind="varlen", causal=causal, lengths=lens, ms=ms, tflops=tf,
                             errors=err))
