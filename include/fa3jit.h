@@ -443,7 +443,9 @@ typedef struct fa3_fwd_args {
        the TMA rules above with extents num_pages (batch strides) and page_size (row strides).
        Caller's contract (FA3JIT_DEBUG_VARLEN=1 checks it): seqused_k[b] <= the capacity, and
        the entries page_table[b][0 .. ceil(keys / page_size) - 1] in 0..num_pages-1 (later
-       entries are never read). Without varlen and paged_kv every varlen / paged field must be
+       entries are never read), and the rows of a sequence's last page past its keys finite
+       (the kernel may load them with the keys before them; their probabilities are 0, but
+       0 · NaN is NaN). Without varlen and paged_kv every varlen / paged field must be
        NULL / 0 (FA3_ERR_INVALID_ARGUMENT naming it), seqused_k included. */
     const int32_t *page_table;
     int num_pages, page_size, max_pages_per_seq;
