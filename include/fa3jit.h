@@ -178,6 +178,9 @@ typedef struct fa3_config {
                          below); 0: rectangular (batch, seqlen, ...) tensors */
     int paged_kv;     /* 1: K/V in pages addressed through fa3_fwd_args.page_table ("Paged KV"
                          below); 0: K/V contiguous per sequence */
+    int split_kv;     /* 1: split-KV ("Split-KV" below): the keys of each query tile are cut
+                         into fa3_fwd_args.num_splits chunks computed by separate CTAs into fp32
+                         partials, which a second kernel merges into O and LSE; 0: one pass */
 } fa3_config;
 
 /** Sets struct_size and the defaults: head_dim 128, head_dim_v 0, bf16, no mask, no softcap,
@@ -450,7 +453,33 @@ typedef struct fa3_fwd_args {
     const int32_t *page_table;
     int num_pages, page_size, max_pages_per_seq;
     int64_t page_table_stride;
+    /* Split-KV (config split_kv = 1), FlashAttention's num_splits: each query tile's key blocks
+       are cut into num_splits chunks of ceil(blocks / num_splits) blocks, each computed by its
+       own CTA into fp32 partials (O normalized by its own row sum, and its LSE) in the
+       workspace; a second kernel merges them per row into O (out_dtype) and LSE. For decoding
+       (few query rows, long keys), where one CTA per query tile leaves most SMs idle.
+       num_splits: 1..FA3_MAX_SPLITS explicit, or 0: the library chooses, FlashAttention's rule
+       (fill the SMs in few full waves, no more splits than that takes, each split costing a
+       partial's write and read): with tiles = batch · num_heads · ceil(seqlen_q / block_m)
+       query tiles (varlen: max_seqlen_q) and key_blocks = ceil(keys / block_n) (keys: the
+       longest sequence's, max_seqlen_k / the page table's capacity), 1 when tiles fill 80% of
+       the SMs or key_blocks is 1; else, among the s in 1..min(key_blocks, FA3_MAX_SPLITS)
+       whose chunks leave no split empty, the smallest whose wave efficiency tiles·s /
+       (ceil(tiles·s / SMs) · SMs) is at least 85% of the best. A split_kv = 0 config takes
+       only 0 or 1 (one pass). workspace: device memory
+       of at least fa3_fwd_workspace_size bytes, 256-byte aligned, not overlapping any tensor,
+       not used by anything else until the call's kernels are done (stream order), or NULL:
+       fa3_fwd allocates it with cuMemAllocAsync and frees it with cuMemFreeAsync on the call's
+       stream (stream-ordered, so CUDA graph capture works; needs a driver with memory pools).
+       workspace_bytes: the size given (ignored when workspace is NULL). A split_kv = 0 config
+       needs none (workspace NULL, workspace_bytes 0). */
+    int num_splits;
+    void *workspace;
+    size_t workspace_bytes;
 } fa3_fwd_args;
+
+/* The most splits fa3_fwd_args.num_splits may ask for. */
+#define FA3_MAX_SPLITS 128
 
 /** Zeroes args, sets struct_size and the window sizes to -1. NULL is ignored. A macro over
  *  fa3_fwd_args_init_sized. */
@@ -471,6 +500,18 @@ FA3_API void fa3_fwd_args_set_contiguous(fa3_fwd_args *args, int head_dim, int h
  * _BAD_SCALE, _BAD_SOFTCAP, _BAD_WINDOW, _NO_DRIVER, _UNSUPPORTED (device not sm_90), _CUDA.
  */
 FA3_API fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream);
+
+/**
+ * Device bytes of workspace fa3_fwd needs for kernel and args (0 for a split_kv = 0 config):
+ * for split_kv, 256-byte aligned parts o_partial (num_splits · rows · head_dim_v fp32) and
+ * lse_partial (num_splits · rows fp32), rows = batch · num_heads · seqlen_q (varlen: num_heads ·
+ * seqlen_q, the packed rows). args is validated as fa3_fwd validates it (every error of fa3_fwd
+ * before a launch; workspace and workspace_bytes are not looked at). With num_splits 0 the
+ * library's choice needs the device's SM count (the calling thread's current CUDA context, as
+ * fa3_fwd): FA3_ERR_NO_DRIVER / _CUDA when there is none.
+ */
+FA3_API fa3_status fa3_fwd_workspace_size(const fa3_kernel *kernel, const fa3_fwd_args *args,
+                                          size_t *bytes);
 
 /**
  * Floating-point operations of one forward call, counted as FlashAttention does:

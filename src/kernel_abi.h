@@ -17,6 +17,8 @@
    (runtime/op.c) runs an ordered list of them. */
 typedef enum fa3_kernel_kind {
     FA3_KERNEL_FWD = 0,  /* the forward kernel: entry FA3_KERNEL_NAME, fa3_kernel_params */
+    FA3_KERNEL_COMBINE = 1, /* split-KV's merge of the partials: FA3_COMBINE_NAME,
+                               fa3_combine_params */
     FA3_KERNEL_NUM_KINDS
 } fa3_kernel_kind;
 
@@ -158,11 +160,69 @@ _Static_assert(offsetof(fa3_kernel_params, max_seqlen_q) == FA3P_OFF_MAX_SEQLEN_
 _Static_assert(offsetof(fa3_kernel_params, batch) == FA3P_OFF_BATCH, "abi");
 _Static_assert(sizeof(fa3_kernel_params) == FA3P_SIZE, "abi");
 
+/* ---------------------------------------------------------------- FA3_KERNEL_COMBINE */
+
+#define FA3_COMBINE_NAME "fa3_combine_kernel"
+#define FA3_COMBINE_WARPS 4 /* rows (one a warp) per CTA: 1-D grid of ceil(rows / 4) CTAs */
+
+/* Split-KV's second kernel (codegen/combine.c): merges num_splits fp32 partials per row into O
+   (out_dtype) and LSE. The partials, in the workspace: o_partial[num_splits][rows][head_dim_v]
+   and lse_partial[num_splits][rows], row = (b·num_heads + h)·seqlen_q + i (rectangular) or
+   h·total_q + packed row (varlen, seqlen_q = total_q), as the LSE output is laid out. */
+typedef struct fa3_combine_params {
+    _Alignas(64) uint64_t o_partial_ptr; /* fp32, 16-byte aligned */
+    uint64_t lse_partial_ptr;            /* fp32 */
+    uint64_t o_ptr;                      /* O, the user's strides (elements, 4-byte aligned) */
+    uint64_t lse_ptr;                    /* LSE (rows floats), 0 = not written */
+    int64_t o_batch_stride;              /* elements; varlen: unused */
+    int64_t o_row_stride;
+    int64_t o_head_stride;
+    uint64_t cu_seqlens_q_ptr;           /* varlen: int32 (batch + 1); rows of packed index
+                                            >= cu_seqlens_q[batch] are not written */
+    int32_t num_splits;                  /* 1..FA3_MAX_SPLITS */
+    int32_t rows;                        /* partial rows */
+    int32_t seqlen_q;                    /* rectangular: per batch; varlen: total_q */
+    int32_t num_heads;
+    int32_t batch;                       /* varlen: the number of sequences */
+    uint8_t pad_[44];
+} fa3_combine_params;
+
+#define FA3C_OFF_O_PARTIAL 0
+#define FA3C_OFF_LSE_PARTIAL 8
+#define FA3C_OFF_O_PTR 16
+#define FA3C_OFF_LSE_PTR 24
+#define FA3C_OFF_O_BATCH_STRIDE 32
+#define FA3C_OFF_O_ROW_STRIDE 40
+#define FA3C_OFF_O_HEAD_STRIDE 48
+#define FA3C_OFF_CU_SEQLENS_Q 56
+#define FA3C_OFF_NUM_SPLITS 64
+#define FA3C_OFF_ROWS 68
+#define FA3C_OFF_SEQLEN_Q 72
+#define FA3C_OFF_NUM_HEADS 76
+#define FA3C_OFF_BATCH 80
+#define FA3C_SIZE 128
+
+_Static_assert(offsetof(fa3_combine_params, o_partial_ptr) == FA3C_OFF_O_PARTIAL, "abi");
+_Static_assert(offsetof(fa3_combine_params, lse_partial_ptr) == FA3C_OFF_LSE_PARTIAL, "abi");
+_Static_assert(offsetof(fa3_combine_params, o_ptr) == FA3C_OFF_O_PTR, "abi");
+_Static_assert(offsetof(fa3_combine_params, lse_ptr) == FA3C_OFF_LSE_PTR, "abi");
+_Static_assert(offsetof(fa3_combine_params, o_batch_stride) == FA3C_OFF_O_BATCH_STRIDE, "abi");
+_Static_assert(offsetof(fa3_combine_params, o_row_stride) == FA3C_OFF_O_ROW_STRIDE, "abi");
+_Static_assert(offsetof(fa3_combine_params, o_head_stride) == FA3C_OFF_O_HEAD_STRIDE, "abi");
+_Static_assert(offsetof(fa3_combine_params, cu_seqlens_q_ptr) == FA3C_OFF_CU_SEQLENS_Q, "abi");
+_Static_assert(offsetof(fa3_combine_params, num_splits) == FA3C_OFF_NUM_SPLITS, "abi");
+_Static_assert(offsetof(fa3_combine_params, rows) == FA3C_OFF_ROWS, "abi");
+_Static_assert(offsetof(fa3_combine_params, seqlen_q) == FA3C_OFF_SEQLEN_Q, "abi");
+_Static_assert(offsetof(fa3_combine_params, num_heads) == FA3C_OFF_NUM_HEADS, "abi");
+_Static_assert(offsetof(fa3_combine_params, batch) == FA3C_OFF_BATCH, "abi");
+_Static_assert(sizeof(fa3_combine_params) == FA3C_SIZE, "abi");
+
 /* ---------------------------------------------------------------- all kinds */
 
 /* The launch buffer: room for the parameter block of any kind. */
 typedef union fa3_kernel_param_block {
-    fa3_kernel_params fwd; /* FA3_KERNEL_FWD */
+    fa3_kernel_params fwd;      /* FA3_KERNEL_FWD */
+    fa3_combine_params combine; /* FA3_KERNEL_COMBINE */
 } fa3_kernel_param_block;
 _Static_assert(_Alignof(fa3_kernel_param_block) == 64, "abi: .param .align 64");
 

@@ -52,18 +52,19 @@ SOURCES = {0: "compiled", 1: "disk", 2: "memory"}
 # so a library built from a later fa3jit.h reads only the fields this mirror has. Layout on
 # x86-64 / aarch64 (LP64), checked against a C program that printed sizeof/offsetof of the
 # header's structs:
-#   fa3_config           48 bytes: struct_size@0, 11 ints at 4,8,...,44
+#   fa3_config           52 bytes: struct_size@0, 12 ints at 4,8,...,48
 #   fa3_context_options  24 bytes: struct_size@0 cache_dir@8 disable_disk_cache@16 backend@20
-#   fa3_kernel_info     160 bytes: struct_size@0 config@4 backend@52 cache_key[33]@56
-#                                  num_regs@92 ... compile_ms@136 compile_log@144
+#   fa3_kernel_info     160 bytes: struct_size@0 config@4 backend@56 cache_key[33]@60
+#                                  num_regs@96 ... compile_ms@136 compile_log@144
 #                                  cubin_size@152
-#   fa3_fwd_args        280 bytes: struct_size@0 q,k,v,o,lse@8..40 batch@48 ... num_heads_k@64
+#   fa3_fwd_args        304 bytes: struct_size@0 q,k,v,o,lse@8..40 batch@48 ... num_heads_k@64
 #                                  q_batch_stride@72 ... o_head_stride@160 softmax_scale@168
 #                                  softcap@172 window_size_left@176 window_size_right@180
 #                                  descale_q,k,v@184..200 descales_trusted@208
 #                                  cu_seqlens_q,k@216,224 seqused_k@232 max_seqlen_q,k@240,244
 #                                  page_table@248 num_pages@256 page_size@260
 #                                  max_pages_per_seq@264 page_table_stride@272
+#                                  num_splits@280 workspace@288 workspace_bytes@296
 #   fa3_quantize_args   128 bytes: struct_size@0 dtype@4 x@8 out@16 descale@24 batch@32 ...
 #                                  num_descale_heads@48 x_batch_stride@56 ... out_head_stride@96
 #                                  hadamard@104 signs@112 seed@120
@@ -81,6 +82,7 @@ class Config(ctypes.Structure):
         ("out_dtype", ctypes.c_int),  # fa3_dtype, FA3_DTYPE_AUTO = -1
         ("varlen", ctypes.c_int),
         ("paged_kv", ctypes.c_int),
+        ("split_kv", ctypes.c_int),
     ]
 
 
@@ -158,6 +160,9 @@ class FwdArgs(ctypes.Structure):
         ("page_size", ctypes.c_int),
         ("max_pages_per_seq", ctypes.c_int),
         ("page_table_stride", ctypes.c_int64),
+        ("num_splits", ctypes.c_int),
+        ("workspace", ctypes.c_void_p),   # device pointer or NULL (the library allocates)
+        ("workspace_bytes", ctypes.c_size_t),
     ]
 
 
@@ -186,7 +191,7 @@ class QuantizeArgs(ctypes.Structure):
 
 
 # Sizes derived from the header's layout (LP64). A mismatch means this file and fa3jit.h disagree.
-EXPECTED_SIZES_LP64 = {Config: 48, ContextOptions: 24, KernelInfo: 160, FwdArgs: 280,
+EXPECTED_SIZES_LP64 = {Config: 52, ContextOptions: 24, KernelInfo: 160, FwdArgs: 304,
                        QuantizeArgs: 128}
 if ctypes.sizeof(ctypes.c_void_p) == 8 and ctypes.sizeof(ctypes.c_long) == 8:
     for _t, _n in EXPECTED_SIZES_LP64.items():

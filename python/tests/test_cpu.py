@@ -68,18 +68,18 @@ def test_missing_library_error_names_paths_tried():
 
 # Offsets printed by a C program compiled against include/fa3jit.h on x86-64 (LP64).
 EXPECTED_LAYOUT = {
-    "fa3_config": (_lib.Config, 48, {"struct_size": 0, "head_dim": 4, "head_dim_v": 8,
+    "fa3_config": (_lib.Config, 52, {"struct_size": 0, "head_dim": 4, "head_dim_v": 8,
                                      "dtype": 12, "mask": 16, "softcap": 20, "arch": 24,
                                      "block_n": 28, "stages": 32, "out_dtype": 36,
-                                     "varlen": 40, "paged_kv": 44}),
+                                     "varlen": 40, "paged_kv": 44, "split_kv": 48}),
     "fa3_context_options": (_lib.ContextOptions, 24, {"struct_size": 0, "cache_dir": 8,
                                                       "disable_disk_cache": 16, "backend": 20}),
     "fa3_kernel_info": (_lib.KernelInfo, 160, {
-        "struct_size": 0, "config": 4, "backend": 52, "cache_key": 56, "num_regs": 92,
-        "spill_store_bytes": 96, "spill_load_bytes": 100, "stack_bytes": 104, "shared_bytes": 108,
-        "threads": 112, "block_m": 116, "block_n": 120, "stages": 124, "source": 128,
+        "struct_size": 0, "config": 4, "backend": 56, "cache_key": 60, "num_regs": 96,
+        "spill_store_bytes": 100, "spill_load_bytes": 104, "stack_bytes": 108, "shared_bytes": 112,
+        "threads": 116, "block_m": 120, "block_n": 124, "stages": 128, "source": 132,
         "compile_ms": 136, "compile_log": 144, "cubin_size": 152}),
-    "fa3_fwd_args": (_lib.FwdArgs, 280, {
+    "fa3_fwd_args": (_lib.FwdArgs, 304, {
         "struct_size": 0, "q": 8, "k": 16, "v": 24, "o": 32, "lse": 40, "batch": 48,
         "seqlen_q": 52, "seqlen_k": 56, "num_heads": 60, "num_heads_k": 64,
         "q_batch_stride": 72, "q_row_stride": 80, "q_head_stride": 88, "k_batch_stride": 96,
@@ -89,7 +89,8 @@ EXPECTED_LAYOUT = {
         "window_size_right": 180, "descale_q": 184, "descale_k": 192, "descale_v": 200,
         "descales_trusted": 208, "cu_seqlens_q": 216, "cu_seqlens_k": 224, "seqused_k": 232,
         "max_seqlen_q": 240, "max_seqlen_k": 244, "page_table": 248, "num_pages": 256,
-        "page_size": 260, "max_pages_per_seq": 264, "page_table_stride": 272}),
+        "page_size": 260, "max_pages_per_seq": 264, "page_table_stride": 272,
+        "num_splits": 280, "workspace": 288, "workspace_bytes": 296}),
     "fa3_quantize_args": (_lib.QuantizeArgs, 128, {
         "struct_size": 0, "dtype": 4, "x": 8, "out": 16, "descale": 24, "batch": 32,
         "seqlen": 36, "num_heads": 40, "head_dim": 44, "num_descale_heads": 48,

@@ -38,6 +38,9 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
     if (c.paged_kv != 0 && c.paged_kv != 1)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "paged_kv flag %d must be 0 or 1",
                           c.paged_kv);
+    if (c.split_kv != 0 && c.split_kv != 1)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "split_kv flag %d must be 0 or 1",
+                          c.split_kv);
     if (c.arch != FA3_ARCH_SM90A)
         return fa3_seterr(FA3_ERR_BAD_ARCH, "arch %d is not supported (supported: 90 = sm_90a)",
                           (int)c.arch);

@@ -11,6 +11,8 @@ fa3_status fa3_codegen_kernel(fa3_kernel_kind kind, const fa3_plan *plan, char *
     switch (kind) {
     case FA3_KERNEL_FWD:
         return fa3_codegen_ptx(plan, ptx, len);
+    case FA3_KERNEL_COMBINE:
+        return fa3_codegen_combine(plan, ptx, len);
     case FA3_KERNEL_NUM_KINDS:
         break;
     }

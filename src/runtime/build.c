@@ -26,12 +26,12 @@ static int load_from_disk(fa3_context *ctx, const fa3_kernel *k, fa3_part *pt)
 {
     fa3_cache_meta meta;
     char *log = NULL;
-    if (!fa3_cache_load(ctx->cache_dir, pt->key, &k->cfg, &pt->cubin, &pt->cubin_size, &log,
-                        &meta))
+    if (!fa3_cache_load(ctx->cache_dir, pt->key, &pt->key_config, &pt->cubin, &pt->cubin_size,
+                        &log, &meta))
         return 0;
     /* The key covers these (the PTX header names the plan's knobs): a forged or damaged entry. */
     if (meta.backend != k->backend || meta.kind != pt->kind ||
-        strcmp(meta.plan_debug, k->plan.debug) != 0) {
+        strcmp(meta.plan_debug, pt->plan_debug) != 0) {
         free(pt->cubin);
         free(log);
         pt->cubin = NULL;
@@ -102,8 +102,8 @@ static void store_part(fa3_context *ctx, const fa3_kernel *k, const fa3_part *pt
     meta.has_warning = pt->has_warning;
     meta.backend = k->backend;
     meta.kind = pt->kind;
-    meta.config = k->cfg;
-    snprintf(meta.plan_debug, sizeof meta.plan_debug, "%s", k->plan.debug);
+    meta.config = pt->key_config;
+    snprintf(meta.plan_debug, sizeof meta.plan_debug, "%s", pt->plan_debug);
     int e = 0;
     if (fa3_cache_store(ctx->cache_dir, pt->key, pt->cubin, pt->cubin_size, pt->compile_log, &meta,
                         &e) != FA3_OK) {
@@ -120,13 +120,15 @@ static fa3_status build_part(fa3_context *ctx, const fa3_kernel *k, fa3_part *pt
 {
     double t0 = fa3_now_ms();
     fa3_kind_shape(pt->kind, &k->plan, &pt->threads, &pt->smem_bytes);
+    fa3_kind_key_config(pt->kind, &k->cfg, &pt->key_config);
+    pt->plan_debug = pt->kind == FA3_KERNEL_FWD ? k->plan.debug : "";
     FA3_TRY(fa3_codegen_kernel(pt->kind, &k->plan, &pt->ptx, &pt->ptx_len));
     if (!pt->ptx || pt->ptx[pt->ptx_len] != '\0')
         return fa3_seterr(FA3_ERR_INTERNAL, "the generator returned no NUL-terminated PTX");
     if (fa3_test_fail("ptx"))
         FA3_TRY(spoil_ptx(pt));
     const char *arch = fa3_arch_name(k->cfg.arch);
-    fa3_cache_key_input in = {.kind = pt->kind, .config = &k->cfg, .ptx = pt->ptx,
+    fa3_cache_key_input in = {.kind = pt->kind, .config = &pt->key_config, .ptx = pt->ptx,
                               .ptx_len = pt->ptx_len, .generator = FA3_GENERATOR_VERSION,
                               .backend = fa3_backend_name(k->backend),
                               .backend_version = k->backend_version, .arch = arch ? arch : ""};

@@ -195,6 +195,8 @@ static void load_driver(void)
     FA3_RESOLVE(cuMemcpyDtoHAsync);
     FA3_RESOLVE(cuMemsetD32);
     FA3_RESOLVE(cuMemsetD32Async);
+    FA3_RESOLVE(cuMemAllocAsync);
+    FA3_RESOLVE(cuMemFreeAsync);
     FA3_RESOLVE(cuStreamSynchronize);
     FA3_RESOLVE(cuEventCreate);
     FA3_RESOLVE(cuEventDestroy);

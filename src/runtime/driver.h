@@ -47,6 +47,9 @@ typedef struct fa3_driver {
     CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
     CUresult (*cuMemsetD32)(CUdeviceptr, unsigned int, size_t);
     CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
+    /* stream-ordered allocation: split-KV's workspace when the caller gives none (fwd.c) */
+    CUresult (*cuMemAllocAsync)(CUdeviceptr *, size_t, CUstream);
+    CUresult (*cuMemFreeAsync)(CUdeviceptr, CUstream);
     CUresult (*cuStreamSynchronize)(CUstream);
     CUresult (*cuEventCreate)(CUevent *, unsigned int);
     CUresult (*cuEventDestroy)(CUevent);

@@ -153,7 +153,27 @@ typedef struct fwd_call {
     int wl, wr;        /* windows as the kernel gets them */
     uint32_t tiles;    /* ceil(seqlen_q / block_m) · num_heads · batch */
     int num_sms;
+    /* split_kv configs (else NULL / 0): the fp32 partials the forward kernel writes (kernel_abi.h's
+       layout, in the workspace) and the combine kernel reads */
+    float *o_partial, *lse_partial;
+    int num_splits;    /* 1..FA3_MAX_SPLITS */
+    int partial_rows;  /* batch · num_heads · seqlen_q (varlen: num_heads · total_q) */
 } fwd_call;
+
+/* The combine kernel's block (FA3_KERNEL_COMBINE) for call: the partials into O and LSE. */
+static void combine_kernel_params(const fa3_kernel *kernel, const fwd_call *call,
+                                  fa3_combine_params *prm, unsigned *grid)
+{
+    const fa3_fwd_args *a = call->args;
+    const fa3_combine_call c = {
+        .o_partial = call->o_partial, .lse_partial = call->lse_partial, .o = a->o, .lse = a->lse,
+        .o_batch_stride = a->o_batch_stride, .o_row_stride = a->o_row_stride,
+        .o_head_stride = a->o_head_stride,
+        .cu_seqlens_q = kernel->cfg.varlen ? a->cu_seqlens_q : NULL,
+        .num_splits = call->num_splits, .rows = call->partial_rows, .seqlen_q = a->seqlen_q,
+        .num_heads = a->num_heads, .batch = a->batch};
+    fa3_combine_params_fill(&c, prm, grid);
+}
 
 /* The parameter block and grid of the forward kernel (FA3_KERNEL_FWD) for call. */
 static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
@@ -323,33 +343,94 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *arguments, void *stre
         FA3_TRY(fa3_fwd_check_varlen_arrays(&kernel->cfg, args, "", stream));
     if (kernel->cfg.varlen && args->max_seqlen_q == 0)
         return FA3_OK; /* no sequence has a query row: nothing to compute or write */
-    const fa3_op_shape shape = {args->batch, args->seqlen_q, args->seqlen_k, args->num_heads,
-                                args->num_heads_k};
-    size_t workspace = fa3_op_workspace_bytes(kernel->op, &kernel->plan, &shape);
-    if (workspace) /* the first operation with a workspace brings its allocation */
-        return fa3_seterr(FA3_ERR_INTERNAL, "operation %s needs %zu bytes of workspace: not "
-                          "provided in this build", kernel->op->name, workspace);
+    /* Split-KV: the partials' workspace, the caller's or stream-ordered from the driver's pool
+       (freed on the stream after the combine kernel, so graph capture records both) */
+    CUdeviceptr owned = 0;
+    if (kernel->cfg.split_kv == 1) {
+        fa3_split_info si;
+        FA3_TRY(fa3_split_resolve(kernel, args, call.tiles, call.num_sms, &si));
+        uintptr_t ws = (uintptr_t)args->workspace;
+        if (!ws) {
+            FA3_TRY(FA3_CU(d, cuMemAllocAsync(&owned, si.layout.bytes, (CUstream)stream)));
+            ws = (uintptr_t)owned;
+        }
+        call.o_partial = (float *)ws;
+        call.lse_partial = (float *)(ws + si.layout.lse_offset);
+        call.num_splits = si.num_splits;
+        call.partial_rows = (int)si.layout.rows;
+    } else {
+        const fa3_op_shape shape = {args->batch, args->seqlen_q, args->seqlen_k, args->num_heads,
+                                    args->num_heads_k, 1};
+        if (fa3_op_workspace_bytes(kernel->op, &kernel->plan, &shape))
+            return fa3_seterr(FA3_ERR_INTERNAL, "operation %s needs a workspace it has no "
+                              "allocation for", kernel->op->name);
+    }
 
     /* The operation's kernels, in order, on the stream. */
-    for (int i = 0; i < kernel->num_parts; i++) {
+    fa3_status st = FA3_OK;
+    for (int i = 0; i < kernel->num_parts && st == FA3_OK; i++) {
         const fa3_part *pt = &kernel->parts[i];
         CUfunction fn;
-        FA3_TRY(fa3_kernel_function(kernel, i, &fn, NULL));
+        st = fa3_kernel_function(kernel, i, &fn, NULL);
+        if (st != FA3_OK)
+            break;
         fa3_kernel_param_block params;
         unsigned grid = 0;
         switch (pt->kind) {
         case FA3_KERNEL_FWD:
-            FA3_TRY(fwd_kernel_params(kernel, &call, &params.fwd, &grid));
+            st = fwd_kernel_params(kernel, &call, &params.fwd, &grid);
+            break;
+        case FA3_KERNEL_COMBINE:
+            combine_kernel_params(kernel, &call, &params.combine, &grid);
             break;
         case FA3_KERNEL_NUM_KINDS:
-            return fa3_seterr(FA3_ERR_INTERNAL, "kernel kind %d has no launch", (int)pt->kind);
+            st = fa3_seterr(FA3_ERR_INTERNAL, "kernel kind %d has no launch", (int)pt->kind);
+            break;
         }
-        if (grid == 0) /* varlen with max_seqlen_q 0: no query rows, nothing to write */
+        if (st != FA3_OK || grid == 0) /* grid 0: varlen with no query rows */
             continue;
         void *kparams[] = {&params};
-        FA3_TRY(FA3_CU(d, cuLaunchKernel(fn, grid, 1, 1, (unsigned)pt->threads, 1, 1,
-                                         (unsigned)pt->smem_bytes, (CUstream)stream, kparams,
-                                         NULL)));
+        st = FA3_CU(d, cuLaunchKernel(fn, grid, 1, 1, (unsigned)pt->threads, 1, 1,
+                                      (unsigned)pt->smem_bytes, (CUstream)stream, kparams,
+                                      NULL));
     }
+    if (owned) {
+        CUresult r = d->cuMemFreeAsync(owned, (CUstream)stream);
+        if (r != CUDA_SUCCESS && st == FA3_OK)
+            st = fa3_cu_check(r, "cuMemFreeAsync(owned, stream)");
+    }
+    return st;
+}
+
+fa3_status fa3_fwd_workspace_size(const fa3_kernel *kernel, const fa3_fwd_args *arguments,
+                                  size_t *bytes)
+{
+    if (!kernel || !arguments || !bytes)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_fwd_workspace_size: NULL %s",
+                          !kernel ? "kernel" : !arguments ? "args" : "bytes");
+    fa3_fwd_args a;
+    FA3_TRY(fa3_fwd_args_in(arguments, &a));
+    a.workspace = NULL; /* not looked at */
+    a.workspace_bytes = 0;
+    float scale;
+    int wl, wr;
+    uint32_t tiles;
+    FA3_TRY(fa3_fwd_validate(kernel, &a, &scale, &wl, &wr, &tiles));
+    if (kernel->cfg.split_kv != 1) {
+        *bytes = 0;
+        return FA3_OK;
+    }
+    int num_sms = 0;
+    if (a.num_splits == 0) { /* the library's choice needs the SM count */
+        const fa3_driver *d;
+        FA3_TRY(fa3_driver_get(&d));
+        CUdevice dev;
+        FA3_TRY(fa3_driver_ensure_context(NULL, &dev));
+        int cc = 0;
+        FA3_TRY(device_props(d, dev, &cc, &num_sms));
+    }
+    fa3_split_info si;
+    FA3_TRY(fa3_split_resolve(kernel, &a, tiles, num_sms, &si));
+    *bytes = si.layout.bytes;
     return FA3_OK;
 }

@@ -378,6 +378,7 @@ fa3_status fa3_fwd_validate(const fa3_kernel *k, const fa3_fwd_args *a, float *s
                           (double)s, (double)a->softcap, smul);
 
     FA3_TRY(check_no_alias(a, c, es, os, &L));
+    FA3_TRY(fa3_split_check_args(k, a));
     *tiles = (uint32_t)total;
     return FA3_OK;
 }

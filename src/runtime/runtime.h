@@ -15,6 +15,7 @@
 #include "runtime/compile.h"
 #include "runtime/driver.h"
 #include "runtime/op.h"
+#include "runtime/split.h"
 #include "runtime/tensor.h"
 
 /* One loaded copy of a kernel's module in one CUDA context. */
@@ -37,6 +38,9 @@ typedef struct fa3_part {
     fa3_kernel_kind kind;
     int threads, smem_bytes; /* launch shape (fa3_kind_shape of the plan) */
     char key[33];            /* cache key, 32 lowercase hex digits */
+    fa3_config key_config;   /* the config it is keyed and cached under (fa3_kind_key_config) */
+    const char *plan_debug;  /* the plan's debug text its entry records: the kernel's plan.debug
+                                (FA3_KERNEL_FWD), "" for kinds whose PTX ignores the knobs */
     char *ptx;               /* NUL-terminated generated PTX */
     size_t ptx_len;
     void *cubin;             /* NULL for DRIVER_JIT */
@@ -111,6 +115,23 @@ FA3_INTERNAL fa3_status fa3_fwd_args_in(const fa3_fwd_args *args, fa3_fwd_args *
 FA3_INTERNAL fa3_status fa3_fwd_validate(const fa3_kernel *kernel, const fa3_fwd_args *args,
                                          float *scale, int *win_left, int *win_right,
                                          uint32_t *tiles);
+
+/* Split-KV's argument rules that need no GPU (fa3_fwd_validate calls it last): num_splits in
+   0..FA3_MAX_SPLITS, at most 1 with a split_kv = 0 config; a split config's workspace, when
+   given, 256-byte aligned. split.c. */
+FA3_INTERNAL fa3_status fa3_split_check_args(const fa3_kernel *kernel, const fa3_fwd_args *args);
+
+/* A split call's resolved splits and partials' layout. */
+typedef struct fa3_split_info {
+    int num_splits;          /* 1..FA3_MAX_SPLITS */
+    fa3_split_layout layout; /* rows, lse_offset, bytes */
+} fa3_split_info;
+/* For a split_kv kernel and validated args: num_splits (args', or fa3_split_heuristic of the
+   call's tiles, its longest key count in block_n blocks and num_sms), the layout; rows within
+   2^31-1 (FA3_ERR_BAD_SHAPE) and a caller's workspace_bytes at least the layout's bytes
+   (FA3_ERR_INVALID_ARGUMENT naming both). split.c. */
+FA3_INTERNAL fa3_status fa3_split_resolve(const fa3_kernel *kernel, const fa3_fwd_args *args,
+                                          uint32_t tiles, int num_sms, fa3_split_info *out);
 
 /* The e4m3 descale values, after fa3_fwd_validate and once the driver and a context are ready
    (before any launch): unless args->descales_trusted is 1, each non-NULL descale array of an e4m3

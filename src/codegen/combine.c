@@ -1,0 +1,264 @@
+/*
+ * The split-KV combine kernel (FA3_KERNEL_COMBINE, kernel_abi.h): merges the num_splits fp32
+ * partials of each row (o_partial, lse_partial, written by the split forward kernel) into O in
+ * the output dtype and LSE. One warp a row, FA3_COMBINE_WARPS rows a CTA; each lane owns 4
+ * columns of every 128 (16-byte loads), lanes past head_dim_v idle:
+ *   1. lane j reads LSE_s for s = j, j+32, j+64, j+96 (num_splits <= 128); a butterfly gives
+ *      the row max m, then the sum of exp(LSE_s - m): lse = m + ln(sum). All splits -inf
+ *      (no key visible): O = 0, lse = -inf.
+ *   2. for each split (LSE_s read by the whole warp, one address), w = exp(LSE_s - lse) and
+ *      O += w · O_s (splits at -inf are skipped: no load);
+ *   3. O packed to bf16x2/f16x2 and stored at the user's strides (two 4-byte stores a lane per
+ *      128 columns: O is only promised 4-byte aligned), lane 0 writes LSE[row].
+ * Rows: rectangular row = (b·num_heads + h)·seqlen_q + i; varlen row = h·total_q + packed, rows
+ * at or past cu_seqlens_q[batch] left untouched. The PTX depends only on head_dim_v, the output
+ * dtype and varlen (one cache entry each: op.c's fa3_kind_key_config). Decides nothing else.
+ */
+#include <stdlib.h>
+
+#include "codegen/generate.h"
+#include "codegen/kgen.h"
+#include "kernel_abi.h"
+
+#define LOG2E_F "0f3FB8AA3B" /* log2(e) */
+#define LN2_F "0f3F317218"   /* ln(2) */
+#define FA3_MAX_SPLITS_PER_LANE (FA3_MAX_SPLITS / 32) /* LSE_s a lane reads in step 1 */
+
+typedef struct cgen {
+    ptx_fn *f;
+} cgen;
+
+/* INS for this file: kgen.h's macro names g->f */
+#define CINS(...) ptx_ins(g->f, __VA_ARGS__)
+
+static ptx_r param(cgen *g, ptx_cls cls, const char *type, int off, const char *name)
+{
+    ptx_r r = ptx_reg(g->f, cls, name);
+    CINS("ld.param.%s $, [fa3_params+%d];", type, r, off);
+    return r;
+}
+
+/* x = op(x, the same value of the lane xor'd by 16, 8, 4, 2, 1): every lane gets the result. */
+static void warp_reduce(cgen *g, ptx_r x, const char *op)
+{
+    ptx_r t = ptx_reg(g->f, PTX_F32, "red");
+    for (int off = 16; off >= 1; off /= 2) {
+        CINS("shfl.sync.bfly.b32 $, $, %d, 31, -1;", t, x, off);
+        CINS("%s.f32 $, $, $;", op, x, x, t);
+    }
+}
+
+static void body(cgen *g, const fa3_plan *p)
+{
+    const int hdv = p->cfg.head_dim_v, varlen = p->cfg.varlen;
+    const int nchunks = (hdv + 127) / 128; /* 128 columns a warp-wide 16-byte load */
+    const char *cvt = p->cfg.out_dtype == FA3_DTYPE_FP16 ? "f16x2" : "bf16x2";
+    const int lab_done = ptx_label(g->f, "done");
+
+    ptx_r tid = ptx_reg(g->f, PTX_B32, "tid"), warp = ptx_reg(g->f, PTX_B32, "warp");
+    ptx_r lane = ptx_reg(g->f, PTX_B32, "lane"), cta = ptx_reg(g->f, PTX_B32, "cta");
+    ptx_r row = ptx_reg(g->f, PTX_B32, "row");
+    CINS("mov.u32 $, %%tid.x;", tid);
+    CINS("shr.u32 $, $, 5;", warp, tid);
+    CINS("and.b32 $, $, 31;", lane, tid);
+    CINS("mov.u32 $, %%ctaid.x;", cta);
+    CINS("mad.lo.u32 $, $, %d, $;", row, cta, FA3_COMBINE_WARPS, warp);
+    ptx_r rows = param(g, PTX_B32, "u32", FA3C_OFF_ROWS, "rows");
+    ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
+    CINS("setp.ge.u32 $, $, $;", past, row, rows);
+    CINS("@$ bra %s;", past, ptx_lab(g->f, lab_done));
+
+    /* the row's coordinates; varlen: rows past the last sequence are not written (E17) */
+    ptx_r sq = param(g, PTX_B32, "u32", FA3C_OFF_SEQLEN_Q, "sq");
+    ptx_r nh = param(g, PTX_B32, "u32", FA3C_OFF_NUM_HEADS, "nheads");
+    ptx_r hb = ptx_reg(g->f, PTX_B32, "hb"), qi = ptx_reg(g->f, PTX_B32, "qi");
+    CINS("div.u32 $, $, $;", hb, row, sq);     /* varlen: the head; else b·num_heads + h */
+    CINS("mul.lo.u32 $, $, $;", qi, hb, sq);
+    CINS("sub.u32 $, $, $;", qi, row, qi);     /* varlen: the packed row; else i */
+    ptx_r obase = ptx_reg(g->f, PTX_B64, "obase"); /* element offset of the row in O */
+    ptx_r t64 = ptx_reg(g->f, PTX_B64, "t64"), u64 = ptx_reg(g->f, PTX_B64, "u64");
+    ptx_r ors = param(g, PTX_B64, "s64", FA3C_OFF_O_ROW_STRIDE, "ors");
+    ptx_r ohs = param(g, PTX_B64, "s64", FA3C_OFF_O_HEAD_STRIDE, "ohs");
+    if (varlen) {
+        ptx_r cu = param(g, PTX_B64, "u64", FA3C_OFF_CU_SEQLENS_Q, "cuq");
+        ptx_r nb = param(g, PTX_B32, "u32", FA3C_OFF_BATCH, "nbatch");
+        ptx_r end = ptx_reg(g->f, PTX_B32, "qend");
+        CINS("cvt.u64.u32 $, $;", t64, nb);
+        CINS("shl.b64 $, $, 2;", t64, t64);
+        CINS("add.u64 $, $, $;", t64, t64, cu);
+        CINS("ld.global.u32 $, [$];", end, t64);
+        CINS("setp.ge.u32 $, $, $;", past, qi, end);
+        CINS("@$ bra %s;", past, ptx_lab(g->f, lab_done));
+        CINS("cvt.u64.u32 $, $;", t64, qi);
+        CINS("mul.lo.s64 $, $, $;", obase, t64, ors);
+        CINS("cvt.u64.u32 $, $;", t64, hb);
+        CINS("mad.lo.s64 $, $, $, $;", obase, t64, ohs, obase);
+    } else {
+        ptx_r b = ptx_reg(g->f, PTX_B32, "b"), h = ptx_reg(g->f, PTX_B32, "h");
+        ptx_r obs = param(g, PTX_B64, "s64", FA3C_OFF_O_BATCH_STRIDE, "obs");
+        CINS("div.u32 $, $, $;", b, hb, nh);
+        CINS("mul.lo.u32 $, $, $;", h, b, nh);
+        CINS("sub.u32 $, $, $;", h, hb, h);
+        CINS("cvt.u64.u32 $, $;", t64, qi);
+        CINS("mul.lo.s64 $, $, $;", obase, t64, ors);
+        CINS("cvt.u64.u32 $, $;", t64, h);
+        CINS("mad.lo.s64 $, $, $, $;", obase, t64, ohs, obase);
+        CINS("cvt.u64.u32 $, $;", t64, b);
+        CINS("mad.lo.s64 $, $, $, $;", obase, t64, obs, obase);
+    }
+
+    /* 1. the row's lse over the splits */
+    ptx_r ns = param(g, PTX_B32, "u32", FA3C_OFF_NUM_SPLITS, "nsplits");
+    ptx_r lsep = param(g, PTX_B64, "u64", FA3C_OFF_LSE_PARTIAL, "lsepart");
+    ptx_r rows64 = ptx_reg(g->f, PTX_B64, "rows64"), row64 = ptx_reg(g->f, PTX_B64, "row64");
+    CINS("cvt.u64.u32 $, $;", rows64, rows);
+    CINS("cvt.u64.u32 $, $;", row64, row);
+    ptx_r mx = ptx_reg(g->f, PTX_F32, "mx"), sum = ptx_reg(g->f, PTX_F32, "sum");
+    ptx_r ls[FA3_MAX_SPLITS_PER_LANE];
+    ptx_r sidx = ptx_reg(g->f, PTX_B32, "sidx"), has = ptx_reg(g->f, PTX_PRED, "has");
+    CINS("mov.f32 $, " NEG_INF ";", mx);
+    for (int k = 0; k < FA3_MAX_SPLITS_PER_LANE; k++) {
+        ls[k] = ptx_reg(g->f, PTX_F32, "lsek");
+        CINS("add.u32 $, $, %d;", sidx, lane, 32 * k);
+        CINS("setp.lt.u32 $, $, $;", has, sidx, ns);
+        CINS("mov.f32 $, " NEG_INF ";", ls[k]);
+        CINS("cvt.u64.u32 $, $;", t64, sidx);
+        CINS("mad.lo.u64 $, $, $, $;", t64, t64, rows64, row64);
+        CINS("shl.b64 $, $, 2;", t64, t64);
+        CINS("add.u64 $, $, $;", t64, t64, lsep);
+        CINS("@$ ld.global.f32 $, [$];", has, ls[k], t64);
+        CINS("max.f32 $, $, $;", mx, mx, ls[k]);
+    }
+    warp_reduce(g, mx, "max");
+    ptx_r lse = ptx_reg(g->f, PTX_F32, "lse"), e = ptx_reg(g->f, PTX_F32, "e");
+    ptx_r empty = ptx_reg(g->f, PTX_PRED, "empty");
+    ptx_r acc[8];
+    for (int i = 0; i < 4 * nchunks; i++) {
+        acc[i] = ptx_reg(g->f, PTX_F32, "acc");
+        CINS("mov.f32 $, " ZERO_F ";", acc[i]);
+    }
+    CINS("mov.f32 $, " NEG_INF ";", lse);
+    CINS("setp.eq.f32 $, $, " NEG_INF ";", empty, mx);
+    const int lab_store = ptx_label(g->f, "store");
+    CINS("@$ bra %s;", empty, ptx_lab(g->f, lab_store)); /* no split saw a key: O = 0 */
+    CINS("mov.f32 $, " ZERO_F ";", sum);
+    for (int k = 0; k < FA3_MAX_SPLITS_PER_LANE; k++) {
+        CINS("sub.f32 $, $, $;", e, ls[k], mx);
+        CINS("mul.f32 $, $, " LOG2E_F ";", e, e);
+        CINS("ex2.approx.ftz.f32 $, $;", e, e); /* -inf (no such split): 0 */
+        CINS("add.f32 $, $, $;", sum, sum, e);
+    }
+    warp_reduce(g, sum, "add");
+    CINS("lg2.approx.ftz.f32 $, $;", e, sum); /* sum >= 1: the max's own term */
+    CINS("fma.rn.f32 $, $, " LN2_F ", $;", lse, e, mx);
+
+    /* 2. O = sum_s exp(LSE_s - lse) O_s */
+    ptx_r opart = param(g, PTX_B64, "u64", FA3C_OFF_O_PARTIAL, "opart");
+    ptx_r op = ptx_reg(g->f, PTX_B64, "op"), lp = ptx_reg(g->f, PTX_B64, "lp");
+    ptx_r ostep = ptx_reg(g->f, PTX_B64, "ostep"), lstep = ptx_reg(g->f, PTX_B64, "lstep");
+    CINS("mul.lo.u64 $, $, %d;", ostep, rows64, 4 * hdv); /* bytes between two splits' O */
+    CINS("shl.b64 $, $, 2;", lstep, rows64);
+    CINS("mul.lo.u64 $, $, %d;", op, row64, hdv);
+    CINS("cvt.u64.u32 $, $;", t64, lane);
+    CINS("shl.b64 $, $, 2;", t64, t64);
+    CINS("add.u64 $, $, $;", op, op, t64); /* element offset of the lane's first column */
+    CINS("shl.b64 $, $, 2;", op, op);
+    CINS("add.u64 $, $, $;", op, op, opart);
+    CINS("shl.b64 $, $, 2;", lp, row64);
+    CINS("add.u64 $, $, $;", lp, lp, lsep);
+    ptx_r act[2];
+    for (int j = 0; j < nchunks; j++) { /* lanes with columns in chunk j */
+        act[j] = ptx_reg(g->f, PTX_PRED, "act");
+        const int lanes = (hdv - 128 * j) / 4 < 32 ? (hdv - 128 * j) / 4 : 32;
+        CINS("setp.lt.u32 $, $, %d;", act[j], lane, lanes);
+    }
+    ptx_r s = ptx_reg(g->f, PTX_B32, "s"), more = ptx_reg(g->f, PTX_PRED, "more");
+    ptx_r lsv = ptx_reg(g->f, PTX_F32, "lss"), w = ptx_reg(g->f, PTX_F32, "w");
+    ptx_r skip = ptx_reg(g->f, PTX_PRED, "skip");
+    ptx_r v[8];
+    for (int i = 0; i < 4 * nchunks; i++) {
+        v[i] = ptx_reg(g->f, PTX_F32, "v");
+        CINS("mov.f32 $, " ZERO_F ";", v[i]); /* idle lanes keep 0 */
+    }
+    CINS("mov.u32 $, 0;", s);
+    const int lab_loop = ptx_label(g->f, "split"), lab_next = ptx_label(g->f, "next");
+    ptx_place(g->f, lab_loop);
+    CINS("ld.global.f32 $, [$];", lsv, lp);
+    CINS("setp.eq.f32 $, $, " NEG_INF ";", skip, lsv);
+    CINS("@$ bra %s;", skip, ptx_lab(g->f, lab_next));
+    CINS("sub.f32 $, $, $;", w, lsv, lse);
+    CINS("mul.f32 $, $, " LOG2E_F ";", w, w);
+    CINS("ex2.approx.ftz.f32 $, $;", w, w);
+    for (int j = 0; j < nchunks; j++) {
+        CINS("@$ ld.global.v4.f32 {$, $, $, $}, [$+%d];", act[j], v[4 * j], v[4 * j + 1],
+             v[4 * j + 2], v[4 * j + 3], op, 512 * j);
+        for (int i = 4 * j; i < 4 * j + 4; i++)
+            CINS("fma.rn.f32 $, $, $, $;", acc[i], w, v[i], acc[i]);
+    }
+    ptx_place(g->f, lab_next);
+    CINS("add.u64 $, $, $;", op, op, ostep);
+    CINS("add.u64 $, $, $;", lp, lp, lstep);
+    CINS("add.u32 $, $, 1;", s, s);
+    CINS("setp.lt.u32 $, $, $;", more, s, ns);
+    CINS("@$ bra %s;", more, ptx_lab(g->f, lab_loop));
+
+    /* 3. O in the output dtype, LSE */
+    ptx_place(g->f, lab_store);
+    ptx_r optr = param(g, PTX_B64, "u64", FA3C_OFF_O_PTR, "optr");
+    ptx_r addr = ptx_reg(g->f, PTX_B64, "oaddr");
+    ptx_r w01 = ptx_reg(g->f, PTX_B32, "w01"), w23 = ptx_reg(g->f, PTX_B32, "w23");
+    CINS("cvt.u64.u32 $, $;", u64, lane);
+    CINS("shl.b64 $, $, 2;", u64, u64);
+    CINS("add.u64 $, $, $;", addr, obase, u64);
+    CINS("shl.b64 $, $, %d;", addr, addr, p->out_bytes == 2 ? 1 : 0);
+    CINS("add.u64 $, $, $;", addr, addr, optr);
+    for (int j = 0; j < nchunks; j++) {
+        CINS("cvt.rn.%s.f32 $, $, $;", cvt, w01, acc[4 * j + 1], acc[4 * j]);
+        CINS("cvt.rn.%s.f32 $, $, $;", cvt, w23, acc[4 * j + 3], acc[4 * j + 2]);
+        CINS("@$ st.global.b32 [$+%d], $;", act[j], addr, 128 * j * p->out_bytes, w01);
+        CINS("@$ st.global.b32 [$+%d], $;", act[j], addr, 128 * j * p->out_bytes + 4, w23);
+    }
+    ptx_r lptr = param(g, PTX_B64, "u64", FA3C_OFF_LSE_PTR, "lseptr");
+    ptx_r nolse = ptx_reg(g->f, PTX_PRED, "nolse");
+    CINS("setp.eq.u64 $, $, 0;", nolse, lptr);
+    CINS("setp.ne.or.u32 $, $, 0, $;", nolse, lane, nolse);
+    CINS("@$ bra %s;", nolse, ptx_lab(g->f, lab_done));
+    CINS("shl.b64 $, $, 2;", t64, row64);
+    CINS("add.u64 $, $, $;", t64, t64, lptr);
+    CINS("st.global.f32 [$], $;", t64, lse);
+    ptx_place(g->f, lab_done);
+    CINS("ret;");
+}
+
+fa3_status fa3_codegen_combine(const fa3_plan *plan, char **ptx, size_t *len)
+{
+    if (!plan || !ptx)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_codegen_combine: NULL argument");
+    const int hdv = plan->cfg.head_dim_v;
+    if (hdv < 4 || hdv % 4 || hdv > 256 || plan->out_bytes != 2)
+        return fa3_seterr(FA3_ERR_INTERNAL, "combine kernel: head_dim_v %d / %d-byte output not "
+                          "supported (multiples of 4 up to 256, 16-bit output)", hdv,
+                          plan->out_bytes);
+    ptx_fn *f = calloc(1, sizeof *f);
+    if (!f)
+        return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory while generating PTX");
+    cgen G = {.f = f}, *g = &G;
+    body(g, plan);
+    fa3_buf out = {0};
+    fa3_emitf(&out, "//\n// Generated by fa3jit %s (%s): split-KV combine kernel for sm_90a.\n"
+              "// Combine: hdv%d %s%s\n//\n.version 9.0\n.target sm_90a\n.address_size 64\n\n",
+              FA3JIT_VERSION_STRING, FA3_GENERATOR_VERSION, hdv,
+              plan->cfg.out_dtype == FA3_DTYPE_FP16 ? "fp16" : "bf16",
+              plan->cfg.varlen ? " varlen" : "");
+    fa3_emitf(&out, ".visible .entry %s(\n\t.param .align 64 .b8 fa3_params[%d]\n)\n",
+              FA3_COMBINE_NAME, FA3C_SIZE);
+    fa3_emitf(&out, ".maxntid %d, 1, 1\n{\n", 32 * FA3_COMBINE_WARPS);
+    fa3_status st = ptx_finish(f, &out);
+    free(f);
+    if (st != FA3_OK) {
+        free(out.data);
+        return st;
+    }
+    fa3_emitf(&out, "}\n");
+    return fa3_buf_finish(&out, ptx, len);
+}
