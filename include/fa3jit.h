@@ -472,7 +472,7 @@ typedef struct fa3_fwd_args {
        fa3_fwd allocates it with cuMemAllocAsync and frees it with cuMemFreeAsync on the call's
        stream (stream-ordered, so CUDA graph capture works; needs a driver with memory pools).
        workspace_bytes: the size given (ignored when workspace is NULL). A split_kv = 0 config
-       needs none (workspace NULL, workspace_bytes 0). */
+       ignores workspace and workspace_bytes. */
     int num_splits;
     void *workspace;
     size_t workspace_bytes;

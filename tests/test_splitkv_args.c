@@ -1,0 +1,279 @@
+/*
+ * test_splitkv_args: split-KV's host side without a GPU (fa3jit.h "Split-KV", src/runtime/split.c):
+ *   - the config flag split_kv (0/1, canonical, " split" in fa3_config_describe, forward_split);
+ *   - fa3_fwd_validate's num_splits rules (0..128, > 1 only with split_kv) and the workspace's
+ *     256-byte alignment, on kernels without code (as test_varlen_args);
+ *   - fa3_split_resolve: the explicit and chosen split counts, the partials' layout (256-byte
+ *     parts, rows as the LSE: rectangular and varlen), a caller's workspace too small (naming
+ *     both sizes), rows past 2^31-1;
+ *   - fa3_split_heuristic, the num_splits = 0 rule, on hand-computed cases;
+ *   - fa3_fwd_workspace_size: 0 for split_kv = 0, the layout's bytes for explicit splits (no
+ *     device needed), NULL arguments.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+/* A bf16 hd128 kernel with the split_kv / varlen flags, without code; fake_free() it. */
+static fa3_kernel *fake_kernel(int split, int varlen)
+{
+    fa3_kernel *k = calloc(1, sizeof *k);
+    assert_non_null(k);
+    fa3_config c;
+    fa3_config_init(&c);
+    c.split_kv = split;
+    c.varlen = varlen;
+    assert_int_equal(fa3_config_canonicalize(&c, &k->cfg), FA3_OK);
+    assert_int_equal(fa3_plan_make(&k->cfg, &k->plan), FA3_OK);
+    k->op = fa3_op_for_config(&k->cfg);
+    k->num_parts = 0;
+    pthread_mutex_init(&k->mu, NULL);
+    return k;
+}
+
+static void fake_free(fa3_kernel *k)
+{
+    pthread_mutex_destroy(&k->mu);
+    free(k);
+}
+
+#define ADDR(n) ((uintptr_t)0x7f0000000000ull + (uintptr_t)(n) * 0x1000000ull)
+#define HD 128
+
+/* decode-like: batch 2, 1 query row, 4096 keys, 8 heads over 2 KV heads (varlen: 2 sequences
+   packed into 3 query rows, max 2, 5000 key rows) */
+static fa3_fwd_args good_args(int varlen)
+{
+    fa3_fwd_args a;
+    fa3_fwd_args_init(&a);
+    a.q = (const void *)ADDR(1);
+    a.k = (const void *)ADDR(2);
+    a.v = (const void *)ADDR(3);
+    a.o = (void *)ADDR(4);
+    a.lse = (float *)ADDR(5);
+    a.batch = 2;
+    a.seqlen_q = varlen ? 3 : 1;
+    a.seqlen_k = varlen ? 5000 : 4096;
+    a.num_heads = 8;
+    a.num_heads_k = 2;
+    fa3_fwd_args_set_contiguous(&a, HD, HD);
+    if (varlen) {
+        a.cu_seqlens_q = (const int32_t *)ADDR(6);
+        a.cu_seqlens_k = (const int32_t *)ADDR(7);
+        a.max_seqlen_q = 2;
+        a.max_seqlen_k = 4096;
+    }
+    return a;
+}
+
+static fa3_status validate(const fa3_kernel *k, const fa3_fwd_args *a, uint32_t *tiles)
+{
+    float scale;
+    int wl, wr;
+    uint32_t t;
+    return fa3_fwd_validate(k, a, &scale, &wl, &wr, tiles ? tiles : &t);
+}
+
+/* st is want, and the last message names every word (NULL-terminated). */
+static void expect(fa3_status st, fa3_status want, ...)
+{
+    const char *msg = fa3_last_error_message();
+    printf("  %s: %s\n", fa3_strerror(st), msg);
+    if (st != want)
+        fail_msg("returned %s, expected %s (%s)", fa3_strerror(st), fa3_strerror(want), msg);
+    va_list ap;
+    va_start(ap, want);
+    for (const char *w; (w = va_arg(ap, const char *)) != NULL;)
+        if (!strstr(msg, w))
+            fail_msg("message \"%s\" does not name \"%s\"", msg, w);
+    va_end(ap);
+}
+
+static void test_config_flag(void **state)
+{
+    (void)state;
+    fa3_config c, out;
+    fa3_config_init(&c);
+    assert_int_equal(c.split_kv, 0);
+    c.split_kv = 2;
+    expect(fa3_config_canonicalize(&c, &out), FA3_ERR_INVALID_ARGUMENT, "split_kv", "2", NULL);
+    c.split_kv = -1;
+    expect(fa3_config_canonicalize(&c, &out), FA3_ERR_INVALID_ARGUMENT, "split_kv", "-1", NULL);
+    c.split_kv = 1;
+    assert_int_equal(fa3_config_canonicalize(&c, &out), FA3_OK);
+    assert_int_equal(out.split_kv, 1);
+    char d[96];
+    assert_int_equal(fa3_config_describe(&out, d, sizeof d), FA3_OK);
+    printf("  %s\n", d);
+    assert_non_null(strstr(d, " split"));
+    assert_string_equal(fa3_op_for_config(&out)->name, "forward_split");
+    c.split_kv = 0;
+    assert_int_equal(fa3_config_canonicalize(&c, &out), FA3_OK);
+    assert_int_equal(fa3_config_describe(&out, d, sizeof d), FA3_OK);
+    assert_null(strstr(d, "split"));
+    assert_string_equal(fa3_op_for_config(&out)->name, "forward");
+}
+
+static void test_num_splits_rules(void **state)
+{
+    (void)state;
+    fa3_kernel *plain = fake_kernel(0, 0), *split = fake_kernel(1, 0);
+    fa3_fwd_args a = good_args(0);
+    assert_int_equal(validate(plain, &a, NULL), FA3_OK); /* 0: one pass */
+    a.num_splits = 1;
+    assert_int_equal(validate(plain, &a, NULL), FA3_OK);
+    a.num_splits = 4;
+    expect(validate(plain, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "num_splits 4", "split_kv",
+           NULL);
+    assert_int_equal(validate(split, &a, NULL), FA3_OK);
+    a.num_splits = -1;
+    expect(validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "num_splits -1", "128", NULL);
+    expect(validate(plain, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "num_splits -1", NULL);
+    a.num_splits = 129;
+    expect(validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "num_splits 129", "128", NULL);
+    a.num_splits = 128;
+    assert_int_equal(validate(split, &a, NULL), FA3_OK);
+    /* the workspace: 256-byte aligned; ignored by a split_kv = 0 config */
+    a.workspace = (void *)(ADDR(9) + 128);
+    a.workspace_bytes = 1u << 30;
+    expect(validate(split, &a, NULL), FA3_ERR_BAD_ALIGNMENT, "workspace", "256", NULL);
+    a.num_splits = 1;
+    assert_int_equal(validate(plain, &a, NULL), FA3_OK);
+    a.workspace = (void *)ADDR(9);
+    assert_int_equal(validate(split, &a, NULL), FA3_OK);
+    fake_free(plain);
+    fake_free(split);
+}
+
+static void test_resolve_layout(void **state)
+{
+    (void)state;
+    for (int varlen = 0; varlen <= 1; varlen++) {
+        fa3_kernel *k = fake_kernel(1, varlen);
+        fa3_fwd_args a = good_args(varlen);
+        uint32_t tiles = 0;
+        a.num_splits = 7;
+        assert_int_equal(validate(k, &a, &tiles), FA3_OK);
+        fa3_split_info si;
+        assert_int_equal(fa3_split_resolve(k, &a, tiles, 132, &si), FA3_OK);
+        const int64_t rows = varlen ? 8 * 3 : 2 * 8 * 1; /* as the LSE output */
+        assert_int_equal(si.num_splits, 7);
+        assert_int_equal(si.layout.rows, rows);
+        const size_t o = (size_t)(7 * rows * HD * 4 + 255) / 256 * 256;
+        assert_int_equal(si.layout.lse_offset, o);
+        assert_int_equal(si.layout.bytes, o + (size_t)(7 * rows * 4 + 255) / 256 * 256);
+        assert_int_equal(si.layout.lse_offset % 256, 0);
+        assert_int_equal(si.layout.bytes % 256, 0);
+        /* the caller's workspace: exactly enough, one byte short */
+        a.workspace = (void *)ADDR(9);
+        a.workspace_bytes = si.layout.bytes;
+        assert_int_equal(fa3_split_resolve(k, &a, tiles, 132, &si), FA3_OK);
+        a.workspace_bytes = si.layout.bytes - 1;
+        char have[32], need[32];
+        snprintf(have, sizeof have, "%zu", si.layout.bytes - 1);
+        snprintf(need, sizeof need, "%zu bytes", si.layout.bytes);
+        expect(fa3_split_resolve(k, &a, tiles, 132, &si), FA3_ERR_INVALID_ARGUMENT,
+               "workspace_bytes", have, need, "7 splits", NULL);
+        /* 0: the library's choice, from the tiles, the key blocks and the SMs */
+        a.workspace = NULL;
+        a.num_splits = 0;
+        assert_int_equal(fa3_split_resolve(k, &a, tiles, 132, &si), FA3_OK);
+        const int64_t kb = (4096 + k->plan.block_n - 1) / k->plan.block_n;
+        assert_int_equal(si.num_splits, fa3_split_heuristic(tiles, kb, 132));
+        printf("  %s: %u tiles, %lld key blocks, 132 SMs: %d splits\n",
+               varlen ? "varlen" : "rectangular", tiles, (long long)kb, si.num_splits);
+        assert_true(si.num_splits > 1);
+        fake_free(k);
+    }
+    /* rows past 2^31-1: batch 1024 x 64 heads x 32768 queries */
+    fa3_kernel *k = fake_kernel(1, 0);
+    fa3_fwd_args a = good_args(0);
+    a.batch = 1024;
+    a.num_heads = a.num_heads_k = 64;
+    a.seqlen_q = 32768;
+    fa3_fwd_args_set_contiguous(&a, HD, HD);
+    a.num_splits = 2;
+    fa3_split_info si;
+    expect(fa3_split_resolve(k, &a, 1, 132, &si), FA3_ERR_BAD_SHAPE, "2147483648", "rows",
+           NULL);
+    fake_free(k);
+}
+
+static void test_heuristic(void **state)
+{
+    (void)state;
+    /* the tiles fill 80% of the SMs already, or one key block: no split */
+    assert_int_equal(fa3_split_heuristic(106, 64, 132), 1);
+    assert_int_equal(fa3_split_heuristic(1000, 64, 132), 1);
+    assert_int_equal(fa3_split_heuristic(8, 1, 132), 1);
+    /* bad arguments */
+    assert_int_equal(fa3_split_heuristic(0, 64, 132), 1);
+    assert_int_equal(fa3_split_heuristic(8, 0, 132), 1);
+    assert_int_equal(fa3_split_heuristic(8, 64, 0), 1);
+    /* 32 tiles, 64 key blocks, 132 SMs: s = 4 fills 128 of 132 (97%), the best (s = 33 would be
+       100% but leaves splits empty: chunks of 2 blocks make 32) is within 15% */
+    assert_int_equal(fa3_split_heuristic(32, 64, 132), 4);
+    /* 1 tile: up to the key blocks */
+    assert_int_equal(fa3_split_heuristic(1, 16, 132), 16);
+    /* 1 tile, 1000 blocks: capped by 128 (the SMs are 132): 112 is the smallest within 85% of
+       the best eligible (s = 125: chunks of 8, 125 splits, 125/132) */
+    int s = fa3_split_heuristic(1, 1000, 132);
+    printf("  1 tile, 1000 key blocks, 132 SMs: %d splits\n", s);
+    assert_true(s >= 100 && s <= 128);
+    /* never more than the SMs, the key blocks, 128; never an empty split */
+    for (int tiles = 1; tiles < 120; tiles += 7)
+        for (int kb = 1; kb < 300; kb += 13)
+            for (int sms = 1; sms <= 132; sms += 19) {
+                const int n = fa3_split_heuristic(tiles, kb, sms);
+                assert_true(n >= 1 && n <= 128 && n <= kb && (n == 1 || n <= sms));
+                const int chunk = (kb + n - 1) / n;
+                assert_int_equal((kb + chunk - 1) / chunk, n);
+                if (tiles * 10 >= sms * 8)
+                    assert_int_equal(n, 1);
+            }
+}
+
+static void test_workspace_size(void **state)
+{
+    (void)state;
+    fa3_kernel *plain = fake_kernel(0, 0), *split = fake_kernel(1, 0);
+    fa3_fwd_args a = good_args(0);
+    size_t bytes = 99;
+    assert_int_equal(fa3_fwd_workspace_size(plain, &a, &bytes), FA3_OK);
+    assert_int_equal(bytes, 0);
+    a.num_splits = 3;
+    a.workspace = (void *)(ADDR(9) + 8); /* not looked at */
+    assert_int_equal(fa3_fwd_workspace_size(split, &a, &bytes), FA3_OK);
+    const size_t rows = 2 * 8 * 1;
+    assert_int_equal(bytes, (3 * rows * HD * 4 + 255) / 256 * 256 + (3 * rows * 4 + 255) / 256 * 256);
+    expect(fa3_fwd_workspace_size(NULL, &a, &bytes), FA3_ERR_INVALID_ARGUMENT, "kernel", NULL);
+    expect(fa3_fwd_workspace_size(split, NULL, &bytes), FA3_ERR_INVALID_ARGUMENT, "args", NULL);
+    expect(fa3_fwd_workspace_size(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "bytes", NULL);
+    a.num_splits = 200; /* validated as fa3_fwd validates */
+    expect(fa3_fwd_workspace_size(split, &a, &bytes), FA3_ERR_INVALID_ARGUMENT, "num_splits 200",
+           NULL);
+    fake_free(plain);
+    fake_free(split);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_flag),
+        cmocka_unit_test(test_num_splits_rules),
+        cmocka_unit_test(test_resolve_layout),
+        cmocka_unit_test(test_heuristic),
+        cmocka_unit_test(test_workspace_size),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
