@@ -11,7 +11,9 @@
  *   - non-zero "bytes spill stores", "bytes spill loads" or "bytes stack frame".
  * When the library has the PTX Compiler API built in, each config also goes through
  * fa3_jit_get_kernel with FA3_BACKEND_PTX_COMPILER (in parallel with ptxas) under the same rules,
- * read from fa3_kernel_info and the compile log.
+ * read from fa3_kernel_info and the compile log. Split-KV's combine kernel (FA3_KERNEL_COMBINE: one
+ * per head_dim_v × bf16/fp16 output × varlen) goes through the same gate, its PTX Compiler API
+ * compile through fa3_compile_ptx.
  * A config the library refuses at canonicalisation is skipped with a note, except the default set
  * (64/128/256 × bf16/fp16 × none/causal, no softcap), which must always be accepted.
  * Prints per config: registers, spills, stack, static and dynamic shared memory.
@@ -36,6 +38,9 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
+#include "codegen/generate.h"
+#include "runtime/compile.h"
+#include "runtime/op.h"
 #include "fa3jit.h"
 #include "fa3jit_build_config.h"
 #include "kernel_abi.h"
@@ -52,12 +57,14 @@ typedef struct ptxas_case {
     fa3_config cfg;
     int must_accept; /* in the default set */
     const char *knobs; /* FA3JIT_PLAN_DEBUG while planning (benchmark variants), or NULL */
+    fa3_kernel_kind kind; /* FA3_KERNEL_FWD, or the split config's FA3_KERNEL_COMBINE */
 } ptxas_case;
 
 /* (head_dim, head_dim_v) x dtype x mask x softcap, then the benchmark-knob variants */
 /* NFP8X: e4m3 beyond the table: fp16 output, and the dbg_no_vt knob at hd 128 and 256 */
-enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 3, NFP8X = 3,
-       NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X };
+/* NCOMBINE: the combine kernels, head_dim_v 64/96/128/192/256 × bf16/fp16 × varlen 0/1 */
+enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 3, NFP8X = 3, NCOMBINE = 5 * 2 * 2,
+       NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NCOMBINE };
 static ptxas_case g_cases[NCASES];
 
 /* Resources read from a ptxas -v log (-1 = not found). */
@@ -134,14 +141,14 @@ static int first_diagnostic(const char *log, char *out, size_t size)
 
 /* Scans a ptxas verbose log: every function's spills/stack (the max is kept: any non-zero fails),
    registers and static smem of the entry, warning lines. */
-static void parse_log(const char *log, resources *r)
+static void parse_log_entry(const char *log, resources *r, const char *entry_name)
 {
     memset(r, 0, sizeof *r);
     r->regs = -1;
     r->smem = 0; /* ptxas prints "N bytes smem" only when N > 0 */
     r->spill_st = r->spill_ld = r->stack = -1;
     char entry[128];
-    snprintf(entry, sizeof entry, "entry function '%s'", FA3_KERNEL_NAME);
+    snprintf(entry, sizeof entry, "entry function '%s'", entry_name);
     const char *p = log;
     while (*p) {
         const char *nl = strchr(p, '\n');
@@ -168,6 +175,11 @@ static void parse_log(const char *log, resources *r)
             r->smem = v;
         p += len + (nl ? 1 : 0);
     }
+}
+
+static void parse_log(const char *log, resources *r)
+{
+    parse_log_entry(log, r, FA3_KERNEL_NAME);
 }
 
 static char *slurp(const char *path)
@@ -287,7 +299,8 @@ static void test_one_config(void **state)
 
     char *ptx = NULL;
     size_t len = 0;
-    st = fa3_codegen_ptx(&plan, &ptx, &len); /* this plan: with the case's knobs */
+    st = fa3_codegen_kernel(pc->kind, &plan, &ptx, &len); /* this plan: with the case's knobs */
+    const char *entry = fa3_kind_get(pc->kind)->entry;
     if (st != FA3_OK)
         fail_msg("%s: fa3_codegen_ptx: %s: %s", pc->name, fa3_strerror(st),
                  fa3_last_error_message());
@@ -299,7 +312,6 @@ static void test_one_config(void **state)
     assert_non_null(f);
     assert_int_equal(fwrite(ptx, 1, len, f), len);
     assert_int_equal(fclose(f), 0);
-    fa3_free(ptx);
 
     g_failed_configs++; /* undone at the end if every check passed */
     double t0 = now_ms();
@@ -312,7 +324,29 @@ static void test_one_config(void **state)
     (pn += (size_t)snprintf(problems + pn, pn < sizeof problems ? sizeof problems - pn : 0, \
                             __VA_ARGS__))
     char ptxc_summary[256] = "";
-    if (g_ptxc_ctx && !pc->knobs) { /* the context plans without the knobs (and caches by config) */
+    if (g_ptxc_ctx && pc->kind == FA3_KERNEL_COMBINE) { /* the combine PTX itself */
+        fa3_compile_result cr;
+        st = fa3_compile_ptx(ptx, len, FA3_ARCH_SM90A, FA3_BACKEND_PTX_COMPILER, &cr);
+        if (st != FA3_OK) {
+            PROBLEM("\n  ptx-compiler: %s: %s", fa3_strerror(st), fa3_last_error_message());
+        } else {
+            snprintf(ptxc_summary, sizeof ptxc_summary,
+                     " | ptx-compiler: regs %d, spill %d/%d, stack %d", cr.num_regs,
+                     cr.spill_store_bytes, cr.spill_load_bytes, cr.stack_bytes);
+            if (cr.num_regs <= 0)
+                PROBLEM("\n  ptx-compiler: register count unknown (%d)", cr.num_regs);
+            if (cr.spill_store_bytes != 0 || cr.spill_load_bytes != 0 || cr.stack_bytes != 0)
+                PROBLEM("\n  ptx-compiler: spills %d/%d, stack %d bytes", cr.spill_store_bytes,
+                        cr.spill_load_bytes, cr.stack_bytes);
+            char diag[512];
+            if (first_diagnostic(cr.info_log, diag, sizeof diag) ||
+                first_diagnostic(cr.error_log, diag, sizeof diag))
+                PROBLEM("\n  ptx-compiler: diagnostic in the compile log: %s", diag);
+            if (cr.cubin_size == 0)
+                PROBLEM("\n  ptx-compiler: empty cubin");
+        }
+        fa3_compile_result_free(&cr);
+    } else if (g_ptxc_ctx && !pc->knobs) { /* the context plans without the knobs (and caches by config) */
         fa3_kernel *k = NULL;
         st = fa3_jit_get_kernel(g_ptxc_ctx, &c, &k);
         if (st != FA3_OK) {
@@ -345,16 +379,18 @@ static void test_one_config(void **state)
 
     int code = wait_ptxas(pid);
     double ms = now_ms() - t0;
+    fa3_free(ptx);
     char *log = slurp(log_path);
     assert_non_null(log);
     resources r;
-    parse_log(log, &r);
+    parse_log_entry(log, &r, entry);
     struct stat sb;
     int cubin_ok = stat(cubin_path, &sb) == 0 && sb.st_size > 0;
 
     printf("%-26s ptxas: regs %3d, spill %d/%d, stack %d, smem %d static + %d dynamic, "
            "%.0f ms%s\n",
-           pc->name, r.regs, r.spill_st, r.spill_ld, r.stack, r.smem, plan.smem_bytes, ms,
+           pc->name, r.regs, r.spill_st, r.spill_ld, r.stack, r.smem,
+           pc->kind == FA3_KERNEL_COMBINE ? 0 : plan.smem_bytes, ms,
            ptxc_summary);
 
     if (code != 0)
@@ -362,7 +398,7 @@ static void test_one_config(void **state)
     if (!cubin_ok)
         PROBLEM("\n  ptxas wrote no cubin");
     if (!r.entry_found)
-        PROBLEM("\n  ptxas compiled no entry function '%s'", FA3_KERNEL_NAME);
+        PROBLEM("\n  ptxas compiled no entry function '%s'", entry);
     if (r.warnings)
         PROBLEM("\n  ptxas printed %d warning line(s), first: %s", r.warnings, r.first_warning);
     if (r.spill_st != 0 || r.spill_ld != 0)
@@ -504,5 +540,23 @@ int main(void)
         tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
         n++;
     }
+    /* split-KV's combine kernels (planned from the split config of that head_dim_v) */
+    static const int hdvs[5] = {64, 96, 128, 192, 256};
+    for (int h = 0; h < 5; h++)
+        for (int dt = 0; dt < 2; dt++)
+            for (int vl = 0; vl < 2; vl++) {
+                ptxas_case *pc = &g_cases[n];
+                fa3_config_init(&pc->cfg);
+                pc->cfg.head_dim = pc->cfg.head_dim_v = hdvs[h];
+                pc->cfg.dtype = (fa3_dtype)dt;
+                pc->cfg.varlen = vl;
+                pc->cfg.split_kv = 1;
+                pc->must_accept = 1;
+                pc->kind = FA3_KERNEL_COMBINE;
+                snprintf(pc->name, sizeof pc->name, "combine_hdv%d_%s%s", hdvs[h], dts[dt],
+                         vl ? "_varlen" : "");
+                tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
+                n++;
+            }
     return cmocka_run_group_tests_name("ptxas", tests, group_setup, group_teardown);
 }
