@@ -6,8 +6,9 @@
  *   1. lane j reads LSE_s for s = j, j+32, j+64, j+96 (num_splits <= 128); a butterfly gives
  *      the row max m, then the sum of exp(LSE_s - m): lse = m + ln(sum). All splits -inf
  *      (no key visible): O = 0, lse = -inf.
- *   2. for each split (LSE_s read by the whole warp, one address), w = exp(LSE_s - lse) and
- *      O += w · O_s (splits at -inf are skipped: no load);
+ *   2. each lane turns its LSE_s into w_s = exp(LSE_s - lse); for each split (4 at a time, their
+ *      loads in flight together) the warp takes w_s by shfl and adds w_s · O_s (a split of
+ *      weight 0, at -inf, is not loaded: it wrote O_s = 0);
  *   3. O packed to bf16x2/f16x2 and stored at the user's strides (two 4-byte stores a lane per
  *      128 columns: O is only promised 4-byte aligned), lane 0 writes LSE[row].
  * Rows: rectangular row = (b·num_heads + h)·seqlen_q + i; varlen row = h·total_q + packed, rows
@@ -23,6 +24,7 @@
 #define LOG2E_F "0f3FB8AA3B" /* log2(e) */
 #define LN2_F "0f3F317218"   /* ln(2) */
 #define FA3_MAX_SPLITS_PER_LANE (FA3_MAX_SPLITS / 32) /* LSE_s a lane reads in step 1 */
+#define UNROLL 4 /* splits whose O loads are in flight together (divides 32) */
 
 typedef struct cgen {
     ptx_fn *f;
@@ -132,10 +134,15 @@ static void body(cgen *g, const fa3_plan *p)
     warp_reduce(g, mx, "max");
     ptx_r lse = ptx_reg(g->f, PTX_F32, "lse"), e = ptx_reg(g->f, PTX_F32, "e");
     ptx_r empty = ptx_reg(g->f, PTX_PRED, "empty");
-    ptx_r acc[8];
+    ptx_r acc[8], act[2];
     for (int i = 0; i < 4 * nchunks; i++) {
         acc[i] = ptx_reg(g->f, PTX_F32, "acc");
         CINS("mov.f32 $, " ZERO_F ";", acc[i]);
+    }
+    for (int j = 0; j < nchunks; j++) { /* lanes with columns in chunk j */
+        act[j] = ptx_reg(g->f, PTX_PRED, "act");
+        const int lanes = (hdv - 128 * j) / 4 < 32 ? (hdv - 128 * j) / 4 : 32;
+        CINS("setp.lt.u32 $, $, %d;", act[j], lane, lanes);
     }
     CINS("mov.f32 $, " NEG_INF ";", lse);
     CINS("setp.eq.f32 $, $, " NEG_INF ";", empty, mx);
@@ -151,56 +158,75 @@ static void body(cgen *g, const fa3_plan *p)
     warp_reduce(g, sum, "add");
     CINS("lg2.approx.ftz.f32 $, $;", e, sum); /* sum >= 1: the max's own term */
     CINS("fma.rn.f32 $, $, " LN2_F ", $;", lse, e, mx);
+    /* the weights exp(LSE_s - lse), in the lanes that read LSE_s (0 for -inf) */
+    for (int k = 0; k < FA3_MAX_SPLITS_PER_LANE; k++) {
+        CINS("sub.f32 $, $, $;", ls[k], ls[k], lse);
+        CINS("mul.f32 $, $, " LOG2E_F ";", ls[k], ls[k]);
+        CINS("ex2.approx.ftz.f32 $, $;", ls[k], ls[k]);
+    }
 
-    /* 2. O = sum_s exp(LSE_s - lse) O_s */
+    /* 2. O = sum_s w_s O_s: lane group k's 32 splits, UNROLL at a time (their loads issued
+       together); w_s from lane s % 32 by shfl; a split of weight 0 (-inf, or underflowed) is
+       not loaded */
     ptx_r opart = param(g, PTX_B64, "u64", FA3C_OFF_O_PARTIAL, "opart");
-    ptx_r op = ptx_reg(g->f, PTX_B64, "op"), lp = ptx_reg(g->f, PTX_B64, "lp");
-    ptx_r ostep = ptx_reg(g->f, PTX_B64, "ostep"), lstep = ptx_reg(g->f, PTX_B64, "lstep");
+    ptx_r ostep = ptx_reg(g->f, PTX_B64, "ostep"), op[UNROLL];
+    for (int u = 0; u < UNROLL; u++)
+        op[u] = ptx_reg(g->f, PTX_B64, "op");
+    ptx_r ostep_u = ptx_reg(g->f, PTX_B64, "ostepu");
     CINS("mul.lo.u64 $, $, %d;", ostep, rows64, 4 * hdv); /* bytes between two splits' O */
-    CINS("shl.b64 $, $, 2;", lstep, rows64);
-    CINS("mul.lo.u64 $, $, %d;", op, row64, hdv);
+    CINS("mul.lo.u64 $, $, %d;", ostep_u, rows64, 4 * hdv * UNROLL);
+    CINS("mul.lo.u64 $, $, %d;", op[0], row64, hdv);
     CINS("cvt.u64.u32 $, $;", t64, lane);
     CINS("shl.b64 $, $, 2;", t64, t64);
-    CINS("add.u64 $, $, $;", op, op, t64); /* element offset of the lane's first column */
-    CINS("shl.b64 $, $, 2;", op, op);
-    CINS("add.u64 $, $, $;", op, op, opart);
-    CINS("shl.b64 $, $, 2;", lp, row64);
-    CINS("add.u64 $, $, $;", lp, lp, lsep);
-    ptx_r act[2];
-    for (int j = 0; j < nchunks; j++) { /* lanes with columns in chunk j */
-        act[j] = ptx_reg(g->f, PTX_PRED, "act");
-        const int lanes = (hdv - 128 * j) / 4 < 32 ? (hdv - 128 * j) / 4 : 32;
-        CINS("setp.lt.u32 $, $, %d;", act[j], lane, lanes);
+    CINS("add.u64 $, $, $;", op[0], op[0], t64); /* element offset of the lane's first column */
+    CINS("shl.b64 $, $, 2;", op[0], op[0]);
+    CINS("add.u64 $, $, $;", op[0], op[0], opart);
+    ptx_r v[UNROLL][8], wu[UNROLL], ld[UNROLL][2];
+    for (int u = 0; u < UNROLL; u++) {
+        wu[u] = ptx_reg(g->f, PTX_F32, "wu");
+        for (int j = 0; j < nchunks; j++)
+            ld[u][j] = ptx_reg(g->f, PTX_PRED, "ldp");
+        for (int i = 0; i < 4 * nchunks; i++) {
+            v[u][i] = ptx_reg(g->f, PTX_F32, "v");
+            CINS("mov.f32 $, " ZERO_F ";", v[u][i]); /* lanes never loading keep 0 */
+        }
     }
-    ptx_r s = ptx_reg(g->f, PTX_B32, "s"), more = ptx_reg(g->f, PTX_PRED, "more");
-    ptx_r lsv = ptx_reg(g->f, PTX_F32, "lss"), w = ptx_reg(g->f, PTX_F32, "w");
-    ptx_r skip = ptx_reg(g->f, PTX_PRED, "skip");
-    ptx_r v[8];
-    for (int i = 0; i < 4 * nchunks; i++) {
-        v[i] = ptx_reg(g->f, PTX_F32, "v");
-        CINS("mov.f32 $, " ZERO_F ";", v[i]); /* idle lanes keep 0 */
+    ptx_r it = ptx_reg(g->f, PTX_B32, "it"), cnt = ptx_reg(g->f, PTX_B32, "cnt");
+    ptx_r idx = ptx_reg(g->f, PTX_B32, "idx"), more = ptx_reg(g->f, PTX_PRED, "more");
+    ptx_r valid = ptx_reg(g->f, PTX_PRED, "valid");
+    for (int k = 0; k < FA3_MAX_SPLITS_PER_LANE; k++) {
+        if (k) { /* splits 32k.. exist? (uniform) */
+            CINS("setp.le.u32 $, $, %d;", more, ns, 32 * k);
+            CINS("@$ bra %s;", more, ptx_lab(g->f, lab_store));
+        }
+        CINS("sub.u32 $, $, %d;", cnt, ns, 32 * k);
+        CINS("min.u32 $, $, 32;", cnt, cnt);
+        CINS("mov.u32 $, 0;", it);
+        const int lab_loop = ptx_label(g->f, "splits");
+        ptx_place(g->f, lab_loop);
+        for (int u = 0; u < UNROLL; u++) {
+            if (u)
+                CINS("add.u64 $, $, $;", op[u], op[u - 1], ostep);
+            CINS("add.u32 $, $, %d;", idx, it, u);
+            CINS("shfl.sync.idx.b32 $, $, $, 31, -1;", wu[u], ls[k], idx);
+            CINS("setp.lt.u32 $, $, $;", valid, idx, cnt);
+            CINS("@!$ mov.f32 $, " ZERO_F ";", valid, wu[u]);
+            CINS("setp.gt.f32 $, $, " ZERO_F ";", valid, wu[u]);
+            for (int j = 0; j < nchunks; j++)
+                CINS("and.pred $, $, $;", ld[u][j], valid, act[j]);
+        }
+        for (int u = 0; u < UNROLL; u++)
+            for (int j = 0; j < nchunks; j++)
+                CINS("@$ ld.global.v4.f32 {$, $, $, $}, [$+%d];", ld[u][j], v[u][4 * j],
+                     v[u][4 * j + 1], v[u][4 * j + 2], v[u][4 * j + 3], op[u], 512 * j);
+        for (int u = 0; u < UNROLL; u++) /* a weight of 0 times a stale finite value: 0 */
+            for (int i = 0; i < 4 * nchunks; i++)
+                CINS("fma.rn.f32 $, $, $, $;", acc[i], wu[u], v[u][i], acc[i]);
+        CINS("add.u64 $, $, $;", op[0], op[0], ostep_u);
+        CINS("add.u32 $, $, %d;", it, it, UNROLL);
+        CINS("setp.lt.u32 $, $, $;", more, it, cnt);
+        CINS("@$ bra %s;", more, ptx_lab(g->f, lab_loop));
     }
-    CINS("mov.u32 $, 0;", s);
-    const int lab_loop = ptx_label(g->f, "split"), lab_next = ptx_label(g->f, "next");
-    ptx_place(g->f, lab_loop);
-    CINS("ld.global.f32 $, [$];", lsv, lp);
-    CINS("setp.eq.f32 $, $, " NEG_INF ";", skip, lsv);
-    CINS("@$ bra %s;", skip, ptx_lab(g->f, lab_next));
-    CINS("sub.f32 $, $, $;", w, lsv, lse);
-    CINS("mul.f32 $, $, " LOG2E_F ";", w, w);
-    CINS("ex2.approx.ftz.f32 $, $;", w, w);
-    for (int j = 0; j < nchunks; j++) {
-        CINS("@$ ld.global.v4.f32 {$, $, $, $}, [$+%d];", act[j], v[4 * j], v[4 * j + 1],
-             v[4 * j + 2], v[4 * j + 3], op, 512 * j);
-        for (int i = 4 * j; i < 4 * j + 4; i++)
-            CINS("fma.rn.f32 $, $, $, $;", acc[i], w, v[i], acc[i]);
-    }
-    ptx_place(g->f, lab_next);
-    CINS("add.u64 $, $, $;", op, op, ostep);
-    CINS("add.u64 $, $, $;", lp, lp, lstep);
-    CINS("add.u32 $, $, 1;", s, s);
-    CINS("setp.lt.u32 $, $, $;", more, s, ns);
-    CINS("@$ bra %s;", more, ptx_lab(g->f, lab_loop));
 
     /* 3. O in the output dtype, LSE */
     ptx_place(g->f, lab_store);

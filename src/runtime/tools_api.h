@@ -20,6 +20,8 @@
  *       kernels without a GPU.
  *   fa3_tools_emit_ptx_named (codegen/codegen.h)  fa3-gen --emit-ptx --named-registers: the
  *       kernel with its registers named, for reading.
+ *   fa3_combine_launch, fa3_split_heuristic (runtime/split.h)  test_splitkv_combine runs the
+ *       split-KV combine kernel alone on partials it made.
  *   FA3_PRINTF, FA3_TRY (src/common.h)  printf-format checking and status forwarding.
  * fa3_driver_loaded and fa3_cache_file_kind_of are marked FA3_TOOLS_API too, but no tool uses
  * them (the library and test_cache do). A program that needs more adds it here with its reason,
@@ -42,6 +44,7 @@
 #include "runtime/env.h"
 #include "runtime/quantize.h"
 #include "runtime/reference.h"
+#include "runtime/split.h"
 
 /* One file of a cache folder as the tools show it: a copy of what fa3_cache_list found, so that
    they do not depend on the cache's own structs. */
