@@ -222,31 +222,24 @@ static uintptr_t addr(const warp *w, int l, const char *s)
 
 static int cmp(const char *how, int isf, int sgn, uint64_t a, uint64_t b, int bits)
 {
+    int c; /* -1, 0, 1, or 2 for unordered floats */
     if (isf) {
-        float x = as_f(a), y = as_f(b);
-        if (!strcmp(how, "eq")) return x == y;
-        if (!strcmp(how, "ne")) return x != y;
-        if (!strcmp(how, "lt")) return x < y;
-        if (!strcmp(how, "le")) return x <= y;
-        if (!strcmp(how, "gt")) return x > y;
-        if (!strcmp(how, "ge")) return x >= y;
+        const float x = as_f(a), y = as_f(b);
+        c = x < y ? -1 : x > y ? 1 : x == y ? 0 : 2;
     } else if (sgn) {
-        int64_t x = bits == 32 ? (int32_t)a : (int64_t)a, y = bits == 32 ? (int32_t)b : (int64_t)b;
-        if (!strcmp(how, "eq")) return x == y;
-        if (!strcmp(how, "ne")) return x != y;
-        if (!strcmp(how, "lt")) return x < y;
-        if (!strcmp(how, "le")) return x <= y;
-        if (!strcmp(how, "gt")) return x > y;
-        if (!strcmp(how, "ge")) return x >= y;
+        const int64_t x = bits == 32 ? (int32_t)a : (int64_t)a;
+        const int64_t y = bits == 32 ? (int32_t)b : (int64_t)b;
+        c = x < y ? -1 : x > y;
     } else {
-        uint64_t m = bits == 32 ? 0xffffffffu : ~0ull, x = a & m, y = b & m;
-        if (!strcmp(how, "eq")) return x == y;
-        if (!strcmp(how, "ne")) return x != y;
-        if (!strcmp(how, "lt")) return x < y;
-        if (!strcmp(how, "le")) return x <= y;
-        if (!strcmp(how, "gt")) return x > y;
-        if (!strcmp(how, "ge")) return x >= y;
+        const uint64_t m = bits == 32 ? 0xffffffffu : ~0ull, x = a & m, y = b & m;
+        c = x < y ? -1 : x > y;
     }
+    static const struct { const char *how; int lt, eq, gt; } t[] = {
+        {"eq", 0, 1, 0}, {"ne", 1, 0, 1}, {"lt", 1, 0, 0},
+        {"le", 1, 1, 0}, {"gt", 0, 0, 1}, {"ge", 0, 1, 1}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(how, t[i].how))
+            return c == 2 ? !strcmp(how, "ne") : c < 0 ? t[i].lt : c ? t[i].gt : t[i].eq;
     fail_msg("setp.%s not handled", how);
     return 0;
 }
