@@ -497,7 +497,9 @@ FA3_API void fa3_fwd_args_set_contiguous(fa3_fwd_args *args, int head_dim, int h
  * calling thread's current CUDA context (device 0's primary context is made current if there is
  * none). Asynchronous. Errors: FA3_ERR_INVALID_ARGUMENT (NULL pointers, aliasing), _BAD_SHAPE,
  * _BAD_STRIDE, _BAD_ALIGNMENT,
- * _BAD_SCALE, _BAD_SOFTCAP, _BAD_WINDOW, _NO_DRIVER, _UNSUPPORTED (device not sm_90), _CUDA.
+ * _BAD_SCALE, _BAD_SOFTCAP, _BAD_WINDOW, _NO_DRIVER, _UNSUPPORTED (device not sm_90), _CUDA (also
+ * a split-KV workspace the driver could not allocate: cuMemAllocAsync named). Split-KV configs
+ * launch two kernels on stream (forward into the workspace, then the combine).
  */
 FA3_API fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream);
 

@@ -1,8 +1,12 @@
 /*
  * The forward launch: fa3_fwd checks its arguments (fwd_args.c), then launches the kernels of the
- * forward operation (op.h) in order: for the forward kernel (FA3_KERNEL_FWD) its parameter block
+ * config's operation (op.h) in order: for the forward kernel (FA3_KERNEL_FWD) its parameter block
  * (kernel_abi.h: three or four TMA descriptors, O/LSE addresses and strides, shapes, mask window,
- * softmax constants, the L2 section size) and a persistent grid of at most one CTA per SM.
+ * softmax constants, the L2 section size) and a persistent grid of at most one CTA per SM; for
+ * split-KV (forward_split) first the partials' workspace (split.c sizes it; the caller's, or
+ * stream-ordered from the driver), the forward kernel writing into it, then the combine kernel
+ * (FA3_KERNEL_COMBINE) merging it into O and LSE. fa3_fwd_workspace_size tells the caller the
+ * bytes.
  */
 #include <stdint.h>
 #include <string.h>
