@@ -8,7 +8,10 @@
  *     both sizes), rows past 2^31-1;
  *   - fa3_split_heuristic, the num_splits = 0 rule, on hand-computed cases;
  *   - fa3_fwd_workspace_size: 0 for split_kv = 0, the layout's bytes for explicit splits (no
- *     device needed), NULL arguments.
+ *     device needed), NULL arguments;
+ *   - the cache: two split configs that differ in their mask share one combine entry (3 files:
+ *     two forward kernels, one combine), a debug plan's too, and a second context loads every
+ *     part from the disk.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,7 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fa3jit_build_config.h"
+#include "runtime/cache.h"
 #include "runtime/runtime.h"
+#include "check.h"
+#include "test_util.h"
 
 /* A bf16 hd128 kernel with the split_kv / varlen flags, without code; fake_free() it. */
 static fa3_kernel *fake_kernel(int split, int varlen)
@@ -266,6 +273,69 @@ static void test_workspace_size(void **state)
     fake_free(split);
 }
 
+static void test_cache_sharing(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fa3jit-test-splitkv-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const fa3_backend b = FA3_HAVE_PTX_COMPILER ? FA3_BACKEND_PTX_COMPILER : FA3_BACKEND_NVJITLINK;
+    static const fa3_mask masks[2] = {FA3_MASK_NONE, FA3_MASK_CAUSAL};
+    for (int pass = 0; pass < 2; pass++) { /* compiled, then from the disk */
+        fa3_context *ctx = make_ctx(dir, b, 0);
+        for (int m = 0; m < 2; m++) {
+            fa3_config c;
+            fa3_config_init(&c);
+            c.head_dim = 64;
+            c.mask = masks[m];
+            c.split_kv = 1;
+            fa3_kernel *k;
+            CHECK(fa3_jit_get_kernel(ctx, &c, &k));
+            assert_int_equal(k->num_parts, 2);
+            assert_int_equal(k->parts[1].kind, FA3_KERNEL_COMBINE);
+            assert_true(k->parts[1].cubin_size > 0);
+            assert_int_equal(k->parts[1].spill_store_bytes, 0);
+            /* the second config finds the first one's combine kernel on the disk */
+            const int want = pass || m ? FA3_SOURCE_DISK : FA3_SOURCE_COMPILED;
+            assert_int_equal(k->parts[1].source, want);
+            assert_int_equal(k->parts[0].source, pass ? FA3_SOURCE_DISK : FA3_SOURCE_COMPILED);
+        }
+        fa3_context_free(ctx);
+    }
+    /* a benchmark variant's forward kernel is its own; the combine kernel ignores the knobs */
+    setenv("FA3JIT_PLAN_DEBUG", "dbg_no_softmax=1", 1);
+    fa3_context *ctx = make_ctx(dir, b, 0);
+    fa3_config c;
+    fa3_config_init(&c);
+    c.head_dim = 64;
+    c.split_kv = 1;
+    fa3_kernel *k;
+    CHECK(fa3_jit_get_kernel(ctx, &c, &k));
+    unsetenv("FA3JIT_PLAN_DEBUG");
+    assert_int_equal(k->parts[0].source, FA3_SOURCE_COMPILED);
+    assert_int_equal(k->parts[1].source, FA3_SOURCE_DISK);
+    fa3_context_free(ctx);
+    fa3_cache_file *files = NULL;
+    size_t n = 0;
+    CHECK(fa3_cache_list(dir, &files, &n));
+    int combine = 0, entries = 0;
+    for (size_t i = 0; i < n; i++)
+        if (files[i].kind == FA3_CACHE_FILE_ENTRY) {
+            assert_true(files[i].valid);
+            entries++;
+            if (files[i].view.meta.kind == FA3_KERNEL_COMBINE) {
+                combine++;
+                assert_int_equal(files[i].view.meta.config.head_dim_v, 64);
+                assert_int_equal(files[i].view.meta.config.mask, FA3_MASK_NONE);
+                assert_string_equal(files[i].view.meta.plan_debug, "");
+            }
+        }
+    fa3_free(files);
+    printf("  %d cache entries, %d of them the combine kernel\n", entries, combine);
+    assert_int_equal(entries, 4);
+    assert_int_equal(combine, 1);
+    rm_rf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -274,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_resolve_layout),
         cmocka_unit_test(test_heuristic),
         cmocka_unit_test(test_workspace_size),
+        cmocka_unit_test(test_cache_sharing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -61,6 +61,7 @@ typedef struct fa3_tools_cache_item {
     fa3_backend backend;      /* resolved backend that built it */
     int64_t created;          /* Unix seconds when stored */
     char plan_debug[FA3_CACHE_PLAN_DEBUG_SIZE]; /* FA3JIT_PLAN_DEBUG of a benchmark variant, or "" */
+    fa3_kernel_kind kernel_kind; /* which kernel of its config's operation (kernel_abi.h) */
 } fa3_tools_cache_item;
 
 /* fa3_cache_list (fa3jit's files in dir, sorted by name; a missing dir gives none) as items:
@@ -93,6 +94,7 @@ static inline fa3_status fa3_tools_cache_list(const char *dir, fa3_tools_cache_i
             it[i].backend = f->view.meta.backend;
             it[i].created = f->view.meta.created;
             memcpy(it[i].plan_debug, f->view.meta.plan_debug, sizeof it[i].plan_debug);
+            it[i].kernel_kind = f->view.meta.kind;
         }
     }
     fa3_free(files);

@@ -206,7 +206,12 @@ static int cache_ls(const cache_args *a)
         memcpy(r->key, f->name, 32);
         r->key[32] = '\0';
         if (f->valid) {
-            fa3_config_describe(&f->config, r->desc, sizeof r->desc);
+            /* a split-KV combine kernel: its own config (head_dim_v, out dtype, varlen) */
+            const int comb = f->kernel_kind == FA3_KERNEL_COMBINE;
+            if (comb)
+                snprintf(r->desc, sizeof r->desc, "combine ");
+            fa3_config_describe(&f->config, r->desc + (comb ? 8 : 0),
+                                sizeof r->desc - (comb ? 8 : 0));
             snprintf(r->backend, sizeof r->backend, "%s", fa3_backend_name(f->backend));
             human_age(r->age, sizeof r->age, f->created);
             r->plan_debug = f->plan_debug;
