@@ -89,8 +89,13 @@ static entry *load(size_t *n)
     }
     char line[256];
     while (fgets(line, sizeof line, f)) {
-        if (*n == cap)
-            break;
+        if (*n == cap) { /* grow: the file holds more lines than the first guess */
+            entry *g = realloc(e, 2 * cap * sizeof *e);
+            if (!g)
+                break;
+            e = g;
+            cap *= 2;
+        }
         if (sscanf(line, "%95s %llx", e[*n].name, &e[*n].hash) == 2)
             (*n)++;
     }
