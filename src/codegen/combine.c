@@ -6,8 +6,8 @@
  *   1. lane j reads LSE_s for s = j, j+32, j+64, j+96 (num_splits <= 128); a butterfly gives
  *      the row max m, then the sum of exp(LSE_s - m): lse = m + ln(sum). All splits -inf
  *      (no key visible): O = 0, lse = -inf.
- *   2. each lane turns its LSE_s into w_s = exp(LSE_s - lse); for each split (4 at a time, their
- *      loads in flight together) the warp takes w_s by shfl and adds w_s · O_s (a split of
+ *   2. each lane turns its LSE_s into w_s = exp(LSE_s - lse); for each split (8 at a time, 4 for
+ *      head_dim_v > 128, their loads in flight together) the warp takes w_s by shfl and adds w_s · O_s (a split of
  *      weight 0, at -inf, is not loaded: it wrote O_s = 0);
  *   3. O packed to bf16x2/f16x2 and stored at the user's strides (two 4-byte stores a lane per
  *      128 columns: O is only promised 4-byte aligned), lane 0 writes LSE[row].
@@ -24,7 +24,10 @@
 #define LOG2E_F "0f3FB8AA3B" /* log2(e) */
 #define LN2_F "0f3F317218"   /* ln(2) */
 #define FA3_MAX_SPLITS_PER_LANE (FA3_MAX_SPLITS / 32) /* LSE_s a lane reads in step 1 */
-#define UNROLL 4 /* splits whose O loads are in flight together (divides 32) */
+/* Splits whose O loads are in flight together: 8 of one 128-column chunk, 4 of two (32 loaded
+   registers either way; divides 32). The splits of a row are a chain of load latencies, so this
+   sets the speed at decoding's few rows. */
+#define MAX_UNROLL 8
 
 typedef struct cgen {
     ptx_fn *f;
@@ -169,7 +172,8 @@ static void body(cgen *g, const fa3_plan *p)
        together); w_s from lane s % 32 by shfl; a split of weight 0 (-inf, or underflowed) is
        not loaded */
     ptx_r opart = param(g, PTX_B64, "u64", FA3C_OFF_O_PARTIAL, "opart");
-    ptx_r ostep = ptx_reg(g->f, PTX_B64, "ostep"), op[UNROLL];
+    const int UNROLL = MAX_UNROLL / nchunks;
+    ptx_r ostep = ptx_reg(g->f, PTX_B64, "ostep"), op[MAX_UNROLL];
     for (int u = 0; u < UNROLL; u++)
         op[u] = ptx_reg(g->f, PTX_B64, "op");
     ptx_r ostep_u = ptx_reg(g->f, PTX_B64, "ostepu");
@@ -181,7 +185,7 @@ static void body(cgen *g, const fa3_plan *p)
     CINS("add.u64 $, $, $;", op[0], op[0], t64); /* element offset of the lane's first column */
     CINS("shl.b64 $, $, 2;", op[0], op[0]);
     CINS("add.u64 $, $, $;", op[0], op[0], opart);
-    ptx_r v[UNROLL][8], wu[UNROLL], ld[UNROLL][2];
+    ptx_r v[MAX_UNROLL][8], wu[MAX_UNROLL], ld[MAX_UNROLL][2];
     for (int u = 0; u < UNROLL; u++) {
         wu[u] = ptx_reg(g->f, PTX_F32, "wu");
         for (int j = 0; j < nchunks; j++)
