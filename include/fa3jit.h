@@ -178,9 +178,11 @@ typedef struct fa3_config {
                          below); 0: rectangular (batch, seqlen, ...) tensors */
     int paged_kv;     /* 1: K/V in pages addressed through fa3_fwd_args.page_table ("Paged KV"
                          below); 0: K/V contiguous per sequence */
-    int split_kv;     /* 1: split-KV ("Split-KV" below): the keys of each query tile are cut
-                         into fa3_fwd_args.num_splits chunks computed by separate CTAs into fp32
-                         partials, which a second kernel merges into O and LSE; 0: one pass */
+    int split_kv;     /* 1: split-KV (FlashAttention's num_splits, for decode and other calls
+                         with few query tiles): each tile's key blocks are cut into
+                         fa3_fwd_args.num_splits chunks, each a tile of its own writing fp32
+                         partial O and LSE, which a combine kernel merges into O and LSE;
+                         0: one pass over all keys */
 } fa3_config;
 
 /** Sets struct_size and the defaults: head_dim 128, head_dim_v 0, bf16, no mask, no softcap,

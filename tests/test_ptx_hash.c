@@ -89,10 +89,11 @@ static entry *load(size_t *n)
     }
     char line[256];
     while (fgets(line, sizeof line, f)) {
-        if (*n == cap) { /* grow: the file holds more lines than the first guess */
+        if (*n == cap) { /* the file has more lines: room for twice as many */
             entry *g = realloc(e, 2 * cap * sizeof *e);
             if (!g)
                 break;
+            memset(g + cap, 0, cap * sizeof *g);
             e = g;
             cap *= 2;
         }

@@ -157,11 +157,13 @@ typedef struct fwd_call {
     int wl, wr;        /* windows as the kernel gets them */
     uint32_t tiles;    /* ceil(seqlen_q / block_m) · num_heads · batch */
     int num_sms;
-    /* split_kv configs (else NULL / 0): the fp32 partials the forward kernel writes (kernel_abi.h's
-       layout, in the workspace) and the combine kernel reads */
-    float *o_partial, *lse_partial;
-    int num_splits;    /* 1..FA3_MAX_SPLITS */
-    int partial_rows;  /* batch · num_heads · seqlen_q (varlen: num_heads · total_q) */
+    /* split-KV configs: the fp32 partials (device addresses in the workspace,
+       o_partial[num_splits][partial_rows][head_dim_v], lse_partial[num_splits][partial_rows];
+       kernel_abi.h), the number of splits (1..FA3_MAX_SPLITS) and the rows of one split's
+       partials (batch·num_heads·seqlen_q; varlen num_heads·total_q) */
+    uint64_t o_partial, lse_partial;
+    int num_splits;
+    uint32_t partial_rows;
 } fwd_call;
 
 /* The combine kernel's block (FA3_KERNEL_COMBINE) for call: the partials into O and LSE. */
@@ -170,11 +172,12 @@ static void combine_kernel_params(const fa3_kernel *kernel, const fwd_call *call
 {
     const fa3_fwd_args *a = call->args;
     const fa3_combine_call c = {
-        .o_partial = call->o_partial, .lse_partial = call->lse_partial, .o = a->o, .lse = a->lse,
+        .o_partial = (const float *)(uintptr_t)call->o_partial,
+        .lse_partial = (const float *)(uintptr_t)call->lse_partial, .o = a->o, .lse = a->lse,
         .o_batch_stride = a->o_batch_stride, .o_row_stride = a->o_row_stride,
         .o_head_stride = a->o_head_stride,
         .cu_seqlens_q = kernel->cfg.varlen ? a->cu_seqlens_q : NULL,
-        .num_splits = call->num_splits, .rows = call->partial_rows, .seqlen_q = a->seqlen_q,
+        .num_splits = call->num_splits, .rows = (int)call->partial_rows, .seqlen_q = a->seqlen_q,
         .num_heads = a->num_heads, .batch = a->batch};
     fa3_combine_params_fill(&c, prm, grid);
 }
@@ -358,10 +361,10 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *arguments, void *stre
             FA3_TRY(FA3_CU(d, cuMemAllocAsync(&owned, si.layout.bytes, (CUstream)stream)));
             ws = (uintptr_t)owned;
         }
-        call.o_partial = (float *)ws;
-        call.lse_partial = (float *)(ws + si.layout.lse_offset);
+        call.o_partial = (uint64_t)ws;
+        call.lse_partial = (uint64_t)(ws + si.layout.lse_offset);
         call.num_splits = si.num_splits;
-        call.partial_rows = (int)si.layout.rows;
+        call.partial_rows = (uint32_t)si.layout.rows;
     } else {
         const fa3_op_shape shape = {args->batch, args->seqlen_q, args->seqlen_k, args->num_heads,
                                     args->num_heads_k, 1};
