@@ -3,7 +3,7 @@
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
-# fp8 varlen varlenbench checkvarlen. FA3JIT_BENCH_DTYPES picks compare's dtypes;
+# fp8 varlen varlenbench checkvarlen splitkv. FA3JIT_BENCH_DTYPES picks compare's dtypes;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -60,6 +60,17 @@ for step in $steps; do
     logged test_varlen_args 120 15 /tmp/test_varlen_args
     logged test_varlen 560 40 "$root/.gpu/test_varlen"
     logged pytest_varlen 400 15 bash -c 'cd "$1" && python3 -m pytest python/tests/test_varlen_torch.py python/tests/test_varlen_args.py -q -rs' _ "$root" ;;
+  splitkv) # split-KV's forward kernel: its partials per split against fp64 (test_splitkv), and
+    # the SASS of a few split kernels (setmaxnreg kept, no local memory)
+    logged test_splitkv 560 40 "$root/.gpu/test_splitkv"
+    for f in "--head-dim 128" "--head-dim 64 --causal" "--head-dim 256 --causal --paged-kv" \
+             "--head-dim 128 --dtype e4m3 --local --softcap"; do
+      $gen --emit-cubin /tmp/k.cubin $f --split-kv >/dev/null || rc=1
+      s=$(cuobjdump -sass /tmp/k.cubin)
+      n_set=$(grep -c USETMAXREG <<<"$s"); n_ldl=$(grep -c -E '\b(LDL|STL)\b' <<<"$s")
+      echo "split $f: USETMAXREG $n_set LDL/STL $n_ldl"
+      [ "$n_set" -ge 2 ] && [ "$n_ldl" -eq 0 ] || rc=1
+    done ;;
   varlenbench) # bench/varlen.py: varlen prefill vs dense and FA4, paged page sizes (one run)
     logged varlen_bench 560 60 python3 "$root/bench/varlen.py" ${VARLEN_BENCH_ARGS:-} ;;
   checkall) logged check_all 560 15 $gen check --all ;; # dense, then the varlen configs
