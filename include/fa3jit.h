@@ -203,7 +203,7 @@ FA3_API fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *ou
  * Enumerates the configurations this build supports, in canonical form (the planner's block_n and
  * stages): every head_dim / head_dim_v pair (64, 96, 128, 192, 256 with head_dim_v = head_dim,
  * and 192 with 128) × dtype (bf16, fp16, e4m3 with out_dtype bf16) × mask (none, causal, local)
- * × softcap (0, 1) × varlen (0, 1) that
+ * × softcap (0, 1) × varlen (0, 1) × paged_kv (0, 1) × split_kv (0, 1; only with varlen 0) that
  * fa3_config_canonicalize accepts, in that order. Writes the first min(total, max) of them to out
  * (out may be NULL when max <= 0) and returns the total, so fa3_supported_configs(NULL, 0) gives
  * the count. Pure, thread-safe, needs no GPU. This is the set `fa3-gen cache warm --all`

@@ -80,6 +80,18 @@ typedef struct fa3_kernel_params {
        packed row e is coordinate (i - len + max_seqlen_q, e), clipped past the sequence's end */
     int32_t max_seqlen_q;
     int32_t batch; /* varlen: the number of sequences (the tile walk's end) */
+    /* split-KV configs only (their PTX declares all FA3P_SIZE bytes): the fp32 partials in the
+       workspace, o_partial[num_splits][partial_rows][head_dim_v] and
+       lse_partial[num_splits][partial_rows], row as the LSE output's ((b·num_heads + h)·seqlen_q
+       + i; varlen h·total_q + packed row); tile t·num_splits + s is split s of tile t, keys
+       [nmin + s·chunk, min(nmax, nmin + (s+1)·chunk)) of its key blocks [nmin, nmax), chunk =
+       ceil((nmax - nmin) / num_splits) */
+    uint64_t o_partial_ptr;
+    uint64_t lse_partial_ptr;
+    int32_t num_splits;      /* 1..FA3_MAX_SPLITS */
+    int32_t partial_rows;    /* rows of one split's partials: batch·num_heads·seqlen_q, varlen
+                                num_heads·total_q */
+    uint8_t pad2_[40];
 } fa3_kernel_params;
 
 #define FA3P_OFF_TMAP_Q 0
@@ -119,8 +131,13 @@ typedef struct fa3_kernel_params {
 #define FA3P_OFF_RUNS_PER_BLOCK 692
 #define FA3P_OFF_MAX_SEQLEN_Q 696
 #define FA3P_OFF_BATCH 700
-#define FA3P_SIZE 704       /* the struct; a varlen or paged-KV kernel's parameter */
-#define FA3P_SIZE_DENSE 640 /* the parameter the other kernels declare (up to tmap_o) */
+#define FA3P_OFF_O_PARTIAL 704
+#define FA3P_OFF_LSE_PARTIAL 712
+#define FA3P_OFF_NUM_SPLITS 720
+#define FA3P_OFF_PARTIAL_ROWS 724
+#define FA3P_SIZE 768        /* the struct; a split-KV kernel's parameter */
+#define FA3P_SIZE_VARLEN 704 /* the parameter varlen or paged-KV kernels declare (up to batch) */
+#define FA3P_SIZE_DENSE 640  /* the parameter the other kernels declare (up to tmap_o) */
 
 _Static_assert(offsetof(fa3_kernel_params, tmap_k) == FA3P_OFF_TMAP_K, "abi");
 _Static_assert(offsetof(fa3_kernel_params, tmap_v) == FA3P_OFF_TMAP_V, "abi");
@@ -158,6 +175,10 @@ _Static_assert(offsetof(fa3_kernel_params, page_rows) == FA3P_OFF_PAGE_ROWS, "ab
 _Static_assert(offsetof(fa3_kernel_params, runs_per_block) == FA3P_OFF_RUNS_PER_BLOCK, "abi");
 _Static_assert(offsetof(fa3_kernel_params, max_seqlen_q) == FA3P_OFF_MAX_SEQLEN_Q, "abi");
 _Static_assert(offsetof(fa3_kernel_params, batch) == FA3P_OFF_BATCH, "abi");
+_Static_assert(offsetof(fa3_kernel_params, o_partial_ptr) == FA3P_OFF_O_PARTIAL, "abi");
+_Static_assert(offsetof(fa3_kernel_params, lse_partial_ptr) == FA3P_OFF_LSE_PARTIAL, "abi");
+_Static_assert(offsetof(fa3_kernel_params, num_splits) == FA3P_OFF_NUM_SPLITS, "abi");
+_Static_assert(offsetof(fa3_kernel_params, partial_rows) == FA3P_OFF_PARTIAL_ROWS, "abi");
 _Static_assert(sizeof(fa3_kernel_params) == FA3P_SIZE, "abi");
 
 /* ---------------------------------------------------------------- FA3_KERNEL_COMBINE */

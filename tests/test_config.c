@@ -184,6 +184,12 @@ static void test_bad_softcap_flag(void **state)
     expect_bad(&c, FA3_ERR_INVALID_ARGUMENT, "softcap", "2", NULL);
     c.softcap = -1;
     expect_bad(&c, FA3_ERR_INVALID_ARGUMENT, "softcap", "-1", NULL);
+    /* the layout flags too */
+    c = base();
+    c.split_kv = 2;
+    expect_bad(&c, FA3_ERR_INVALID_ARGUMENT, "split_kv", "2", NULL);
+    c.split_kv = -1;
+    expect_bad(&c, FA3_ERR_INVALID_ARGUMENT, "split_kv", "-1", NULL);
 }
 
 static void test_error_message_replaced(void **state)
@@ -279,6 +285,11 @@ static void test_describe(void **state)
     assert_non_null(strstr(buf, "hd64"));
     assert_non_null(strstr(buf, "fp16"));
     assert_non_null(strstr(buf, "causal"));
+    assert_null(strstr(buf, "split"));
+    c.split_kv = 1; /* split-KV: " split" at the end */
+    assert_int_equal(fa3_config_describe(&c, buf, sizeof buf), FA3_OK);
+    assert_true(strlen(buf) > 6 && !strcmp(buf + strlen(buf) - 6, " split"));
+    c.split_kv = 0;
     /* a tiny buffer is truncated, still NUL-terminated */
     char small[6];
     memset(small, 'x', sizeof small);

@@ -34,10 +34,11 @@ static void check_kernel(const fa3_config *cfg, const fa3_plan *plan, fa3_kernel
     size_t len = 0;
     CHECK(fa3_codegen_kernel(kind, plan, &ptx, &len));
     char want[256];
-    /* the forward kernel of a config neither varlen nor paged declares the block up to tmap_o */
-    const size_t declared =
-        kind == FA3_KERNEL_FWD && !cfg->varlen && !cfg->paged_kv ? FA3P_SIZE_DENSE
-                                                                 : k->params_size;
+    /* the forward kernel declares the block up to tmap_o (dense), up to batch (varlen or
+       paged KV), or whole (split-KV) */
+    const size_t declared = kind != FA3_KERNEL_FWD || cfg->split_kv  ? k->params_size
+                            : cfg->varlen || cfg->paged_kv          ? FA3P_SIZE_VARLEN
+                                                                     : FA3P_SIZE_DENSE;
     snprintf(want, sizeof want, ".visible .entry %s(\n\t.param .align 64 .b8 fa3_params[%zu]\n)",
              k->entry, declared);
     char desc[64];

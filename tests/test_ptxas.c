@@ -1,9 +1,9 @@
 /*
  * test_ptxas: CI's compile gate. For every supported config (head_dim 64/96/128/192/256 and
- * (192, 128) × bf16/fp16/e4m3 × mask none/causal/local × softcap 0/1, e4m3 with fp16 output, and
- * the knob variants that change the code) the generated PTX is compiled whole-program by the
- * toolkit's offline ptxas (`ptxas -arch=sm_90a -O3 -v`, path $PTXAS or <cuda_dir>/bin/ptxas), and
- * the test fails on:
+ * (192, 128) × bf16/fp16/e4m3 × mask none/causal/local × softcap 0/1, e4m3 with fp16 output, the
+ * knob variants that change the code, and split-KV kernels) the generated PTX is compiled
+ * whole-program by the toolkit's offline ptxas (`ptxas -arch=sm_90a -O3 -v`, path $PTXAS or
+ * <cuda_dir>/bin/ptxas), and the test fails on:
  *   - a non-zero exit status or no cubin for the entry function;
  *   - any diagnostic line: one containing "warning", "Performance Loss" or a "(Cnnnn)" code.
  *     ptxas prints C7504/C7508 (setmaxnreg ignored) and C7510–C7515 (wgmma serialized) as
@@ -62,9 +62,12 @@ typedef struct ptxas_case {
 
 /* (head_dim, head_dim_v) x dtype x mask x softcap, then the benchmark-knob variants */
 /* NFP8X: e4m3 beyond the table: fp16 output, and the dbg_no_vt knob at hd 128 and 256 */
-/* NCOMBINE: the combine kernels, head_dim_v 64/96/128/192/256 × bf16/fp16 × varlen 0/1 */
-enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 3, NFP8X = 3, NCOMBINE = 5 * 2 * 2,
-       NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NCOMBINE };
+/* NSPLIT: split-KV (every head-dim pair and dtype, causal and local with softcap: the split
+   kernels' largest; all 216 listed split configs compile alike, 0 spills, checked at their
+   introduction); NCOMBINE: the combine kernels, head_dim_v 64/96/128/192/256 × bf16/fp16 ×
+   varlen 0/1 */
+enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 3, NFP8X = 3, NSPLIT = 6 * 3 * 2,
+       NCOMBINE = 5 * 2 * 2, NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE };
 static ptxas_case g_cases[NCASES];
 
 /* Resources read from a ptxas -v log (-1 = not found). */
@@ -540,6 +543,23 @@ int main(void)
         tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
         n++;
     }
+    for (int h = 0; h < 6; h++)
+        for (int dt = 0; dt < 3; dt++)
+            for (int m = 1; m < 3; m++) {
+                ptxas_case *pc = &g_cases[n];
+                fa3_config_init(&pc->cfg);
+                pc->cfg.head_dim = hds[h][0];
+                pc->cfg.head_dim_v = hds[h][1];
+                pc->cfg.dtype = (fa3_dtype)dt;
+                pc->cfg.mask = (fa3_mask)m;
+                pc->cfg.softcap = 1;
+                pc->cfg.split_kv = 1;
+                pc->must_accept = 1;
+                snprintf(pc->name, sizeof pc->name, "hd%dx%d_%s_%s_softcap_split", hds[h][0],
+                         hds[h][1], dts[dt], masks[m]);
+                tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
+                n++;
+            }
     /* split-KV's combine kernels (planned from the split config of that head_dim_v) */
     static const int hdvs[5] = {64, 96, 128, 192, 256};
     for (int h = 0; h < 5; h++)

@@ -6,7 +6,10 @@
  *     expansion (codegen/tile_order.h) that the section-size simulation uses;
  *   - the order visits every tile exactly once, decodes tiles one-to-one onto (m_block, head,
  *     batch), and each tile's key-block range is exactly the blocks holding a key some row of the
- *     tile sees (brute force over the rows).
+ *     tile sees (brute force over the rows);
+ *   - split-KV: tile t·num_splits + s is split s of the tile t above, its blocks [nmin + s·chunk,
+ *     min(nmax, nmin + (s+1)·chunk)), chunk = ceil(niters / num_splits): the splits of a tile
+ *     cover its range once, in order, more splits than blocks leaving the last ones empty.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -132,12 +135,14 @@ static void run(vm *m, const char *text)
 typedef struct shape {
     int masked, bm, bn, sq, sk, wl, wr, heads, batch, hpk;
     uint32_t section_hb, grid;
+    int splits; /* split-KV: num_splits (0: a config without split_kv) */
 } shape;
 
 /* The emitted decode of one plan: instruction text and the names of its outputs. */
 typedef struct decode_ptx {
     char *text;
     char tile[32], mblk[32], head[32], batch[32], kvhead[32], nmin[32], nmax[32], niters[32];
+    char split[32];
     char round[32], sq[32], sk[32], wl[32], wr[32], ntiles[32];
 } decode_ptx;
 
@@ -146,6 +151,7 @@ static void emit_decode(const shape *sh, decode_ptx *d)
     fa3_plan p = {0};
     fa3_config_init(&p.cfg);
     p.cfg.mask = sh->masked ? FA3_MASK_CAUSAL : FA3_MASK_NONE;
+    p.cfg.split_kv = sh->splits > 0;
     p.block_m = sh->bm;
     p.block_n = sh->bn;
     ptx_fn *f = calloc(1, sizeof *f);
@@ -169,6 +175,8 @@ static void emit_decode(const shape *sh, decode_ptx *d)
     ptx_name(f, t.nmin, d->nmin, 32);
     ptx_name(f, t.nmax, d->nmax, 32);
     ptx_name(f, t.niters, d->niters, 32);
+    if (sh->splits)
+        ptx_name(f, t.split, d->split, 32);
     ptx_name(f, g.round, d->round, 32);
     ptx_name(f, g.sq, d->sq, 32);
     ptx_name(f, g.sk, d->sk, 32);
@@ -184,16 +192,21 @@ static void check_shape(const shape *sh)
     decode_ptx d;
     emit_decode(sh, &d);
     const uint32_t nmb = (uint32_t)((sh->sq + sh->bm - 1) / sh->bm);
-    const uint32_t pairs = (uint32_t)(sh->heads * sh->batch), ntiles = nmb * pairs;
+    const uint32_t ns = sh->splits ? (uint32_t)sh->splits : 1;
+    const uint32_t pairs = (uint32_t)(sh->heads * sh->batch), nbase = nmb * pairs;
+    const uint32_t ntiles = nbase * ns;
     vm *m = calloc(1, sizeof *m);
     assert_non_null(m);
     m->params[FA3P_OFF_NUM_M_BLOCKS / 4] = nmb;
     m->params[FA3P_OFF_NUM_HEADS / 4] = (uint32_t)sh->heads;
     m->params[FA3P_OFF_HEADS_PER_KV / 4] = (uint32_t)sh->hpk;
     m->params[FA3P_OFF_SECTION_HB / 4] = sh->section_hb;
+    m->params[FA3P_OFF_NUM_SPLITS / 4] = ns;
     m->nctaid = sh->grid;
     uint8_t *seen = calloc(ntiles, 1);
+    uint32_t *covered = calloc(nbase, sizeof *covered); /* blocks the splits ran, per tile */
     assert_non_null(seen);
+    assert_non_null(covered);
     int visited = 0;
     for (uint32_t r = 0; (uint64_t)r * sh->grid < ntiles; r++)
         for (uint32_t c = 0; c < sh->grid; c++) {
@@ -210,8 +223,11 @@ static void check_shape(const shape *sh)
             assert_int_equal(tile, fa3_tile_index(sh->masked, r, c, sh->grid));
             if (tile >= ntiles)
                 continue;
+            const uint32_t base = tile / ns, split = tile % ns;
+            if (sh->splits)
+                assert_int_equal(get(m, d.split), split);
             uint32_t pair;
-            uint32_t mblk = fa3_tile_decode(sh->masked, tile, ntiles, nmb, sh->section_hb, &pair);
+            uint32_t mblk = fa3_tile_decode(sh->masked, base, nbase, nmb, sh->section_hb, &pair);
             assert_int_equal(get(m, d.mblk), mblk);
             assert_int_equal(get(m, d.head), pair % (uint32_t)sh->heads);
             assert_int_equal(get(m, d.batch), pair / (uint32_t)sh->heads);
@@ -219,13 +235,20 @@ static void check_shape(const shape *sh)
             int nmin;
             int niters = fa3_tile_range(sh->bm, sh->bn, (int)mblk * sh->bm, sh->sq, sh->sk,
                                         sh->wl, sh->wr, &nmin);
-            assert_int_equal((int32_t)get(m, d.niters), niters);
-            if (niters > 0) {
-                assert_int_equal((int32_t)get(m, d.nmin), nmin);
-                assert_int_equal((int32_t)get(m, d.nmax), nmin + niters);
+            /* split s: its chunk of the tile's blocks; the splits tile the range in order */
+            const int chunk = (niters + (int)ns - 1) / (int)ns;
+            int slo = nmin + (int)split * chunk, shi = slo + chunk;
+            if (shi > nmin + niters)
+                shi = nmin + niters;
+            const int sn = shi > slo ? shi - slo : 0;
+            assert_int_equal((int32_t)get(m, d.niters), sn);
+            if (sn > 0) {
+                assert_int_equal((int32_t)get(m, d.nmin), slo);
+                assert_int_equal((int32_t)get(m, d.nmax), shi);
+                covered[mblk * pairs + pair] += (uint32_t)sn;
             }
             /* one-to-one, and the range is the blocks some row of the tile sees */
-            const uint32_t id = mblk * pairs + pair;
+            const uint32_t id = (mblk * pairs + pair) * ns + split;
             assert_true(mblk < nmb && pair < pairs && !seen[id]);
             seen[id] = 1;
             visited++;
@@ -251,6 +274,13 @@ static void check_shape(const shape *sh)
                 assert_true(niters == hi - lo && nmin == lo);
         }
     assert_int_equal(visited, (int)ntiles);
+    for (uint32_t b = 0; b < nbase; b++) { /* every block of every tile by exactly one split */
+        int nmin;
+        const int niters = fa3_tile_range(sh->bm, sh->bn, (int)(b / pairs) * sh->bm, sh->sq,
+                                          sh->sk, sh->wl, sh->wr, &nmin);
+        assert_int_equal((int)covered[b], niters);
+    }
+    free(covered);
     free(seen);
     free(m);
     free(d.text);
@@ -260,16 +290,24 @@ static void test_orders_agree(void **state)
 {
     (void)state;
     static const shape shapes[] = {
-        /* masked, bm, bn, sq, sk, wl, wr, heads, batch, hpk, section_hb, grid */
-        {0, 128, 128, 1000, 1000, -1, -1, 3, 2, 1, 1, 7},
-        {0, 192, 128, 257, 4096, -1, -1, 4, 3, 2, 1, 5},
-        {1, 128, 128, 1000, 1000, -1, 0, 3, 2, 3, 2, 7},     /* causal */
-        {1, 128, 128, 2048, 1024, -1, 0, 4, 1, 2, 3, 6},     /* rows that see no key */
-        {1, 192, 128, 1000, 1500, -1, 0, 5, 2, 5, 4, 11},
-        {1, 128, 80, 777, 777, 100, 20, 6, 2, 2, 5, 9},      /* local */
-        {1, 128, 112, 300, 5000, 0, -1, 2, 3, 1, 6, 4},      /* local, right unlimited */
-        {1, 128, 128, 64, 9000, 300, 300, 7, 1, 7, 7, 3},
-        {1, 128, 128, 4096, 4096, -1, 0, 8, 4, 4, 33, 132},
+        /* masked, bm, bn, sq, sk, wl, wr, heads, batch, hpk, section_hb, grid, splits */
+        {0, 128, 128, 1000, 1000, -1, -1, 3, 2, 1, 1, 7, 0},
+        {0, 192, 128, 257, 4096, -1, -1, 4, 3, 2, 1, 5, 0},
+        {1, 128, 128, 1000, 1000, -1, 0, 3, 2, 3, 2, 7, 0},     /* causal */
+        {1, 128, 128, 2048, 1024, -1, 0, 4, 1, 2, 3, 6, 0},     /* rows that see no key */
+        {1, 192, 128, 1000, 1500, -1, 0, 5, 2, 5, 4, 11, 0},
+        {1, 128, 80, 777, 777, 100, 20, 6, 2, 2, 5, 9, 0},      /* local */
+        {1, 128, 112, 300, 5000, 0, -1, 2, 3, 1, 6, 4, 0},      /* local, right unlimited */
+        {1, 128, 128, 64, 9000, 300, 300, 7, 1, 7, 7, 3, 0},
+        {1, 128, 128, 4096, 4096, -1, 0, 8, 4, 4, 33, 132, 0},
+        /* split-KV: 1, 2, 3, 7 splits, more splits than blocks, decode (one query row) */
+        {0, 128, 128, 1, 1000, -1, -1, 4, 2, 2, 1, 132, 1},
+        {0, 192, 128, 257, 4096, -1, -1, 4, 3, 2, 1, 5, 2},
+        {1, 128, 128, 1000, 1000, -1, 0, 3, 2, 3, 6, 7, 3},
+        {1, 128, 128, 2048, 1024, -1, 0, 4, 1, 2, 4, 6, 7},  /* rows that see no key */
+        {1, 128, 80, 777, 777, 100, 20, 6, 2, 2, 12, 9, 7},  /* local */
+        {0, 128, 128, 1, 700, -1, -1, 8, 3, 4, 1, 132, 24}, /* 24 splits of 6 blocks */
+        {1, 128, 128, 300, 1000, -1, 0, 2, 2, 1, 4, 16, 24},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         check_shape(&shapes[i]);

@@ -60,8 +60,18 @@ for step in $steps; do
     logged test_varlen_args 120 15 /tmp/test_varlen_args
     logged test_varlen 560 40 "$root/.gpu/test_varlen"
     logged pytest_varlen 400 15 bash -c 'cd "$1" && python3 -m pytest python/tests/test_varlen_torch.py python/tests/test_varlen_args.py -q -rs' _ "$root" ;;
-  splitkv) # split-KV: the combine kernel alone (fp64 host merge), then fa3_fwd of split configs
-    # against the reference (test_splitkv_fwd needs the split forward kernel)
+  splitkv) # split-KV's forward kernel: its partials per split against fp64 (test_splitkv), and
+    # the SASS of a few split kernels (setmaxnreg kept, no local memory)
+    logged test_splitkv 560 40 "$root/.gpu/test_splitkv"
+    for f in "--head-dim 128" "--head-dim 64 --causal" "--head-dim 256 --causal --paged-kv" \
+             "--head-dim 128 --dtype e4m3 --local --softcap"; do
+      $gen --emit-cubin /tmp/k.cubin $f --split-kv >/dev/null || rc=1
+      s=$(cuobjdump -sass /tmp/k.cubin)
+      n_set=$(grep -c USETMAXREG <<<"$s"); n_ldl=$(grep -c -E '\b(LDL|STL)\b' <<<"$s")
+      echo "split $f: USETMAXREG $n_set LDL/STL $n_ldl"
+      [ "$n_set" -ge 2 ] && [ "$n_ldl" -eq 0 ] || rc=1
+    done
+    # the combine kernel alone (fp64 host merge), then fa3_fwd of split configs end to end
     logged test_splitkv_combine 300 25 "$root/.gpu/test_splitkv_combine"
     logged test_splitkv_fwd 300 25 "$root/.gpu/test_splitkv_fwd" ;;
   varlenbench) # bench/varlen.py: varlen prefill vs dense and FA4, paged page sizes (one run)

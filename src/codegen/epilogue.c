@@ -2,6 +2,8 @@
  * The epilogue of a tile: row sums reduced over the 4 threads of a row, O·(1/l) converted to the
  * dtype and stored, LSE = m·lse_mul + ln(l) (natural log; -inf for a row that saw no key).
  *
+ * Split-KV writes fp32 partials instead (store_partials), from registers.
+ *
  * O leaves by TMA when the plan stages it (o_stage) and the runtime found O TMA-storable (param
  * o_tma): thread 0 of the warpgroup waits until its previous store has read the staging, the
  * warpgroup writes its values into the staging boxes (64 rows × 128 B each, 128B swizzle: 16-byte
@@ -239,6 +241,79 @@ static void store_lse(kgen *g, cons *c, int lab_end)
     }
 }
 
+/* Split-KV: the split's fp32 partials from registers, O_s = O/l (e4m3: times descale_v) at
+   o_partial[split][row][col] and LSE_s at lse_partial[split][row], row indexed as the LSE output
+   (kernel_abi.h); rows past the sequence are not written, a row that saw no key of the split
+   gets O_s = 0 and LSE_s = -inf. */
+static void store_partials(kgen *g, cons *c, const ptx_r inv[2])
+{
+    const fa3_plan *p = g->p;
+    const int no = p->hdv_chunks * 32, hdv = p->cfg.head_dim_v;
+    ptx_r optr = kg_param(g, PTX_B64, "u64", FA3P_OFF_O_PARTIAL, "opart");
+    ptx_r lptr = kg_param(g, PTX_B64, "u64", FA3P_OFF_LSE_PARTIAL, "lpart");
+    ptx_r prows = kg_param(g, PTX_B32, "u32", FA3P_OFF_PARTIAL_ROWS, "prows");
+    ptx_r nh = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_HEADS, "nheads");
+    /* the split's first row: split · partial_rows, plus the (batch, head)'s: (b·nh + h)·sq */
+    ptx_r bh = ptx_reg(g->f, PTX_B32, "bh"), bh64 = ptx_reg(g->f, PTX_B64, "bh");
+    ptx_r sq64 = ptx_reg(g->f, PTX_B64, "sq"), s64 = ptx_reg(g->f, PTX_B64, "sp");
+    ptx_r pr64 = ptx_reg(g->f, PTX_B64, "sp"), sbase = ptx_reg(g->f, PTX_B64, "sprow");
+    ptx_r rows = ptx_reg(g->f, PTX_B64, "bhrows");
+    INS("mad.lo.u32 $, $, $, $;", bh, c->t.tbatch, nh, c->t.head); /* varlen: (head, total_q) */
+    INS("cvt.u64.u32 $, $;", bh64, bh);
+    INS("cvt.u64.u32 $, $;", sq64, g->sq);
+    INS("cvt.u64.u32 $, $;", s64, c->t.split);
+    INS("cvt.u64.u32 $, $;", pr64, prows);
+    INS("mul.lo.s64 $, $, $;", sbase, s64, pr64);
+    INS("mad.lo.s64 $, $, $, $;", rows, bh64, sq64, sbase);
+    /* the thread's column 2·(lane%4); LSE from the row's first thread */
+    ptx_r col = ptx_reg(g->f, PTX_B32, "ocol"), col2 = ptx_reg(g->f, PTX_B32, "ocol");
+    ptx_r col64 = ptx_reg(g->f, PTX_B64, "ocol"), lead = ptx_reg(g->f, PTX_PRED, "lselead");
+    INS("shl.b32 $, $, 1;", col, g->lane);
+    INS("and.b32 $, $, 6;", col2, col);
+    INS("cvt.u64.u32 $, $;", col64, col2);
+    INS("setp.eq.u32 $, $, 0;", lead, col2);
+    for (int r = 0; r < 2; r++) {
+        const int lab = ptx_label(g->f, "skiprow");
+        ptx_r past = ptx_reg(g->f, PTX_PRED, "pastsq");
+        INS("setp.ge.s32 $, $, $;", past, c->row[r], c->t.sq);
+        INS("@$ bra %s;", past, ptx_lab(g->f, lab));
+        ptx_r r64 = ptx_reg(g->f, PTX_B64, "prow"), e = ptx_reg(g->f, PTX_B64, "prow");
+        INS("cvt.s64.s32 $, $;", r64, packed_row(g, c, r));
+        INS("add.s64 $, $, $;", e, r64, rows); /* the partial row */
+        /* LSE_s = m·lse_mul + ln l, -inf without a key */
+        ptx_r lg = ptx_reg(g->f, PTX_F32, "lg"), ln = ptx_reg(g->f, PTX_F32, "ln");
+        ptx_r v = ptx_reg(g->f, PTX_F32, "lse"), out = ptx_reg(g->f, PTX_F32, "lse");
+        ptx_r seen = ptx_reg(g->f, PTX_PRED, "seen");
+        INS("lg2.approx.f32 $, $;", lg, c->l[r]);
+        if (p->fp8) /* l carries P's 2^8 (softmax.c) */
+            INS("add.f32 $, $, 0fC1000000;", lg, lg);
+        INS("mul.f32 $, $, 0f3F317218;", ln, lg); /* ln(2) */
+        INS("fma.rn.f32 $, $, $, $;", v, c->m[r], c->lse_mul, ln);
+        INS("setp.gt.f32 $, $, " ZERO_F ";", seen, c->l[r]);
+        INS("selp.f32 $, $, " NEG_INF ", $;", out, v, seen);
+        ptx_r lby = ptx_reg(g->f, PTX_B64, "lby"), la = ptx_reg(g->f, PTX_B64, "laddr");
+        INS("shl.b64 $, $, 2;", lby, e);
+        INS("add.s64 $, $, $;", la, lby, lptr);
+        INS("@$ st.global.f32 [$], $;", lead, la, out);
+        /* O_s: element (row, col) at (row·head_dim_v + col)·4 */
+        ptx_r oe = ptx_reg(g->f, PTX_B64, "oel"), oby = ptx_reg(g->f, PTX_B64, "oby");
+        ptx_r oa = ptx_reg(g->f, PTX_B64, "oaddr");
+        INS("mad.lo.s64 $, $, %d, $;", oe, e, hdv, col64);
+        INS("shl.b64 $, $, 2;", oby, oe);
+        INS("add.s64 $, $, $;", oa, oby, optr);
+        for (int i = 0; i < no; i += 2) {
+            /* columns 8·(i/4) .. +1 of this thread; padding beyond head_dim_v is not stored */
+            if (acc_row(i) != r || 8 * (i >> 2) >= hdv)
+                continue;
+            ptx_r lo = ptx_reg(g->f, PTX_F32, "olo"), hi = ptx_reg(g->f, PTX_F32, "ohi");
+            INS("mul.f32 $, $, $;", lo, ptx_at(c->o, i), inv[r]);
+            INS("mul.f32 $, $, $;", hi, ptx_at(c->o, i + 1), inv[r]);
+            INS("st.global.v2.f32 [$+%d], {$, $};", oa, 4 * acc_col(i), lo, hi);
+        }
+        ptx_place(g->f, lab);
+    }
+}
+
 void kg_epilogue(kgen *g, cons *c)
 {
     const fa3_plan *p = g->p;
@@ -257,6 +332,10 @@ void kg_epilogue(kgen *g, cons *c)
         if (p->fp8) /* O = descale_v · (P·V8)/l */
             INS("mul.rn.f32 $, $, $;", rc, rc, c->ds.v);
         INS("selp.f32 $, $, " ZERO_F ", $;", inv[r], rc, pos);
+    }
+    if (p->cfg.split_kv) {
+        store_partials(g, c, inv);
+        return;
     }
     const int lab_lse = ptx_label(g->f, "epi_lse"), lab_end = ptx_label(g->f, "epi_end");
     if (p->o_stage) {

@@ -40,6 +40,7 @@ typedef struct scratch {
 /* A tile's coordinates and key-block range (tile_order.c). */
 typedef struct tile_info {
     ptx_r tile, mblk, head, batch, kvhead, m0;
+    ptx_r split; /* split-KV: this tile's split of its (m_block, head, batch) */
     ptx_r nmin, nmax, niters;
     /* the tile's sequence: its lengths (dense: the parameters seqlen_q/k), and for varlen its
        first rows in the packed Q/O and K/V (qoff, koff), the Q rows' TMA coordinate qrow =

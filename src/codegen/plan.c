@@ -131,6 +131,8 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
         p->o_stage = tries[t][1];
         if (p->o_stage && p->dbg_no_o_store)
             continue; /* the knob times the register-to-global stores, predicated off */
+        if (p->o_stage && cfg->split_kv)
+            continue; /* split-KV stores fp32 partials from registers (epilogue.c) */
         int off = 0;
         p->smem_q = off;
         p->smem_q_buf = p->hd_chunks * p->block_m * 128;
@@ -158,7 +160,7 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
        released after the TMA store has read the staging (not after the last QK), so the next
        tile's Q load waits for the epilogue. */
     if (!p->o_stage && !p->dbg_no_o_store && p->q_bufs == 1 && p->hdv_chunks <= p->hd_chunks &&
-        !p->fp8)
+        !p->fp8 && !cfg->split_kv)
         p->o_stage = 2;
     /* The barrier table (layout as described at smem_bar). */
     p->bar_q_full[0] = 0;

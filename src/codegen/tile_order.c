@@ -103,14 +103,29 @@ static void paged_bounds(kgen *g, tile_info *t)
     INS("@$ ld.global.nc.u32 $, [$];", has, t->sk, as);
 }
 
+/* Split-KV: tile index = base tile · num_splits + split (the splits of one (m_block, head,
+   batch) fastest, so the CTAs of a round share its Q and read its keys side by side); *tile
+   becomes the base tile, *ntiles the base tiles' count. */
+static ptx_r split_of(kgen *g, ptx_r *tile, ptx_r *ntiles)
+{
+    ptx_r ns = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_SPLITS, "nsplits");
+    ptx_r split = op_rr(g, "split", REMU, *tile, ns);
+    *tile = op_rr(g, "btile", DIVU, *tile, ns);
+    if (ntiles)
+        *ntiles = op_rr(g, "bntiles", DIVU, *ntiles, ns);
+    return split;
+}
+
 tile_info kg_tile_decode(kgen *g, ptx_r tile)
 {
     const fa3_plan *p = g->p;
     tile_info t = {.tile = tile};
+    ptx_r ntiles = g->ntiles;
+    if (p->cfg.split_kv)
+        t.split = split_of(g, &tile, p->cfg.mask == FA3_MASK_NONE ? NULL : &ntiles);
     ptx_r nmb = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_M_BLOCKS, "nmb");
     ptx_r nh = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_HEADS, "nheads");
     ptx_r hpk = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "hpkv");
-    ptx_r ntiles = g->ntiles;
     ptx_r mblk_out, pair_out;
     if (p->cfg.mask == FA3_MASK_NONE) {
         FA3_TILE_DECODE_NONE(TO_S, TO_K, TO_P)
@@ -129,6 +144,26 @@ tile_info kg_tile_decode(kgen *g, ptx_r tile)
     t.kvhead = op_rr(g, "kvhead", DIVU, t.head, hpk);
     t.m0 = op_ri(g, "m0", MUL, t.mblk, p->block_m);
     return kg_tile_bounds(g, t);
+}
+
+/* Split-KV: split s of the tile's key blocks [nmin, nmax) (niters of them) takes chunk =
+   ceil(niters / num_splits) of them, [nmin + s·chunk, min(nmax, nmin + (s+1)·chunk)); a split
+   past the blocks gets none (niters 0: O = 0, LSE = -inf, as a row that sees no key). The
+   per-row masks work on key indices, so they need no change. */
+static void split_range(kgen *g, tile_info *t)
+{
+    ptx_r ns = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_SPLITS, "nsplits");
+    ptx_r c0 = op_rr(g, "chunk", ADD, t->niters, ns);
+    ptx_r c1 = op_ri(g, "chunk", SUB, c0, 1);
+    ptx_r chunk = op_rr(g, "chunk", DIVU, c1, ns);
+    ptx_r off = op_rr(g, "soff", MUL, t->split, chunk);
+    ptx_r lo = op_rr(g, "snmin", ADD, t->nmin, off);
+    ptx_r hi0 = op_rr(g, "snmax", ADD, lo, chunk);
+    ptx_r hi = op_rr(g, "snmax", MINS, hi0, t->nmax);
+    ptx_r span = op_rr(g, "sspan", SUB, hi, lo);
+    t->nmin = lo;
+    t->nmax = hi;
+    t->niters = op_ri(g, "niters", MAXS, span, 0);
 }
 
 /* The tile's sequence bounds and key-block range, from its (m_block, head, batch). */
@@ -160,6 +195,8 @@ tile_info kg_tile_bounds(kgen *g, tile_info t)
         INS("selp.b32 $, 0, $, $;", n2, niters, past);
         t.niters = n2;
     }
+    if (p->cfg.split_kv)
+        split_range(g, &t);
     return t;
 }
 
@@ -234,7 +271,13 @@ tile_info kg_tile_next(kgen *g, int lab_past)
     ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
     INS("setp.ge.u32 $, $, $;", past, tile, g->ntiles);
     INS("@$ bra %s;", past, ptx_lab(g->f, lab_past));
-    if (g->p->cfg.varlen)
-        return kg_tile_bounds(g, varlen_next(g, tile, lab_past));
+    if (g->p->cfg.varlen) {
+        ptx_r split = {0};
+        if (g->p->cfg.split_kv)
+            split = split_of(g, &tile, NULL);
+        tile_info t = varlen_next(g, tile, lab_past);
+        t.split = split;
+        return kg_tile_bounds(g, t);
+    }
     return kg_tile_decode(g, tile);
 }

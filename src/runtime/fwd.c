@@ -6,13 +6,14 @@
  * split-KV (forward_split) first the partials' workspace (split.c sizes it; the caller's, or
  * stream-ordered from the driver), the forward kernel writing into it, then the combine kernel
  * (FA3_KERNEL_COMBINE) merging it into O and LSE. fa3_fwd_workspace_size tells the caller the
- * bytes.
+ * bytes; fa3_tools_fwd_partials runs a split-KV config's forward kernel alone (its fp32 partials).
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "kernel_abi.h"
 #include "runtime/runtime.h"
+#include "runtime/tools_api.h" /* fa3_tools_fwd_partials */
 
 /* ------------------------------------------------------------------ launch */
 
@@ -285,7 +286,22 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
         prm->scale_log2 = (float)((double)scale * FA3_LOG2E);
         prm->lse_mul = scale;
     }
-    prm->total_tiles = tiles;
+    if (c->split_kv) {
+        if (call->num_splits < 1 || !call->o_partial || !call->lse_partial)
+            return fa3_seterr(FA3_ERR_UNSUPPORTED,
+                              "split_kv kernel: its fp32 partials are not given (num_splits %d; "
+                              "the combine step is not in this build)", call->num_splits);
+        prm->o_partial_ptr = call->o_partial;
+        prm->lse_partial_ptr = call->lse_partial;
+        prm->num_splits = call->num_splits;
+        prm->partial_rows = (int32_t)call->partial_rows;
+    }
+    /* split-KV: each tile num_splits times (tile_order.c) */
+    const uint64_t splits = c->split_kv ? (uint64_t)call->num_splits : 1;
+    if ((uint64_t)tiles * splits > UINT32_MAX)
+        return fa3_seterr(FA3_ERR_BAD_SHAPE, "%u tiles x num_splits %d exceed 2^32 - 1", tiles,
+                          call->num_splits);
+    prm->total_tiles = (uint32_t)((uint64_t)tiles * splits);
     if (c->varlen) {
         /* the kernel numbers only the real tiles (tile_order.c, varlen_next): num_heads ·
            sum of ceil(len_b / block_m), at most both bounds below; the CTAs stop at the last
@@ -294,7 +310,7 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
         const uint64_t slots = (uint64_t)prm->num_m_blocks * h * (uint64_t)args->batch;
         const uint64_t rows = ((uint64_t)args->seqlen_q + (uint64_t)args->batch * (bm - 1)) /
                               bm * h;
-        const uint64_t n = slots < rows ? slots : rows;
+        const uint64_t n = (slots < rows ? slots : rows) * splits;
         prm->total_tiles = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
         prm->batch = args->batch;
     }
@@ -307,36 +323,43 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
        lengths at 486 vs 560 and 363 vs 439 (session 7 call 11, hd128 bf16): persistent wins */
     if (call->num_sms > 0 && grid > (unsigned)call->num_sms)
         grid = (unsigned)call->num_sms;
-    /* varlen: the host does not know the lengths, so no L2 sections (one section of all pairs) */
-    const uint32_t pairs =
-        prm->num_m_blocks ? prm->total_tiles / (uint32_t)prm->num_m_blocks : 0;
+    /* varlen: the host does not know the lengths, so no L2 sections (one section of all pairs);
+       split-KV neither (schedule.c simulates whole tiles; split-KV runs few of them) */
+    const uint32_t pairs = prm->num_m_blocks ? prm->total_tiles / (uint32_t)splits /
+                                                   (uint32_t)prm->num_m_blocks
+                                             : 0;
     if (prm->total_tiles == 0) {
         *grid_out = 0;
         return FA3_OK;
     }
-    prm->section_hb = c->varlen ? pairs : section_hb(kernel, args, wl, wr, pairs, grid);
+    prm->section_hb =
+        c->varlen || c->split_kv ? pairs : section_hb(kernel, args, wl, wr, pairs, grid);
     *grid_out = grid;
     return FA3_OK;
 }
 
-fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *arguments, void *stream)
+/* fa3_fwd's part before any launch: the arguments checked (args: the caller's copied into a),
+   the device and, where asked, the device arrays read back. *nothing: a varlen call without
+   query rows (valid, nothing to launch). */
+static fa3_status fwd_begin(fa3_kernel *kernel, const fa3_fwd_args *arguments, fa3_fwd_args *a,
+                            fwd_call *call, int *nothing, void *stream)
 {
+    *nothing = 0;
     if (!kernel || !arguments)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_fwd: NULL %s",
                           !kernel ? "kernel" : "args");
-    fa3_fwd_args a;
-    FA3_TRY(fa3_fwd_args_in(arguments, &a));
-    const fa3_fwd_args *args = &a;
-    fwd_call call = {.args = args};
-    FA3_TRY(fa3_fwd_validate(kernel, args, &call.scale, &call.wl, &call.wr, &call.tiles));
+    FA3_TRY(fa3_fwd_args_in(arguments, a));
+    const fa3_fwd_args *args = a;
+    *call = (fwd_call){.args = args};
+    FA3_TRY(fa3_fwd_validate(kernel, args, &call->scale, &call->wl, &call->wr, &call->tiles));
 
     /* The device. */
-    FA3_TRY(fa3_driver_get(&call.d));
-    const fa3_driver *d = call.d;
+    FA3_TRY(fa3_driver_get(&call->d));
+    const fa3_driver *d = call->d;
     CUdevice dev;
     FA3_TRY(fa3_driver_ensure_context(NULL, &dev));
     int cc = 0;
-    FA3_TRY(device_props(d, dev, &cc, &call.num_sms));
+    FA3_TRY(device_props(d, dev, &cc, &call->num_sms));
     if (cc != 90) {
         char name[128] = "?";
         if (d->cuDeviceGetName(name, (int)sizeof name, dev) != CUDA_SUCCESS)
@@ -349,7 +372,46 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *arguments, void *stre
     if (kernel->owner && kernel->owner->debug_varlen) /* FA3JIT_DEBUG_VARLEN=1 */
         FA3_TRY(fa3_fwd_check_varlen_arrays(&kernel->cfg, args, "", stream));
     if (kernel->cfg.varlen && args->max_seqlen_q == 0)
-        return FA3_OK; /* no sequence has a query row: nothing to compute or write */
+        *nothing = 1; /* no sequence has a query row: nothing to compute or write */
+    return FA3_OK;
+}
+
+/* Launches kernel i of the operation for call on stream. */
+static fa3_status fwd_launch(fa3_kernel *kernel, int i, const fwd_call *call, void *stream)
+{
+    const fa3_part *pt = &kernel->parts[i];
+    CUfunction fn;
+    FA3_TRY(fa3_kernel_function(kernel, i, &fn, NULL));
+    fa3_kernel_param_block params;
+    unsigned grid = 0;
+    switch (pt->kind) {
+    case FA3_KERNEL_FWD:
+        FA3_TRY(fwd_kernel_params(kernel, call, &params.fwd, &grid));
+        break;
+    case FA3_KERNEL_COMBINE:
+        combine_kernel_params(kernel, call, &params.combine, &grid);
+        break;
+    case FA3_KERNEL_NUM_KINDS:
+        return fa3_seterr(FA3_ERR_INTERNAL, "kernel kind %d has no launch", (int)pt->kind);
+    }
+    if (grid == 0) /* varlen with max_seqlen_q 0: no query rows, nothing to write */
+        return FA3_OK;
+    void *kparams[] = {&params};
+    return FA3_CU(call->d, cuLaunchKernel(fn, grid, 1, 1, (unsigned)pt->threads, 1, 1,
+                                          (unsigned)pt->smem_bytes, (CUstream)stream, kparams,
+                                          NULL));
+}
+
+fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *arguments, void *stream)
+{
+    fa3_fwd_args a;
+    fwd_call call;
+    int nothing;
+    FA3_TRY(fwd_begin(kernel, arguments, &a, &call, &nothing, stream));
+    if (nothing)
+        return FA3_OK;
+    const fa3_fwd_args *args = &a;
+    const fa3_driver *d = call.d;
     /* Split-KV: the partials' workspace, the caller's or stream-ordered from the driver's pool
        (freed on the stream after the combine kernel, so graph capture records both) */
     CUdeviceptr owned = 0;
@@ -375,32 +437,8 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *arguments, void *stre
 
     /* The operation's kernels, in order, on the stream. */
     fa3_status st = FA3_OK;
-    for (int i = 0; i < kernel->num_parts && st == FA3_OK; i++) {
-        const fa3_part *pt = &kernel->parts[i];
-        CUfunction fn;
-        st = fa3_kernel_function(kernel, i, &fn, NULL);
-        if (st != FA3_OK)
-            break;
-        fa3_kernel_param_block params;
-        unsigned grid = 0;
-        switch (pt->kind) {
-        case FA3_KERNEL_FWD:
-            st = fwd_kernel_params(kernel, &call, &params.fwd, &grid);
-            break;
-        case FA3_KERNEL_COMBINE:
-            combine_kernel_params(kernel, &call, &params.combine, &grid);
-            break;
-        case FA3_KERNEL_NUM_KINDS:
-            st = fa3_seterr(FA3_ERR_INTERNAL, "kernel kind %d has no launch", (int)pt->kind);
-            break;
-        }
-        if (st != FA3_OK || grid == 0) /* grid 0: varlen with no query rows */
-            continue;
-        void *kparams[] = {&params};
-        st = FA3_CU(d, cuLaunchKernel(fn, grid, 1, 1, (unsigned)pt->threads, 1, 1,
-                                      (unsigned)pt->smem_bytes, (CUstream)stream, kparams,
-                                      NULL));
-    }
+    for (int i = 0; i < kernel->num_parts && st == FA3_OK; i++)
+        st = fwd_launch(kernel, i, &call, stream);
     if (owned) {
         CUresult r = d->cuMemFreeAsync(owned, (CUstream)stream);
         if (r != CUDA_SUCCESS && st == FA3_OK)
@@ -440,4 +478,41 @@ fa3_status fa3_fwd_workspace_size(const fa3_kernel *kernel, const fa3_fwd_args *
     FA3_TRY(fa3_split_resolve(kernel, &a, tiles, num_sms, &si));
     *bytes = si.layout.bytes;
     return FA3_OK;
+}
+
+fa3_status fa3_tools_fwd_partials(fa3_kernel *kernel, const fa3_fwd_args *arguments,
+                                  int num_splits, void *o_partial, void *lse_partial,
+                                  void *stream)
+{
+    if (kernel && !kernel->cfg.split_kv)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                          "fa3_tools_fwd_partials: the kernel's config has split_kv = 0");
+    if (num_splits < 1 || num_splits > FA3_TOOLS_MAX_SPLITS)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                          "fa3_tools_fwd_partials: num_splits %d is not in 1..%d", num_splits,
+                          FA3_TOOLS_MAX_SPLITS);
+    if (!o_partial || !lse_partial || (uintptr_t)o_partial % 16 || (uintptr_t)lse_partial % 16)
+        return fa3_seterr(FA3_ERR_BAD_ALIGNMENT, "fa3_tools_fwd_partials: o_partial %p and "
+                          "lse_partial %p must be 16-byte aligned device pointers", o_partial,
+                          lse_partial);
+    fa3_fwd_args a;
+    fwd_call call;
+    int nothing;
+    FA3_TRY(fwd_begin(kernel, arguments, &a, &call, &nothing, stream));
+    if (nothing)
+        return FA3_OK;
+    call.o_partial = (uint64_t)(uintptr_t)o_partial;
+    call.lse_partial = (uint64_t)(uintptr_t)lse_partial;
+    call.num_splits = num_splits;
+    const uint64_t rows = (uint64_t)(kernel->cfg.varlen ? 1 : a.batch) *
+                          (uint64_t)a.num_heads * (uint64_t)a.seqlen_q;
+    if (rows > INT32_MAX)
+        return fa3_seterr(FA3_ERR_BAD_SHAPE, "fa3_tools_fwd_partials: %llu partial rows exceed "
+                          "2^31 - 1", (unsigned long long)rows);
+    call.partial_rows = (uint32_t)rows;
+    for (int i = 0; i < kernel->num_parts; i++)
+        if (kernel->parts[i].kind == FA3_KERNEL_FWD)
+            return fwd_launch(kernel, i, &call, stream);
+    return fa3_seterr(FA3_ERR_INTERNAL, "fa3_tools_fwd_partials: the operation has no forward "
+                      "kernel");
 }

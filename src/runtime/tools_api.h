@@ -22,6 +22,8 @@
  *       kernel with its registers named, for reading.
  *   fa3_combine_launch, fa3_split_heuristic (runtime/split.h)  test_splitkv_combine runs the
  *       split-KV combine kernel alone on partials it made.
+ *   fa3_tools_fwd_partials (runtime/fwd.c, below)  test_splitkv runs a split-KV config's
+ *       forward kernel alone and checks its fp32 partials per split.
  *   FA3_PRINTF, FA3_TRY (src/common.h)  printf-format checking and status forwarding.
  * fa3_driver_loaded and fa3_cache_file_kind_of are marked FA3_TOOLS_API too, but no tool uses
  * them (the library and test_cache do). A program that needs more adds it here with its reason,
@@ -45,6 +47,16 @@
 #include "runtime/quantize.h"
 #include "runtime/reference.h"
 #include "runtime/split.h"
+
+/* Split-KV's forward kernel alone (test_splitkv checks its partials; fa3_fwd runs it with the
+   combine): kernel of a split_kv config, args as fa3_fwd takes them (o is validated but not
+   written), num_splits in 1..FA3_TOOLS_MAX_SPLITS, o_partial (num_splits, rows, head_dim_v) and
+   lse_partial (num_splits, rows) fp32 device arrays, rows = batch·num_heads·seqlen_q (varlen:
+   num_heads·total_q), indexed as the LSE output. Asynchronous on stream. */
+#define FA3_TOOLS_MAX_SPLITS 128
+FA3_TOOLS_API fa3_status fa3_tools_fwd_partials(fa3_kernel *kernel, const fa3_fwd_args *args,
+                                                int num_splits, void *o_partial,
+                                                void *lse_partial, void *stream);
 
 /* One file of a cache folder as the tools show it: a copy of what fa3_cache_list found, so that
    they do not depend on the cache's own structs. */

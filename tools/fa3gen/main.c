@@ -58,6 +58,8 @@ void print_help(FILE *f)
 "  --varlen             packed variable-length batches (cu_seqlens_q/k) (with check:\n"
 "                       the varlen cases, below)\n"
 "  --paged-kv           K/V in a paged cache (page_table)\n"
+"  --split-kv           split-KV: each tile's keys in num_splits chunks (fp32 partials,\n"
+"                       then a combine)\n"
 "  --block-n N          keys per tile (default: the planner's choice)\n"
 "  --stages N           K/V pipeline depth (default: the planner's choice)\n"
 "\n"
