@@ -126,7 +126,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
     for those rows and the attention is wrong, never out of bounds. Contiguous caches whose rows
     are not end to end per batch entry, or with cache_batch_idx, are read as pages of the size
     page_view_size() picks (speed: 64..256 about that of the contiguous kernel; a seqlen_cache
-    with no such divisor is slower). Forward only.
+    with no such divisor is slower). The cache rows past each sequence's keys must hold finite
+    values (allocate caches with torch.zeros, not torch.empty): the kernels may load them with
+    the keys before them, and their probability 0 times a NaN is NaN. Forward only.
     """
     torch = _torch._import_torch("fa3jit.flash_attn_with_kvcache")
     splits = _num_splits(num_splits)
