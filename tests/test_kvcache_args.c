@@ -120,6 +120,8 @@ static void test_bad_common(void **state)
     for (int paged = 0; paged < 2; paged++) {
         BAD(paged, FA3_ERR_INVALID_ARGUMENT, "fa3_kvcache_append_args", a.struct_size = 0);
         BAD(paged, FA3_ERR_INVALID_ARGUMENT, "newer fa3jit.h", a.struct_size = sizeof a + 8);
+        BAD(paged, FA3_ERR_INVALID_ARGUMENT, "fa3_kvcache_append_args.struct_size 216 is not a "
+            "size of fa3_kvcache_append_args this library knows", a.struct_size = sizeof a - 8);
         BAD(paged, FA3_ERR_BAD_DTYPE, "args->dtype -1 is not supported", a.dtype = FA3_DTYPE_AUTO);
         BAD(paged, FA3_ERR_BAD_DTYPE, "args->dtype 9", a.dtype = (fa3_dtype)9);
         BAD(paged, FA3_ERR_INVALID_ARGUMENT, "args->k_new is NULL", a.k_new = NULL);
