@@ -562,14 +562,17 @@ FA3_API fa3_status fa3_hadamard_signs(uint64_t seed, int head_dim, float *out);
  * other array, and the caches not the int32 arrays.
  * Caller's contract (the device arrays' contents): cache_seqlens[b] >= 0 and cache_seqlens[b] +
  * seqlen_new <= the capacity; cache_batch_idx[b] in 0..batch_cache-1; the page-table entries of
- * the pages the new rows land in in 0..num_pages-1. The kernel writes nothing for a row that
- * breaks it (never out of bounds; the attention after it then is wrong, not unsafe). For the
- * fa3_fwd that follows, the cache rows past each sequence's keys must be finite (a zeroed cache):
- * the forward kernel may load them with the keys before them (probability 0; 0 · NaN is NaN), as
- * fa3_fwd_args' "Paged KV" rule says of a sequence's last page.
+ * the pages the new rows land in in 0..num_pages-1; no two sequences' new rows on one cache row
+ * (a shared page or a repeated cache_batch_idx entry: a write race). The kernel writes nothing
+ * for a row whose position, entry or page is out of range (never out of bounds; the attention
+ * after it then is wrong, not unsafe). For the fa3_fwd that follows, the cache rows past each
+ * sequence's keys must be finite (a zeroed cache): the forward kernel may load them with the keys
+ * before them (probability 0; 0 · NaN is NaN), as fa3_fwd_args' "Paged KV" rule says of a
+ * sequence's last page.
  * FA3JIT_DEBUG_VARLEN=1 (read when ctx was created) makes the call read the arrays back with
  * blocking copies on stream before the launch and refuse the first bad entry, naming it
- * (FA3_ERR_BAD_SHAPE; cache_batch_idx and page indices FA3_ERR_INVALID_ARGUMENT); not for graph
+ * (FA3_ERR_BAD_SHAPE; cache_batch_idx, page indices and two sequences on one cache row
+ * FA3_ERR_INVALID_ARGUMENT); not for graph
  * capture. The kernel is CUDA C compiled at the first call through NVRTC (cached for the process
  * per CUDA context, as the quantizer's). Asynchronous. Further errors: _NO_DRIVER, _NO_NVRTC,
  * _COMPILE, _CUDA.

@@ -14,7 +14,9 @@
  *                     index out of range (debug off): those rows are not written, nothing else
  *                     changes, the call succeeds (the kernel never writes out of bounds)
  *   debug_read_back   FA3JIT_DEBUG_VARLEN=1: the same arrays refused before the launch, naming the
- *                     first bad entry, the cache unchanged; good arrays accepted
+ *                     first bad entry, the cache unchanged, and two sequences appending onto one
+ *                     cache row (a repeated cache_batch_idx entry, a shared page); good arrays
+ *                     accepted
  *   replay            one argument struct launched again after cache_seqlens changed on the
  *                     device: the kernel reads the new values (what a graph replays; the captured
  *                     graph itself is in test_kvcache_torch.py, E16)
@@ -399,7 +401,8 @@ static void test_append(void **state)
 }
 
 /* The arrays of contract_broken's and debug_read_back's bad cases, applied to S. */
-enum { BAD_LEN_OVER, BAD_LEN_NEG, BAD_BIDX, BAD_PAGE, BAD_COUNT };
+enum { BAD_LEN_OVER, BAD_LEN_NEG, BAD_BIDX, BAD_PAGE, BAD_COUNT, /* the kernel skips these */
+       BAD_DUP = BAD_COUNT, BAD_DEBUG_COUNT };                 /* a race: debug only */
 
 static int apply_bad(kvstate *S, int which)
 {
@@ -421,6 +424,16 @@ static int apply_bad(kvstate *S, int which)
             return 0;
         S->lens[4] = c->page_size * 2 - 2; /* rows cross from page 1 into page 2 */
         S->table[4 * S->max_pages + 2] = -1;
+        return 1;
+    case BAD_DUP: /* sequence 4 appends onto sequence 2's rows */
+        if (!S->bidx && !S->table)
+            return 0;
+        S->lens[4] = S->lens[2];
+        if (S->bidx)
+            S->bidx[4] = S->bidx[2];
+        else
+            memcpy(S->table + 4 * S->max_pages, S->table + 2 * S->max_pages,
+                   (size_t)S->max_pages * sizeof(int32_t));
         return 1;
     }
     return 0;
@@ -475,7 +488,7 @@ static void test_debug_read_back(void **state)
         kvcase c = base(kind == 0 ? "contiguous" : kind == 1 ? "cache_batch_idx" : "paged 16");
         c.use_bidx = kind == 1;
         c.page_size = kind == 2 ? 16 : 0;
-        for (int which = -1; which < BAD_COUNT; which++) {
+        for (int which = -1; which < BAD_DEBUG_COUNT; which++) {
             kvstate S;
             state_make(&S, &c, &r);
             if (which >= 0 && !apply_bad(&S, which)) {
@@ -510,10 +523,17 @@ static void test_debug_read_back(void **state)
                 else if (which == BAD_BIDX)
                     snprintf(w, sizeof w, "args->cache_batch_idx[4] = 8 is out of range "
                              "(0..batch_cache-1 = 7)");
-                else
+                else if (which == BAD_PAGE)
                     snprintf(w, sizeof w, "args->page_table[4][2] = -1 is out of range "
                              "(0..num_pages-1 = %d; sequence 4 appends rows 32..34 through it)",
                              S.num_pages - 1);
+                else
+                    snprintf(w, sizeof w, "sequence 2's new row 0 and sequence 4's new row 0 land "
+                             "on the same cache row (row %d of %s %d)",
+                             S.table ? S.lens[2] % c.page_size : S.lens[2],
+                             S.table ? "page" : "cache entry",
+                             S.table ? S.table[2 * S.max_pages + S.lens[2] / c.page_size]
+                                     : S.bidx[2]);
                 printf("  %s: %s: %s\n", c.id, fa3_strerror(st), msg);
                 if (st != want || !strstr(msg, w))
                     fail_msg("%s: bad array %d: got %s (%s), want %s naming \"%s\"", c.id, which,

@@ -362,6 +362,37 @@ static fa3_status read_ints(const fa3_driver *d, int32_t *host, const int32_t *s
     return st;
 }
 
+/* A cache row one new row lands on (slot · rows + row), and whose it is. */
+typedef struct kv_target {
+    int64_t at;
+    int b, i;
+} kv_target;
+
+static int target_cmp(const void *x, const void *y)
+{
+    const kv_target *a = x, *b = y;
+    return a->at < b->at ? -1 : a->at > b->at ? 1 : a->b != b->b ? (a->b < b->b ? -1 : 1)
+                                                                  : (a->i < b->i ? -1 : 1);
+}
+
+/* No two new rows on one cache row (sorted targets t of n new rows): a write race. */
+static fa3_status check_targets(kv_target *t, size_t n, const fa3_kvcache_append_args *a)
+{
+    qsort(t, n, sizeof *t, target_cmp);
+    const int64_t rows = a->page_table ? a->page_size : a->seqlen_cache;
+    for (size_t k = 1; k < n; k++)
+        if (t[k].at == t[k - 1].at)
+            return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                              "sequence %d's new row %d and sequence %d's new row %d land on the "
+                              "same cache row (row %lld of %s %lld): the new rows of two "
+                              "sequences must not share a cache row (%s)", t[k - 1].b,
+                              t[k - 1].i, t[k].b, t[k].i, (long long)(t[k].at % rows),
+                              a->page_table ? "page" : "cache entry", (long long)(t[k].at / rows),
+                              a->page_table ? "args->page_table shares the page"
+                                            : "args->cache_batch_idx repeats the entry");
+    return FA3_OK;
+}
+
 fa3_status fa3_kvcache_check_arrays(const fa3_kvcache_append_args *args, void *stream)
 {
     fa3_kvcache_params p;
@@ -378,13 +409,26 @@ fa3_status fa3_kvcache_check_arrays(const fa3_kvcache_append_args *args, void *s
         return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory (reading the KV-cache arrays "
                           "back)");
     int32_t *lens = buf, *idx = buf + a.batch, *pages = buf + 2 * (size_t)a.batch;
+    const size_t n_new = (size_t)a.batch * (size_t)a.seqlen_new;
+    kv_target *targets = malloc(n_new * sizeof *targets);
+    if (!targets) {
+        free(buf);
+        return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory (%zu new rows to check)", n_new);
+    }
     fa3_status st = read_ints(d, lens, a.cache_seqlens, (size_t)a.batch, stream,
                               "cache_seqlens");
     if (st == FA3_OK && a.cache_batch_idx)
         st = read_ints(d, idx, a.cache_batch_idx, (size_t)a.batch, stream, "cache_batch_idx");
     for (int b = 0; b < a.batch && st == FA3_OK; b++) {
         const int64_t end = (int64_t)lens[b] + a.seqlen_new;
-        if (lens[b] < 0 || end > p.capacity) {
+        if (lens[b] < 0) {
+            st = fa3_seterr(FA3_ERR_BAD_SHAPE,
+                            "args->cache_seqlens[%d] = %d is out of range (0..%lld): a negative "
+                            "count of cached rows", b, lens[b],
+                            (long long)p.capacity - a.seqlen_new);
+            break;
+        }
+        if (end > p.capacity) {
             st = fa3_seterr(FA3_ERR_BAD_SHAPE,
                             "args->cache_seqlens[%d] = %d is out of range (0..%lld: with "
                             "seqlen_new %d the rows would end at %lld, past the cache's "
@@ -400,8 +444,13 @@ fa3_status fa3_kvcache_check_arrays(const fa3_kvcache_append_args *args, void *s
                             "= %d)", b, idx[b], a.batch_cache - 1);
             break;
         }
-        if (!paged)
+        if (!paged) {
+            const int64_t slot = a.cache_batch_idx ? idx[b] : b;
+            for (int i = 0; i < a.seqlen_new; i++)
+                targets[(size_t)b * a.seqlen_new + i] =
+                    (kv_target){slot * a.seqlen_cache + lens[b] + i, b, i};
             continue;
+        }
         const int64_t first = lens[b] / a.page_size, last = (end - 1) / a.page_size;
         st = read_ints(d, pages, a.page_table + (int64_t)b * a.page_table_stride + first,
                        (size_t)(last - first + 1), stream, "page_table");
@@ -417,7 +466,16 @@ fa3_status fa3_kvcache_check_arrays(const fa3_kvcache_append_args *args, void *s
                                 (long long)hi - 1);
             }
         }
+        for (int i = 0; i < a.seqlen_new && st == FA3_OK; i++) {
+            const int64_t pos = (int64_t)lens[b] + i;
+            targets[(size_t)b * a.seqlen_new + i] =
+                (kv_target){(int64_t)pages[pos / a.page_size - first] * a.page_size +
+                                pos % a.page_size, b, i};
+        }
     }
+    if (st == FA3_OK)
+        st = check_targets(targets, n_new, &a);
+    free(targets);
     free(buf);
     return st;
 }
