@@ -572,6 +572,85 @@ FA3_API fa3_status fa3_quantize_fp8(fa3_context *ctx, const fa3_quantize_args *a
  *  sign i is bit 0 of splitmix64(seed + i) (1 → -1). Pure, thread-safe. */
 FA3_API fa3_status fa3_hadamard_signs(uint64_t seed, int head_dim, float *out);
 
+/* ---------------------------------------------------------------- KV-cache append */
+/**
+ * Appends seqlen_new new K/V rows per sequence to a KV cache, FlashAttention-3's
+ * flash_attn_with_kvcache(k=, v=) before its attention: row i of sequence b is written at cache
+ * position cache_seqlens[b] + i. Stream-ordered on stream, no host synchronization: cache_seqlens
+ * (and cache_batch_idx, page_table) are read by the kernel at run time, never by the host, so a
+ * captured CUDA graph replays the values they hold at replay. Elements are copied bit for bit
+ * (any dtype of fa3_dtype but AUTO; e4m3 rows must already be quantized with the cache's descales).
+ *   k_new: (batch, seqlen_new, num_heads_k, head_dim), v_new: (..., head_dim_v), strides in
+ *          elements, any non-negative values (0 broadcasts), the head_dim axis contiguous;
+ *   k_cache / v_cache, either
+ *     contiguous (page_table NULL): (batch_cache, seqlen_cache, num_heads_k, head_dim[_v]);
+ *            sequence b appends to cache entry cache_batch_idx[b] (int32 DEVICE array (batch),
+ *            values in 0..batch_cache-1), or b when cache_batch_idx is NULL (batch_cache >= batch);
+ *     or paged (page_table given): (num_pages, page_size, num_heads_k, head_dim[_v]) with the
+ *            (batch, max_pages_per_seq) int32 DEVICE page table of row stride page_table_stride,
+ *            position j of sequence b in row j % page_size of page page_table[b][j / page_size],
+ *            fa3_fwd_args' "Paged KV" layout (page_size 1..256); batch_cache, seqlen_cache 0 and
+ *            cache_batch_idx NULL;
+ *          the batch strides step cache entries (pages when paged), the row strides rows; the
+ *          cache's elements must not overlap each other;
+ *   cache_seqlens: int32 DEVICE array (batch): each sequence's cached rows BEFORE the append (not
+ *          changed by the call);
+ *   seqused_out: NULL, or an int32 DEVICE array (batch) receiving cache_seqlens[b] + seqlen_new:
+ *          the seqused_k of the attention that follows (fa3_fwd_args.seqused_k).
+ * Host-checked (FA3_ERR_INVALID_ARGUMENT, _BAD_DTYPE, _BAD_HEAD_DIM, _BAD_SHAPE, _BAD_STRIDE,
+ * _BAD_ALIGNMENT, naming the field and value, before any driver call): shapes >= 1
+ * (seqlen_new >= 1), seqlen_new <= the capacity (seqlen_cache, or max_pages_per_seq · page_size),
+ * the fields of the other cache kind 0 / NULL, cache_batch_idx only with a contiguous cache,
+ * pointers aligned to the element size (int32 arrays to 4), strides non-negative and within 2^62
+ * elements; k_new/v_new must not overlap the caches (byte ranges), k_cache != v_cache (they may
+ * interleave, e.g. one (..., 2, num_heads_k, head_dim) tensor), seqused_out must not overlap any
+ * other array, and the caches not the int32 arrays.
+ * Caller's contract (the device arrays' contents): cache_seqlens[b] >= 0 and cache_seqlens[b] +
+ * seqlen_new <= the capacity; cache_batch_idx[b] in 0..batch_cache-1; the page-table entries of
+ * the pages the new rows land in in 0..num_pages-1; no two sequences' new rows on one cache row
+ * (a shared page or a repeated cache_batch_idx entry: a write race). The kernel writes nothing
+ * for a row whose position, entry or page is out of range (never out of bounds; the attention
+ * after it then is wrong, not unsafe). For the fa3_fwd that follows, the cache rows past each
+ * sequence's keys must be finite (a zeroed cache): the forward kernel may load them with the keys
+ * before them (probability 0; 0 · NaN is NaN), as fa3_fwd_args' "Paged KV" rule says of a
+ * sequence's last page.
+ * FA3JIT_DEBUG_VARLEN=1 (read when ctx was created) makes the call read the arrays back with
+ * blocking copies on stream before the launch and refuse the first bad entry, naming it
+ * (FA3_ERR_BAD_SHAPE; cache_batch_idx, page indices and two sequences on one cache row
+ * FA3_ERR_INVALID_ARGUMENT); not for graph
+ * capture. The kernel is CUDA C compiled at the first call through NVRTC (cached for the process
+ * per CUDA context, as the quantizer's). Asynchronous. Further errors: _NO_DRIVER, _NO_NVRTC,
+ * _COMPILE, _CUDA.
+ */
+typedef struct fa3_kvcache_append_args {
+    uint32_t struct_size;          /* sizeof(fa3_kvcache_append_args), set by the init macro */
+    fa3_dtype dtype;               /* of k_new, v_new and the caches: bf16, fp16 or e4m3 */
+    const void *k_new, *v_new;     /* device, the rows to append */
+    void *k_cache, *v_cache;       /* device (written at the new rows' positions only) */
+    const int32_t *cache_seqlens;  /* device (batch), rows cached before the append */
+    const int32_t *cache_batch_idx; /* device (batch) or NULL (contiguous cache only) */
+    int32_t *seqused_out;          /* device (batch) or NULL: cache_seqlens + seqlen_new */
+    int batch, seqlen_new, num_heads_k, head_dim;
+    int head_dim_v;                /* 0 = head_dim */
+    int batch_cache, seqlen_cache; /* contiguous cache's extents; 0 when paged */
+    int64_t k_new_batch_stride, k_new_row_stride, k_new_head_stride;
+    int64_t v_new_batch_stride, v_new_row_stride, v_new_head_stride;
+    int64_t k_cache_batch_stride, k_cache_row_stride, k_cache_head_stride;
+    int64_t v_cache_batch_stride, v_cache_row_stride, v_cache_head_stride;
+    /* paged cache (fa3_fwd_args' meaning); all NULL / 0 for a contiguous one */
+    const int32_t *page_table;
+    int num_pages, page_size, max_pages_per_seq;
+    int64_t page_table_stride;
+} fa3_kvcache_append_args;
+
+#define fa3_kvcache_append_args_init(args) \
+    fa3_kvcache_append_args_init_sized((args), sizeof(fa3_kvcache_append_args))
+/** Zeroes args and sets struct_size (head_dim_v 0 = head_dim, a contiguous cache). NULL is
+ *  ignored. */
+FA3_API void fa3_kvcache_append_args_init_sized(fa3_kvcache_append_args *args, size_t struct_size);
+FA3_API fa3_status fa3_kvcache_append(fa3_context *ctx, const fa3_kvcache_append_args *args,
+                                      void *stream);
+
 /* ---------------------------------------------------------------- reference (verification) */
 /**
  * Plain reference attention: one CUDA C kernel compiled at run time through NVRTC (dlopen'd),

@@ -26,8 +26,9 @@
  *   features        fp16 and e4m3 (descales per sequence and kv head), softcap, local windows,
  *                   MQA, hd64 and hd256, varlen and paged each alone and together
  *
- * Not here: E16 (CUDA graph replay with changed lengths) is python/tests/test_varlen_torch.py;
- * E20 and E22 (split-KV, KV-cache append) are features fa3jit does not have.
+ * Not here: E16 (CUDA graph replay with changed lengths) is python/tests/test_varlen_torch.py
+ * and test_kvcache_torch.py; E22 (KV-cache append) is tests/test_kvcache.c and
+ * python/tests/test_kvcache_torch.py; E20 (split-KV) is a feature fa3jit does not have yet.
  * Environment: FA3JIT_TEST_SEED, FA3JIT_TEST_FILTER (gpu_util.h).
  */
 #include <setjmp.h>

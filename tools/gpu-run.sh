@@ -3,7 +3,7 @@
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
-# fp8 varlen varlenbench checkvarlen splitkv. FA3JIT_BENCH_DTYPES picks compare's dtypes;
+# fp8 varlen varlenbench checkvarlen splitkv kvcache. FA3JIT_BENCH_DTYPES picks compare's dtypes;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -74,6 +74,10 @@ for step in $steps; do
     # the combine kernel alone (fp64 host merge), then fa3_fwd of split configs end to end
     logged test_splitkv_combine 300 25 "$root/.gpu/test_splitkv_combine"
     logged test_splitkv_fwd 300 25 "$root/.gpu/test_splitkv_fwd" ;;
+  kvcache) # KV-cache append (C: bit for bit, broken contracts, debug read-back) and
+    # flash_attn_with_kvcache (Python: E22, E21, E16 against the fp64 reference)
+    logged test_kvcache 300 20 "$root/.gpu/test_kvcache"
+    logged pytest_kvcache 400 15 bash -c 'cd "$1" && python3 -m pytest python/tests/test_kvcache_torch.py python/tests/test_kvcache_args.py -q -rs' _ "$root" ;;
   varlenbench) # bench/varlen.py: varlen prefill vs dense and FA4, paged page sizes (one run)
     logged varlen_bench 560 60 python3 "$root/bench/varlen.py" ${VARLEN_BENCH_ARGS:-} ;;
   checkall) logged check_all 560 15 $gen check --all ;; # dense, then the varlen configs

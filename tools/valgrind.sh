@@ -46,6 +46,7 @@ run "test_fwd_args" "$build/tests/test_fwd_args"
 run "test_quantize_args (checks, signs, NVRTC build)" "$build/tests/test_quantize_args"
 run "test_combine_ptx (the combine kernel interpreted)" "$build/tests/test_combine_ptx"
 run "test_splitkv_args (split-KV checks, a compile, the cache)" "$build/tests/test_splitkv_args"
+run "test_kvcache_args (checks, kernel parameters, NVRTC build)" "$build/tests/test_kvcache_args"
 run "fa3-gen --emit-ptx (hd192x128 local softcap)" "$gen" --emit-ptx --head-dim 192 --head-dim-v 128 --local --softcap
 run "fa3-gen --info (PTX Compiler, compile)" "$gen" --info --head-dim 64 --causal --backend auto
 run "fa3-gen --info (from the disk cache)" "$gen" --info --head-dim 64 --causal --backend auto

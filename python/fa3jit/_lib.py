@@ -20,8 +20,9 @@ from pathlib import Path
 
 __all__ = [
     "Fa3Error", "LibraryNotFoundError", "lib", "check", "library_path", "candidate_paths",
-    "Config", "ContextOptions", "KernelInfo", "FwdArgs", "QuantizeArgs", "new_config",
-    "new_context_options", "new_fwd_args", "new_quantize_args", "kernel_info",
+    "Config", "ContextOptions", "KernelInfo", "FwdArgs", "QuantizeArgs", "KvcacheAppendArgs",
+    "new_config", "new_context_options", "new_fwd_args", "new_quantize_args",
+    "new_kvcache_append_args", "kernel_info",
 ]
 
 # ---------------------------------------------------------------- enums (pinned values, fa3jit.h)
@@ -68,6 +69,11 @@ SOURCES = {0: "compiled", 1: "disk", 2: "memory"}
 #   fa3_quantize_args   128 bytes: struct_size@0 dtype@4 x@8 out@16 descale@24 batch@32 ...
 #                                  num_descale_heads@48 x_batch_stride@56 ... out_head_stride@96
 #                                  hadamard@104 signs@112 seed@120
+#   fa3_kvcache_append_args 224 bytes: struct_size@0 dtype@4 k_new,v_new,k_cache,v_cache@8..32
+#                                  cache_seqlens@40 cache_batch_idx@48 seqused_out@56 batch@64
+#                                  ... seqlen_cache@88 k_new_batch_stride@96 ...
+#                                  v_cache_head_stride@184 page_table@192 num_pages@200
+#                                  page_size@204 max_pages_per_seq@208 page_table_stride@216
 class Config(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -190,9 +196,47 @@ class QuantizeArgs(ctypes.Structure):
     ]
 
 
+class KvcacheAppendArgs(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("dtype", ctypes.c_int),          # fa3_dtype of the cache and the new rows
+        ("k_new", ctypes.c_void_p),
+        ("v_new", ctypes.c_void_p),
+        ("k_cache", ctypes.c_void_p),
+        ("v_cache", ctypes.c_void_p),
+        ("cache_seqlens", ctypes.c_void_p),    # const int32 * (device)
+        ("cache_batch_idx", ctypes.c_void_p),  # const int32 * (device) or NULL
+        ("seqused_out", ctypes.c_void_p),      # int32 * (device) or NULL
+        ("batch", ctypes.c_int),
+        ("seqlen_new", ctypes.c_int),
+        ("num_heads_k", ctypes.c_int),
+        ("head_dim", ctypes.c_int),
+        ("head_dim_v", ctypes.c_int),
+        ("batch_cache", ctypes.c_int),
+        ("seqlen_cache", ctypes.c_int),
+        ("k_new_batch_stride", ctypes.c_int64),
+        ("k_new_row_stride", ctypes.c_int64),
+        ("k_new_head_stride", ctypes.c_int64),
+        ("v_new_batch_stride", ctypes.c_int64),
+        ("v_new_row_stride", ctypes.c_int64),
+        ("v_new_head_stride", ctypes.c_int64),
+        ("k_cache_batch_stride", ctypes.c_int64),
+        ("k_cache_row_stride", ctypes.c_int64),
+        ("k_cache_head_stride", ctypes.c_int64),
+        ("v_cache_batch_stride", ctypes.c_int64),
+        ("v_cache_row_stride", ctypes.c_int64),
+        ("v_cache_head_stride", ctypes.c_int64),
+        ("page_table", ctypes.c_void_p),       # const int32 * (device) or NULL
+        ("num_pages", ctypes.c_int),
+        ("page_size", ctypes.c_int),
+        ("max_pages_per_seq", ctypes.c_int),
+        ("page_table_stride", ctypes.c_int64),
+    ]
+
+
 # Sizes derived from the header's layout (LP64). A mismatch means this file and fa3jit.h disagree.
 EXPECTED_SIZES_LP64 = {Config: 52, ContextOptions: 24, KernelInfo: 160, FwdArgs: 304,
-                       QuantizeArgs: 128}
+                       QuantizeArgs: 128, KvcacheAppendArgs: 224}
 if ctypes.sizeof(ctypes.c_void_p) == 8 and ctypes.sizeof(ctypes.c_long) == 8:
     for _t, _n in EXPECTED_SIZES_LP64.items():
         if ctypes.sizeof(_t) != _n:  # pragma: no cover - a programming error in this file
@@ -353,6 +397,8 @@ def _declare(h, path):
     fn("fa3_quantize_args_init_sized", None, P(QuantizeArgs), sz)
     fn("fa3_quantize_fp8", st, vp, P(QuantizeArgs), vp)
     fn("fa3_hadamard_signs", st, ctypes.c_uint64, ctypes.c_int, P(ctypes.c_float))
+    fn("fa3_kvcache_append_args_init_sized", None, P(KvcacheAppendArgs), sz)
+    fn("fa3_kvcache_append", st, vp, P(KvcacheAppendArgs), vp)
     return h
 
 
@@ -406,6 +452,13 @@ def new_quantize_args() -> QuantizeArgs:
     """An fa3_quantize_args with fa3_quantize_args_init's defaults."""
     args = QuantizeArgs()
     lib.fa3_quantize_args_init_sized(ctypes.byref(args), ctypes.sizeof(args))
+    return args
+
+
+def new_kvcache_append_args() -> KvcacheAppendArgs:
+    """An fa3_kvcache_append_args with fa3_kvcache_append_args_init's defaults."""
+    args = KvcacheAppendArgs()
+    lib.fa3_kvcache_append_args_init_sized(ctypes.byref(args), ctypes.sizeof(args))
     return args
 
 

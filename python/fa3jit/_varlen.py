@@ -64,8 +64,10 @@ def _max_seqlen(name, value, bound, what):
 
 
 def _forward(q, k, v, cu_q, cu_k, max_q, max_k, seqused_k, page_table, softmax_scale, causal,
-             window_size, softcap, return_lse, fp8, rect=None):
-    """The varlen (or, rect = (batch, seqlen_q), the rectangular-Q paged) call: (out, lse)."""
+             window_size, softcap, return_lse, fp8, rect=None, before_launch=None):
+    """The varlen (or, rect = (batch, seqlen_q), the rectangular-Q paged) call: (out, lse).
+    before_launch: called (on q's device) after every check, before the kernel is launched
+    (flash_attn_with_kvcache's append), also when there is no query row to compute."""
     torch = _torch._import_torch("fa3jit.flash_attn_varlen_func")
     paged = page_table is not None
     _check_rank(torch, "q", q, 3, "(total_q, num_heads, head_dim)")
@@ -164,6 +166,8 @@ def _forward(q, k, v, cu_q, cu_k, max_q, max_k, seqused_k, page_table, softmax_s
         lse_shape = (num_heads, total_q) if rect is None else (batch, num_heads, seqlen_q)
         lse = (torch.empty(lse_shape, dtype=torch.float32, device=device)
                if return_lse else None)
+        if before_launch is not None:
+            before_launch()
         if total_q == 0 or max_q == 0:
             return out, lse                             # no query row: nothing to compute
         if cu_k is None and rect is None:               # paged + seqused_k: lengths unused
@@ -234,9 +238,11 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
 
 
 def kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal, window_size, softcap,
-                    return_lse, fp8):
+                    return_lse, fp8, before_launch=None):
     """flash_attn_func with page_table and/or seqused_k: (out, lse) in flash_attn_func's shapes
-    (batch, seqlen_q, ...), (batch, num_heads, seqlen_q)."""
+    (batch, seqlen_q, ...), (batch, num_heads, seqlen_q). before_launch as _forward's (a
+    contiguous k/v that cannot be viewed as (batch · seqlen_k) rows is copied by reshape before
+    it: flash_attn_with_kvcache sends such caches through pages instead)."""
     torch = _torch._import_torch()
     _torch._check_tensor(torch, "q", q)
     batch, seqlen_q, num_heads, head_dim = q.shape
@@ -253,11 +259,15 @@ def kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal, windo
                             k.reshape(batch * seqlen_k, *k.shape[2:]),
                             v.reshape(batch * seqlen_k, *v.shape[2:]), ar * seqlen_q,
                             ar * seqlen_k, seqlen_q, seqlen_k, seqused_k, None, softmax_scale,
-                            causal, window_size, softcap, return_lse, fp8)
+                            causal, window_size, softcap, return_lse, fp8,
+                            before_launch=before_launch)
+        if lse is not None:                             # (num_heads, batch · seqlen_q) packed
+            lse = lse.reshape(num_heads, batch, seqlen_q).permute(1, 0, 2).contiguous()
     else:
         q2 = q.reshape(batch * seqlen_q, num_heads, head_dim)
         out, lse = _forward(q2, k, v, None, None, 0, 0, seqused_k, page_table, softmax_scale,
                             causal, window_size, softcap, return_lse, fp8,
-                            rect=(batch, seqlen_q))     # lse already (batch, heads, seqlen_q)
+                            rect=(batch, seqlen_q),     # lse already (batch, heads, seqlen_q)
+                            before_launch=before_launch)
     out = out.reshape(batch, seqlen_q, num_heads, out.shape[-1])
     return out, lse

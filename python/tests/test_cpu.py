@@ -97,6 +97,16 @@ EXPECTED_LAYOUT = {
         "x_batch_stride": 56, "x_row_stride": 64, "x_head_stride": 72, "out_batch_stride": 80,
         "out_row_stride": 88, "out_head_stride": 96, "hadamard": 104, "signs": 112,
         "seed": 120}),
+    "fa3_kvcache_append_args": (_lib.KvcacheAppendArgs, 224, {
+        "struct_size": 0, "dtype": 4, "k_new": 8, "v_new": 16, "k_cache": 24, "v_cache": 32,
+        "cache_seqlens": 40, "cache_batch_idx": 48, "seqused_out": 56, "batch": 64,
+        "seqlen_new": 68, "num_heads_k": 72, "head_dim": 76, "head_dim_v": 80,
+        "batch_cache": 84, "seqlen_cache": 88, "k_new_batch_stride": 96, "k_new_row_stride": 104,
+        "k_new_head_stride": 112, "v_new_batch_stride": 120, "v_new_row_stride": 128,
+        "v_new_head_stride": 136, "k_cache_batch_stride": 144, "k_cache_row_stride": 152,
+        "k_cache_head_stride": 160, "v_cache_batch_stride": 168, "v_cache_row_stride": 176,
+        "v_cache_head_stride": 184, "page_table": 192, "num_pages": 200, "page_size": 204,
+        "max_pages_per_seq": 208, "page_table_stride": 216}),
 }
 
 
