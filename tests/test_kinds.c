@@ -32,8 +32,10 @@ static void check_kernel(const fa3_config *cfg, const fa3_plan *plan, fa3_kernel
     size_t len = 0;
     CHECK(fa3_codegen_kernel(kind, plan, &ptx, &len));
     char want[256];
-    /* the forward kernel of a non-varlen config declares the block up to tmap_o */
-    const size_t declared = kind == FA3_KERNEL_FWD && !cfg->varlen ? FA3P_SIZE_DENSE
+    /* the forward kernel of a config without varlen and paged KV declares the block up to
+       tmap_o */
+    const size_t declared = kind == FA3_KERNEL_FWD && !cfg->varlen && !cfg->paged_kv
+                                ? FA3P_SIZE_DENSE
                                                                     : k->params_size;
     snprintf(want, sizeof want, ".visible .entry %s(\n\t.param .align 64 .b8 fa3_params[%zu]\n)",
              k->entry, declared);

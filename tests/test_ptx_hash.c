@@ -89,8 +89,14 @@ static entry *load(size_t *n)
     }
     char line[256];
     while (fgets(line, sizeof line, f)) {
-        if (*n == cap)
-            break;
+        if (*n == cap) { /* grow (the file outgrew 1024 lines with the paged configs) */
+            entry *g = realloc(e, 2 * cap * sizeof *e);
+            if (!g)
+                break;
+            memset(g + cap, 0, cap * sizeof *e);
+            e = g;
+            cap *= 2;
+        }
         if (sscanf(line, "%95s %llx", e[*n].name, &e[*n].hash) == 2)
             (*n)++;
     }
