@@ -14,8 +14,8 @@ Each call is captured in a CUDA graph and replayed under do_bench (L2 flushed, m
 bench/compare.py's graph_ms), libraries in an order rotated each round, --repeat rounds, the
 median kept. FLOPs: 4 · heads · head_dim · visible (query, key) pairs, counted per sequence
 (causal: bottom-right, = L(L+1)/2 for L = L; FlashAttention's dense convention halves L² —
-both columns use the same count for the same shape). A library that fails (e.g. fa3jit while the
-varlen kernel is "not generated yet") is reported with its error and the run goes on.
+both columns use the same count for the same shape). A library that fails on a shape is
+reported with its error and the run goes on.
 
 usage: bench/varlen.py [--total 16384] [--seed 7] [--repeat 3] [--page-sizes 1,16,64,256]
                        [--json OUT.json] [--equal]

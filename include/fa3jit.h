@@ -420,7 +420,9 @@ typedef struct fa3_fwd_args {
        batch + 1 non-decreasing offsets starting at 0 (sequence b is rows cu[b] .. cu[b+1]-1);
        max_seqlen_q/k: upper bounds of the lengths (the host sizes the grid with them).
        seqused_k: optional int32 DEVICE array (batch): sequence b uses only its first
-       seqused_k[b] keys (≤ its length, or its pages' capacity when paged). Masks are
+       seqused_k[b] keys (≤ its length, or its pages' capacity when paged); the K/V rows
+       past them up to the sequence's next key block must hold finite values (the kernel
+       loads whole blocks; their probabilities are 0, but 0 · NaN is NaN). Masks are
        bottom-right aligned per sequence; a sequence with no query or no key rows is valid (its
        rows see no key: O = 0, LSE = -inf). Rows of q/o past cu_seqlens_q[batch] are neither
        read nor written. Host-checked: both cu_seqlens given (never one alone), 4-byte aligned,

@@ -6,9 +6,8 @@
  * then the fast kernel against the reference (tolerance rule, empty rows exactly O = 0 / LSE =
  * −inf, O/LSE NaN-prefilled, rows past cu_seqlens_q[batch] and past the end untouched) and, where
  * marked, against the dense kernel per sequence. vl_run turns the first failing case of a test
- * into its cmocka failure, with every failed check of that case. While the library refuses paged
- * configs ("not generated yet"), the paged cases FAIL on a GPU after their reference checks,
- * saying so; without a GPU every test skips (exit 77).
+ * into its cmocka failure, with every failed check of that case; without a GPU every test skips
+ * (exit 77).
  *
  * Tests:
  *   patterns        varlen bf16 hd128 GQA 8/2, none and causal: random lengths, one long

@@ -55,7 +55,7 @@ for step in $steps; do
     logged test_fp8 560 40 "$root/.gpu/test_fp8" ;;
   quantize) logged test_quantize 300 20 "$root/.gpu/test_quantize" ;;
   varlen) # varlen / paged KV: argument checks with the debug read-back, the GPU cases, the
-    # Python varlen tests (fail while the generator refuses varlen/paged configs)
+    # Python varlen tests
     [ -f "$root/.gpu/test_varlen_args.xz" ] && xz -dc "$root/.gpu/test_varlen_args.xz" > /tmp/test_varlen_args && chmod +x /tmp/test_varlen_args
     logged test_varlen_args 120 15 /tmp/test_varlen_args
     logged test_varlen 560 40 "$root/.gpu/test_varlen"
@@ -82,7 +82,7 @@ for step in $steps; do
     logged varlen_bench 560 60 python3 "$root/bench/varlen.py" ${VARLEN_BENCH_ARGS:-} ;;
   checkall) logged check_all 560 15 $gen check --all ;; # dense, then the varlen configs
   checkvarlen) # fa3-gen check --varlen (default set), then paged KV at page sizes 16 and 1
-    # (rectangular and varlen Q; fails while the generator refuses paged configs)
+    # (rectangular and varlen Q)
     logged check_varlen 400 15 $gen check --varlen
     logged check_paged16 400 15 $gen check --paged 16
     logged check_paged1 400 15 $gen check --paged 1 --varlen --head-dim 128 ;;

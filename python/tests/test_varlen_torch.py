@@ -6,8 +6,7 @@ exactly O = 0, LSE = -inf; O NaN-prefilled rows past cu_seqlens_q[-1] are not th
 E16: a varlen call captured in a CUDA graph follows new lengths written into the same device
 arrays before a replay. Inputs random from a fresh seed each run (printed).
 
-Skipped without torch or a CUDA device of compute capability 9.0. While the library refuses
-varlen/paged configs ("not generated yet"), these tests fail on a GPU, saying so.
+Skipped without torch or a CUDA device of compute capability 9.0.
 """
 import os
 import random

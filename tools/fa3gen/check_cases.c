@@ -130,7 +130,7 @@ int check_configs(const common_opts *o, int all, int varlen, int paged, const ch
                 if (sup[si].dtype != FA3_DTYPE_BF16 || sup[si].mask != FA3_MASK_NONE ||
                     sup[si].softcap || sup[si].varlen != vl || sup[si].paged_kv ||
                     sup[si].split_kv)
-                    continue; /* one entry per head-dim pair */
+                    continue; /* one entry per head-dim pair (the paged layouts: add_layouts) */
                 fa3_config probe; /* the pair with the planner's tiles (block_n, stages 0) */
                 fa3_config_init(&probe);
                 probe.head_dim = sup[si].head_dim;
