@@ -24,6 +24,8 @@
  *   seqused         varlen with seqused_k below the stored segments, causal
  *   features        fp16 and e4m3 (descales per sequence and kv head), softcap, local windows,
  *                   MQA, hd64 and hd256, varlen and paged each alone and together
+ *   longest_first   the longest-first tile table's edges: 32 sequences with ties and empty
+ *                   ones, 33 (the walk), a masked sequence over the table's 128 m_blocks (the walk)
  *
  * Not here: E16 (CUDA graph replay with changed lengths) is python/tests/test_varlen_torch.py
  * and test_kvcache_torch.py; E22 (KV-cache append) is tests/test_kvcache.c and
@@ -249,6 +251,44 @@ static void test_features(void **state)
         }
 }
 
+/* The longest-first tile table (codegen/varlen_order.h) at its edges, each lengths set ascending
+   so that the sort moves the sequences: 32 sequences with ties and empty ones (every lane of the
+   table), 33 (batch over the table: the walk), and a sequence of 16500 rows, 129 m_blocks of
+   128 (masked: over the table's 128 levels, the walk; non-causal keeps the table). */
+static void test_longest_first(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    static int l32[32], l33[33];
+    static const int llong[3] = {90, 300, 16500};
+    for (int b = 0; b < 32; b++)
+        l32[b] = b % 5 == 0 ? 0 : b % 3 == 0 ? 300 : 40 + 23 * b;
+    for (int b = 0; b < 33; b++)
+        l33[b] = 20 + 29 * b;
+    static const struct { const char *name; fa3_mask mask; int wl, wr; } M[] = {
+        {"none", FA3_MASK_NONE, -1, -1},
+        {"causal", FA3_MASK_CAUSAL, -1, -1},
+        {"local (64, 16)", FA3_MASK_LOCAL, 64, 16}};
+    char id[96];
+    for (size_t m = 0; m < sizeof M / sizeof M[0]; m++)
+        for (int set = 0; set < 3; set++) {
+            vl_spec s = base(id);
+            snprintf(id, sizeof id, "longest first, %s, %s", set == 0 ? "32 sequences"
+                     : set == 1 ? "33 sequences" : "a sequence of 129 m_blocks", M[m].name);
+            s.mask = M[m].mask;
+            s.wl = M[m].wl;
+            s.wr = M[m].wr;
+            s.batch = set == 0 ? 32 : set == 1 ? 33 : 3;
+            s.len_q = s.len_k = set == 0 ? l32 : set == 1 ? l33 : llong;
+            if (set == 2) { /* one head: the host's fp64 rows of 16500 keys stay quick */
+                s.num_heads = 1;
+                s.num_heads_k = 1;
+            }
+            s.check_dense = 1;
+            vl_run(&s);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -260,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_e21_decode),
         cmocka_unit_test(test_seqused),
         cmocka_unit_test(test_features),
+        cmocka_unit_test(test_longest_first),
     };
     const size_t n = sizeof tests / sizeof tests[0];
     return gpu_test_main("test_varlen", tests, n, (int)n, &g_vl_ctx, &g_vl_seed, &g_skipped);

@@ -67,6 +67,8 @@ typedef struct fa3_plan {
     int smem_o_wg;         /* hdv_chunks boxes of 64 rows × 128 B per consumer warpgroup */
     int smem_bar;          /* mbarriers: q_full[0], k_full[st], v_full[st], k_empty[st],
                               v_empty[st], q_empty[0], (q_full[1], q_empty[1]) */
+    int smem_vtab;         /* varlen: the tile order's table (varlen_order.h, FA3_VT_BYTES);
+                              0: none (no room), the kernel walks the sequences in batch order */
     int smem_bytes;        /* dynamic shared memory to request (includes 1024 B alignment slack) */
     /* The barrier table. mbarriers, as byte offsets from smem_bar: one per Q buffer, and the K/V
        ring groups (stage 0 given; stage s at +8·s). Arrival counts per phase: a "full" barrier

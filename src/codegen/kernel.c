@@ -112,6 +112,7 @@ static void prologue(kgen *g)
     }
     INS("fence.mbarrier_init.release.cluster;");
     ptx_place(g->f, lab);
+    kg_vtab_build(g); /* varlen: warp 0 sorts the sequences (varlen_order.c) */
     INS("bar.sync 0;");
 }
 

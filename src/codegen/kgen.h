@@ -4,6 +4,7 @@
  *   kernel.c     the kernel: header, parameters, prologue (barrier init), the roles' dispatch
  *   pipeline.c   mbarriers (the plan's table) and the K/V ring's stage/phase state
  *   tile_order.c the persistent tile loop's index and decode (tile_order.h describes them)
+ *   varlen_order.c  varlen: the longest-first tile table, built at kernel start and decoded
  *   producer.c   warpgroup 0: TMA loads of Q, K, V
  *   transpose_v.c  e4m3: warpgroup 0's transpose of each V stage
  *   blockinfo.c  which keys each row sees, which key blocks need the mask
@@ -128,6 +129,10 @@ tile_info kg_tile_bounds(kgen *g, tile_info t);
 tile_info kg_tile_next(kgen *g, int lab_past);
 /* Before a role's tile loop: round 0 (and the varlen cursor at sequence 0). */
 void kg_tile_start(kgen *g);
+
+/* varlen_order.c: the longest-first table (plan->smem_vtab) */
+void kg_vtab_build(kgen *g); /* warp 0, in the prologue before the CTA barrier */
+void kg_vtab_decode(kgen *g, ptx_r tile, int lab_past, int lab_walk, tile_info *t);
 
 /* transpose_v.c (e4m3): the transpose of one V stage by the producer's threads */
 typedef struct vt_thread {

@@ -8,6 +8,7 @@
 
 #include "codegen/codegen.h"
 #include "codegen/knobs.h"
+#include "codegen/varlen_order.h"
 
 #define SMEM_LIMIT 232448 /* opt-in dynamic shared memory per block on sm_90 */
 
@@ -162,6 +163,14 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     if (!p->o_stage && !p->dbg_no_o_store && p->q_bufs == 1 && p->hdv_chunks <= p->hd_chunks &&
         !p->fp8 && !cfg->split_kv)
         p->o_stage = 2;
+    /* varlen: the longest-first tile order's table (varlen_order.h) after the barriers, where it
+       fits beside the layout chosen above (it never costs a Q buffer or the O staging); else
+       smem_vtab 0 and the kernel walks the sequences in their own order. */
+    p->smem_vtab = 0;
+    if (cfg->varlen && p->smem_bytes + 16 + FA3_VT_BYTES <= SMEM_LIMIT) {
+        p->smem_vtab = (p->smem_bytes - 1024 + 15) & ~15;
+        p->smem_bytes = p->smem_vtab + FA3_VT_BYTES + 1024;
+    }
     /* The barrier table (layout as described at smem_bar). */
     p->bar_q_full[0] = 0;
     p->bar_k_full = 8;

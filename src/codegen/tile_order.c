@@ -45,7 +45,10 @@ ptx_r kg_tile_index(kgen *g)
     ptx_r ncta = ptx_reg(g->f, PTX_B32, "ncta"), cta = ptx_reg(g->f, PTX_B32, "cta");
     INS("mov.u32 $, %%nctaid.x;", ncta);
     INS("mov.u32 $, %%ctaid.x;", cta);
-    if (g->p->cfg.mask != FA3_MASK_NONE) {
+    /* varlen with the longest-first table: odd rounds reversed too (non-causal: the sorted
+       sequences' costs descend round by round; simulated balance 0.95 -> 0.99 on the bench's
+       lengths, test_varlen_order) */
+    if (g->p->cfg.mask != FA3_MASK_NONE || (g->p->cfg.varlen && g->p->smem_vtab)) {
         FA3_TILE_INDEX_MASKED(TO_S, TO_K, TO_P)
         return tile;
     }
@@ -210,7 +213,9 @@ void kg_tile_start(kgen *g)
     INS("mov.u32 $, 0;", g->vbase);
 }
 
-/* Varlen: the tiles are numbered sequence by sequence, only the real ones: sequence b holds
+/* Varlen without the longest-first table (varlen_order.c: batch > 32, a masked sequence of more
+   than 128 m_blocks, or a plan with no room for it): the tiles are numbered sequence by sequence
+   in batch order, only the real ones: sequence b holds
    num_heads · ceil(len_b / block_m) tiles, head-major, m_block fastest (masked: reversed,
    longest rows first). So the tiles a round runs at once are few sequences' heads with all their
    m_blocks, reading the same K/V (with slots of ceil(max_seqlen_q / block_m) m_blocks for every
@@ -223,7 +228,6 @@ static tile_info varlen_next(kgen *g, ptx_r tile, int lab_past)
     ptx_r cuq = kg_param(g, PTX_B64, "u64", FA3P_OFF_CU_SEQLENS_Q, "cuq");
     ptx_r nb_seq = kg_param(g, PTX_B32, "u32", FA3P_OFF_BATCH, "nseq");
     ptx_r nh = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_HEADS, "nheads");
-    ptx_r hpk = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "hpkv");
     const int lab_scan = ptx_label(g->f, "vscan"), lab_found = ptx_label(g->f, "vfound");
     ptx_r done = ptx_reg(g->f, PTX_PRED, "vdone"), here = ptx_reg(g->f, PTX_PRED, "vhere");
     ptx_r a = ptx_reg(g->f, PTX_B64, "vaddr"), qe = ptx_reg(g->f, PTX_B32, "vqe");
@@ -260,8 +264,6 @@ static tile_info varlen_next(kgen *g, ptx_r tile, int lab_past)
     }
     t.batch = ptx_reg(g->f, PTX_B32, "batch");
     INS("mov.u32 $, $;", t.batch, g->vb);
-    t.kvhead = op_rr(g, "kvhead", DIVU, t.head, hpk);
-    t.m0 = op_ri(g, "m0", MUL, t.mblk, p->block_m);
     return t;
 }
 
@@ -271,13 +273,34 @@ tile_info kg_tile_next(kgen *g, int lab_past)
     ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
     INS("setp.ge.u32 $, $, $;", past, tile, g->ntiles);
     INS("@$ bra %s;", past, ptx_lab(g->f, lab_past));
-    if (g->p->cfg.varlen) {
-        ptx_r split = {0};
-        if (g->p->cfg.split_kv)
-            split = split_of(g, &tile, NULL);
-        tile_info t = varlen_next(g, tile, lab_past);
-        t.split = split;
-        return kg_tile_bounds(g, t);
+    if (!g->p->cfg.varlen)
+        return kg_tile_decode(g, tile);
+    ptx_r split = {0};
+    if (g->p->cfg.split_kv) /* the split index out of the tile index first (split fastest) */
+        split = split_of(g, &tile, NULL);
+    tile_info t;
+    if (!g->p->smem_vtab) {
+        t = varlen_next(g, tile, lab_past);
+    } else {
+        /* longest first from the table warp 0 built (varlen_order.h); the walk where the
+           table is invalid (batch > 32, or a masked sequence of more than 128 m_blocks) */
+        t = (tile_info){.tile = tile};
+        t.mblk = ptx_reg(g->f, PTX_B32, "mblk");
+        t.head = ptx_reg(g->f, PTX_B32, "head");
+        t.batch = ptx_reg(g->f, PTX_B32, "batch");
+        const int lab_walk = ptx_label(g->f, "vwalk"), lab_join = ptx_label(g->f, "vjoin");
+        kg_vtab_decode(g, tile, lab_past, lab_walk, &t);
+        INS("bra.uni %s;", ptx_lab(g->f, lab_join));
+        ptx_place(g->f, lab_walk);
+        tile_info w = varlen_next(g, tile, lab_past);
+        INS("mov.u32 $, $;", t.mblk, w.mblk);
+        INS("mov.u32 $, $;", t.head, w.head);
+        INS("mov.u32 $, $;", t.batch, w.batch);
+        ptx_place(g->f, lab_join);
     }
-    return kg_tile_decode(g, tile);
+    ptx_r hpk = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "hpkv");
+    t.kvhead = op_rr(g, "kvhead", DIVU, t.head, hpk);
+    t.m0 = op_ri(g, "m0", MUL, t.mblk, g->p->block_m);
+    t.split = split;
+    return kg_tile_bounds(g, t);
 }

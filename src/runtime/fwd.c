@@ -303,9 +303,9 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
                           call->num_splits);
     prm->total_tiles = (uint32_t)((uint64_t)tiles * splits);
     if (c->varlen) {
-        /* the kernel numbers only the real tiles (tile_order.c, varlen_next): num_heads ·
-           sum of ceil(len_b / block_m), at most both bounds below; the CTAs stop at the last
-           sequence */
+        /* the kernel numbers only the real tiles (codegen/varlen_order.h; tile_order.c,
+           varlen_next): num_heads · sum of ceil(len_b / block_m), at most both bounds below;
+           the CTAs stop past the last real tile */
         const uint64_t bm = (uint64_t)p->block_m, h = (uint64_t)args->num_heads;
         const uint64_t slots = (uint64_t)prm->num_m_blocks * h * (uint64_t)args->batch;
         const uint64_t rows = ((uint64_t)args->seqlen_q + (uint64_t)args->batch * (bm - 1)) /
