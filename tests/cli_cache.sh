@@ -60,7 +60,10 @@ has "dry run: hd192x128" "$dir/out" "^hd192x128 "
 check "warm --all --jobs 2" 0 "$gen" cache warm --all --jobs 2 --cache-dir "$c"
 has "warm --all: all compiled" "$dir/out" "^warm: $n configurations, $n compiled, 0 already cached, 0 failed, 0 not on disk"
 check "ls after warm --all" 0 "$gen" cache ls --cache-dir "$c"
-has "ls: every config" "$dir/out" "^$n entries \(0 invalid"
+# split-KV configs bring their combine kernels, one entry per (head_dim_v, out dtype, varlen)
+nc=$(grep -Ec '^combine ' "$dir/out")
+has "ls: every config" "$dir/out" "^$((n + nc)) entries \(0 invalid"
+if [ "$nc" -gt 0 ]; then ok "ls: $nc combine kernels"; else bad "ls: no combine kernel after warm --all"; fi
 # Columns line up whatever the config's length (hd192x128 fp16 local softcap is the longest):
 # the backend and the key start at one column on every entry line.
 cols=$(awk '/^hd/ { b = match($0, / (ptx-compiler|nvjitlink) /); print b, length($0) - 32 }' "$dir/out" | sort -u)
