@@ -323,17 +323,21 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
        lengths at 486 vs 560 and 363 vs 439 (session 7 call 11, hd128 bf16): persistent wins */
     if (call->num_sms > 0 && grid > (unsigned)call->num_sms)
         grid = (unsigned)call->num_sms;
-    /* varlen: the host does not know the lengths, so no L2 sections (one section of all pairs);
-       split-KV neither (schedule.c simulates whole tiles; split-KV runs few of them) */
-    const uint32_t pairs = prm->num_m_blocks ? prm->total_tiles / (uint32_t)splits /
-                                                   (uint32_t)prm->num_m_blocks
-                                             : 0;
     if (prm->total_tiles == 0) {
         *grid_out = 0;
         return FA3_OK;
     }
-    prm->section_hb =
-        c->varlen || c->split_kv ? pairs : section_hb(kernel, args, wl, wr, pairs, grid);
+    /* L2 sections: the dense order's; the varlen walk (tile_order.c, varlen_next) has none and
+       never reads section_hb (its total_tiles is only a bound, so no pair count either);
+       split-KV takes one section of all pairs (schedule.c simulates whole tiles; split-KV
+       runs few of them) */
+    if (c->varlen) {
+        prm->section_hb = 1;
+    } else {
+        const uint32_t pairs =
+            prm->total_tiles / (uint32_t)splits / (uint32_t)prm->num_m_blocks;
+        prm->section_hb = c->split_kv ? pairs : section_hb(kernel, args, wl, wr, pairs, grid);
+    }
     *grid_out = grid;
     return FA3_OK;
 }
