@@ -3,11 +3,14 @@
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
-# fp8 varlen varlenbench checkvarlen splitkv kvcache. FA3JIT_BENCH_DTYPES picks compare's dtypes;
+# fp8 varlen varlenbench checkvarlen splitkv kvcache
+# sanitize_e18 decode. FA3JIT_BENCH_DTYPES picks compare's dtypes;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-out=${OUT:-/tmp/fa3jit-gpu}; mkdir -p "$out"
+# the device tool brings back at most 8 files: logs go to $logs, packed into $OUT/logs.tar.gz at
+# the end
+dest=${OUT:-/tmp/fa3jit-gpu}; out=$(mktemp -d /tmp/fa3jit-logs.XXXX); mkdir -p "$dest"
 export LD_LIBRARY_PATH=$root/.gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 lib=$(ls "$root"/.gpu/libfa3jit.so* | head -n 1) # named by its SONAME (gpu-bundle.sh)
 export FA3JIT_CACHE_DIR=$(mktemp -d) FA3JIT_LIBRARY=$lib
@@ -20,7 +23,9 @@ logged() {
   local name=$1 secs=$2 tail=$3; shift 3
   [ "$secs" -gt "${GPU_STEP_LIMIT:-$secs}" ] && secs=$GPU_STEP_LIMIT # a cap for untried kernels
   timeout "$secs" "$@" 2>&1 | tee "$out/$name.txt" | tail -"$tail"
-  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  local r=${PIPESTATUS[0]}
+  echo "step $name rc=$r" >> "$out/summary.txt"
+  [ "$r" = 0 ] || rc=1
 }
 # smi_start NAME: SM clock, power and temperature every 0.5 s into $out/smi_NAME.csv ($smi: pid)
 smi_start() {
@@ -175,6 +180,14 @@ for step in $steps; do
       ${FP8_HEAD_DIMS:+--head-dims "$FP8_HEAD_DIMS"} ${FP8_SEQLENS:+--seqlens "$FP8_SEQLENS"} \
       --json "$out/compare_fp8.json"
     kill $smi ;;
+  sanitize_e18) # compute-sanitizer on E18 (paged 16, local window 256/0, 1000 x 1000, batch 3)
+    for tool in memcheck racecheck synccheck; do
+      logged sanitize_e18_$tool 200 6 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
+        $gen check --paged 16 --local --head-dim 128 --window-left 256 --window-right 0 \
+        --seqlen-q 1000 --seqlen-k 1000 --batch 3
+    done ;;
+  decode) # decode shapes vs cuDNN and FA4 (the peers' decode.py; needs .peers set up)
+    logged decode_bench 400 30 python3 "$root/.peers/a/decode.py" ;;
   sanitize)
     # compute-sanitizer over every supported config (check --all: 480 configs incl. GQA, one
     # small tile-boundary shape) with each tool (each took seconds on the H200).
@@ -189,5 +202,7 @@ for step in $steps; do
     done ;;
   esac
 done
+echo "=== summary"; cat "$out/summary.txt" 2>/dev/null
+tar -czf "$dest/logs.tar.gz" -C "$out" .
 echo "gpu-run rc=$rc"
 exit $rc
