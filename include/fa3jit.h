@@ -520,6 +520,20 @@ FA3_API fa3_status fa3_fwd_workspace_size(const fa3_kernel *kernel, const fa3_fw
                                           size_t *bytes);
 
 /**
+ * The library's choice of cfg's call-shape fields for a call of args's shape on a device of
+ * num_sms SMs (the CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT of the device; the H200 has 132):
+ * sets cfg->split_kv to 1 where split-KV pays by fa3_fwd_args.num_splits' rule (the query tiles
+ * fill under 80% of the SMs and the keys span more than one block_n block; then pass
+ * num_splits 0 and fa3_fwd picks the same count), else 0. Varlen configs keep split_kv 0.
+ * Reads batch, seqlen_q, seqlen_k (the longest sequence's keys, or the page table's capacity),
+ * num_heads and num_heads_k of args; the other fields of cfg are canonicalized first (their
+ * errors as fa3_config_canonicalize's) and left as given. Fields past cfg->struct_size are not
+ * written. Errors: FA3_ERR_INVALID_ARGUMENT (NULL, num_sms outside 1..65535), _BAD_SHAPE (a
+ * negative shape field), the config's; on error cfg is unchanged. Pure, thread-safe, no GPU.
+ */
+FA3_API fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args, int num_sms);
+
+/**
  * Floating-point operations of one forward call, counted as FlashAttention does:
  * 2·batch·num_heads·seqlen_q·seqlen_k·(head_dim + head_dim_v) (QKᵀ and PV), halved for causal
  * when seqlen_q == seqlen_k; every other masked case counts the visible (query, key) pairs exactly.

@@ -4,7 +4,7 @@
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
 # fp8 varlen varlenbench checkvarlen splitkv kvcache
-# sanitize_e18 decode. FA3JIT_BENCH_DTYPES picks compare's dtypes;
+# sanitize_e18 decode checksplit splitpy. FA3JIT_BENCH_DTYPES picks compare's dtypes;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -186,6 +186,17 @@ for step in $steps; do
         $gen check --paged 16 --local --head-dim 128 --window-left 256 --window-right 0 \
         --seqlen-q 1000 --seqlen-k 1000 --batch 3
     done ;;
+  checksplit) # fa3-gen check of split-KV configs (num_splits 0: the library's count): the
+    # default pairs, then decode shapes (q len 1 and 4 over long keys, GQA) per head dim
+    logged check_split 300 6 $gen check --split-kv
+    for hd in 64 128 256; do
+      logged check_split_decode$hd 200 4 $gen check --split-kv --head-dim $hd --heads 16 --heads-k 2 \
+        --seqlen-q 1 --seqlen-k 20000 --batch 2
+      logged check_split_decode${hd}c 200 4 $gen check --split-kv --head-dim $hd --causal \
+        --heads 8 --heads-k 8 --seqlen-q 4 --seqlen-k 7777 --batch 3
+    done
+    logged check_split_paged 300 6 $gen check --split-kv --paged 16 --head-dim 128 ;;
+  splitpy) logged pytest_splits 300 15 bash -c 'cd "$1" && python3 -m pytest python/tests/test_splits_torch.py -q -rs' _ "$root" ;;
   decode) # decode shapes vs cuDNN and FA4 (the peers' decode.py; needs .peers set up)
     logged decode_bench 400 30 python3 "$root/.peers/a/decode.py" ;;
   sanitize)

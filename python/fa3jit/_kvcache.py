@@ -15,7 +15,7 @@ from __future__ import annotations
 import ctypes
 import math
 
-from . import _args, _core, _lib, _torch, _varlen
+from . import _args, _core, _lib, _splits, _torch, _varlen
 from ._lib import check, lib
 
 __all__ = ["flash_attn_with_kvcache"]
@@ -80,17 +80,6 @@ def _check_new(torch, name, t, cache, batch, num_heads_k, dim, capacity):
                          f"cache's capacity of {capacity} rows per sequence")
 
 
-def _num_splits(num_splits):
-    n = _args.c_int("num_splits", num_splits)
-    if n < 0:
-        raise ValueError(f"fa3jit: num_splits {n} must be 0 (the library chooses) or positive")
-    if n > 1:
-        raise ValueError(f"fa3jit: num_splits {n} is not supported yet: it asks for split-KV "
-                         f"(the keys of a sequence divided among CTAs), which fa3jit does not "
-                         f"have yet; pass 0 or 1")
-    return n
-
-
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None,
                             page_table=None, cache_batch_idx=None, softmax_scale=None,
                             causal=False, window_size=(-1, -1), softcap=0.0, num_splits=0,
@@ -112,8 +101,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
     q attends to cache_seqlens[b] + seqlen_new keys of sequence b; causal and window_size are
     bottom-right aligned (query i sees key j <= i + keys - seqlen_q). softmax_scale, softcap and
     the FP8 keywords (q_descale, k_descale, v_descale of shape (batch, num_heads_k), out_dtype,
-    check_descales) as flash_attn_func. num_splits: 0 or 1 (split-KV is not there yet; larger
-    values raise ValueError). Returns out (batch, seqlen_q, num_heads, head_dim_v), or (out, lse)
+    check_descales) as flash_attn_func. num_splits: 0 (the default) = the library chooses
+    split-KV where the query tiles leave SMs idle (decode), 1 = one pass, 2..128 = that many
+    splits (fp32 partials merged by a second kernel, workspace allocated stream-ordered). A
+    contiguous cache is read as pages (page_view_size, whose size shares 64 or more with 128) so
+    that it can be split; one whose seqlen_cache has no such divisor goes through the varlen
+    kernel, which takes 0 or 1 only (ValueError above). Returns out (batch, seqlen_q, num_heads, head_dim_v), or (out, lse)
     with return_softmax_lse, lse (batch, num_heads, seqlen_q) fp32 (-inf for a row that sees no
     key, e.g. cache_seqlens 0 without new rows).
 
@@ -131,8 +124,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
     the keys before them, and their probability 0 times a NaN is NaN. Forward only.
     """
     torch = _torch._import_torch("fa3jit.flash_attn_with_kvcache")
-    splits = _num_splits(num_splits)
-    del splits                                      # 0 and 1 both mean one split today
+    n_splits = _splits.check_num_splits(num_splits)
     _torch._check_tensor(torch, "q", q)
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
         _torch._check_tensor(torch, name, t)
@@ -246,12 +238,22 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
     if not paged:
         end_to_end = all(t.shape[0] == 1 or t.shape[1] == 1 or
                          t.stride(0) == t.shape[1] * t.stride(1) for t in (k_cache, v_cache))
-        if cache_batch_idx is None and end_to_end:
+        sizes = {page_view_size(rows, t.stride(0), t.stride(1), slots)
+                 for t in (k_cache, v_cache)}
+        psize = sizes.pop() if len(sizes) == 1 else None
+        # pages loaded in boxes of 64+ rows (gcd with block_n 128) run at the contiguous kernel's
+        # speed (bench/RESULTS.md) and, being rectangular Q, can be split; else an end-to-end
+        # cache goes through seqused_k (varlen)
+        as_pages = cache_batch_idx is not None or not end_to_end or (
+            psize is not None and math.gcd(psize, 128) >= 64 and cache_seqlens is not None)
+        if not as_pages:
+            if n_splits > 1:
+                raise ValueError(f"fa3jit: num_splits {n_splits} needs the cache read as pages "
+                                 f"of a multiple of 64 rows, and seqlen_cache {rows} has no such "
+                                 f"divisor up to 256 (or its strides do not allow it): pass 0 "
+                                 f"or 1")
             kc, vc = k_cache[:batch], v_cache[:batch]   # seqused_k over (batch · seqlen) rows
         else:
-            sizes = {page_view_size(rows, t.stride(0), t.stride(1), slots)
-                     for t in (k_cache, v_cache)}
-            psize = sizes.pop() if len(sizes) == 1 else None
             if psize is None:
                 raise ValueError(f"fa3jit: k_cache strides {tuple(k_cache.stride())} and v_cache "
                                  f"strides {tuple(v_cache.stride())} cannot be read as pages of "
@@ -288,11 +290,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
                                              ctypes.c_void_p(stream)))
         if seqused is None and table is None:           # the whole contiguous cache
             out, lse = _torch._forward(q, kc, vc, softmax_scale, causal, window_size, softcap,
-                                       return_lse, fp8)
+                                       return_lse, fp8, n_splits)
         else:
             out, lse = _varlen.kvcache_forward(q, kc, vc, table, seqused, softmax_scale, causal,
                                                window_size, softcap, return_lse, fp8,
-                                               before_launch=before)
+                                               before_launch=before, num_splits=n_splits)
     return (out, lse) if return_lse else out
 
 

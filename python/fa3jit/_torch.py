@@ -8,7 +8,7 @@ import ctypes
 import math
 import operator
 
-from . import _args, _core, _lib
+from . import _args, _core, _lib, _splits
 from ._lib import check, lib
 
 __all__ = ["flash_attn_func", "DtypeMismatchError"]
@@ -168,8 +168,10 @@ def _mask_and_window(causal, window_size, seqlen_q, seqlen_k):
     return _lib.FA3_MASK_LOCAL, wl, wr
 
 
-def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, fp8):
-    """fp8: (q_descale, k_descale, v_descale, out_dtype, check_descales) as flash_attn_func."""
+def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, fp8,
+             num_splits=1):
+    """fp8: (q_descale, k_descale, v_descale, out_dtype, check_descales) as flash_attn_func;
+    num_splits as flash_attn_func's."""
     torch = _import_torch()
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_tensor(torch, name, t)
@@ -178,6 +180,7 @@ def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, f
         torch, q, k, v, (q_descale, k_descale, v_descale), out_dtype,
         q.shape[0], k.shape[2])
     check_descales = _args.flag("check_descales", check_descales)
+    n_splits = _splits.check_num_splits(num_splits)
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_device(torch, name, t)
     if not (q.device == k.device == v.device):
@@ -226,6 +229,8 @@ def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, f
     cfg.out_dtype = out_code
     cfg.mask = mask
     cfg.softcap = 1 if cap > 0 else 0
+    n_splits = _splits.choose(torch, cfg, n_splits, q.device, batch, seqlen_q, seqlen_k,
+                              num_heads, num_heads_k)
     # Compiles on first use of this config (no GPU needed); raises Fa3Error for unsupported
     # head dims before anything is allocated.
     kernel = _core.default_context().kernel_handle(cfg)
@@ -244,6 +249,7 @@ def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, f
                 lse.fill_(float("-inf"))
         else:
             a = _fwd_args(q, k, v, out, lse, scale, cap, wl, wr, descales, check_descales)
+            a.num_splits = n_splits          # split-KV's workspace: allocated stream-ordered
             stream = torch.cuda.current_stream(device).cuda_stream
             check(lib.fa3_fwd(kernel, ctypes.byref(a), ctypes.c_void_p(stream)))
     return out, lse
@@ -278,9 +284,9 @@ def _get_autograd_fn():
         class _Fa3AttnFunc(torch.autograd.Function):
             @staticmethod
             def forward(ctx, q, k, v, softmax_scale, causal, window_size, softcap, return_lse,
-                        fp8):
+                        fp8, num_splits):
                 out, lse = _forward(q, k, v, softmax_scale, causal, window_size, softcap,
-                                    return_lse, fp8)
+                                    return_lse, fp8, num_splits)
                 if lse is not None:
                     ctx.mark_non_differentiable(lse)
                     return out, lse
@@ -298,7 +304,8 @@ def _get_autograd_fn():
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                     return_lse=False, *, q_descale=None, k_descale=None, v_descale=None,
-                    out_dtype=None, check_descales=True, page_table=None, seqused_k=None):
+                    out_dtype=None, check_descales=True, page_table=None, seqused_k=None,
+                    num_splits=0):
     """FlashAttention-3 forward on Hopper (sm_90a), FlashAttention's argument names and meaning.
 
     q: (batch, seqlen_q, num_heads, head_dim); k: (batch, seqlen_k, num_heads_k, head_dim);
@@ -328,6 +335,14 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, 
     sequence b then uses the first seqused_k[b] of its seqlen_k keys). Masks stay bottom-right
     aligned per sequence. This path has no autograd wrapper (inference).
 
+    num_splits (keyword-only; FlashAttention-3's split-KV): 0 (the default) = the library
+    chooses: split-KV only where the query tiles would leave SMs idle and the keys span several
+    blocks (decode shapes; prefill runs one pass, as with 1); 1 = one pass; 2..128 = that many
+    splits of each query tile's keys, each writing fp32 partials that a second kernel merges
+    (the workspace is allocated stream-ordered on the current stream). Not FA3's default (1):
+    the library's choice is what makes decode shapes fast without tuning. Packed variable-length
+    batches (seqused_k without page_table) take 0 or 1 only.
+
     Returns out (batch, seqlen_q, num_heads, head_dim_v) in q's dtype (FP8: out_dtype), or
     (out, lse). Runs asynchronously on the current stream of q's device. Forward only: backward
     raises.
@@ -338,11 +353,13 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, 
     if page_table is not None or seqused_k is not None:
         from . import _varlen
         out, lse = _varlen.kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal,
-                                           window_size, softcap, return_lse, fp8)
+                                           window_size, softcap, return_lse, fp8,
+                                           num_splits=num_splits)
         return (out, lse) if lse is not None else out
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
                                        for t in tensors):
         return _get_autograd_fn().apply(q, k, v, softmax_scale, causal, window_size, softcap,
-                                        return_lse, fp8)
-    out, lse = _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, fp8)
+                                        return_lse, fp8, num_splits)
+    out, lse = _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, fp8,
+                        num_splits)
     return (out, lse) if lse is not None else out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 
-from . import _args, _core, _lib, _torch
+from . import _args, _core, _lib, _splits, _torch
 from ._lib import check, lib
 
 __all__ = ["flash_attn_varlen_func"]
@@ -64,10 +64,12 @@ def _max_seqlen(name, value, bound, what):
 
 
 def _forward(q, k, v, cu_q, cu_k, max_q, max_k, seqused_k, page_table, softmax_scale, causal,
-             window_size, softcap, return_lse, fp8, rect=None, before_launch=None):
+             window_size, softcap, return_lse, fp8, rect=None, before_launch=None,
+             num_splits=1):
     """The varlen (or, rect = (batch, seqlen_q), the rectangular-Q paged) call: (out, lse).
     before_launch: called (on q's device) after every check, before the kernel is launched
-    (flash_attn_with_kvcache's append), also when there is no query row to compute."""
+    (flash_attn_with_kvcache's append), also when there is no query row to compute.
+    num_splits: flash_attn_func's (rectangular Q only; varlen: 0 or 1)."""
     torch = _torch._import_torch("fa3jit.flash_attn_varlen_func")
     paged = page_table is not None
     _check_rank(torch, "q", q, 3, "(total_q, num_heads, head_dim)")
@@ -146,6 +148,7 @@ def _forward(q, k, v, cu_q, cu_k, max_q, max_k, seqused_k, page_table, softmax_s
                          f"in float32")
     mask, wl, wr = _torch._mask_and_window(causal, window_size, max(max_q, 1), max(max_k, 1))
     return_lse = _args.flag("return_lse", return_lse)
+    n_splits = _splits.check_num_splits(num_splits, varlen=rect is None)
     for name, t in (("q", q), ("k", k), ("v", v)):
         _torch._check_device(torch, name, t)
     if not (q.device == k.device == v.device):
@@ -158,6 +161,8 @@ def _forward(q, k, v, cu_q, cu_k, max_q, max_k, seqused_k, page_table, softmax_s
     cfg.softcap = 1 if cap > 0 else 0
     cfg.varlen = 1 if rect is None else 0
     cfg.paged_kv = 1 if paged else 0
+    n_splits = _splits.choose(torch, cfg, n_splits, q.device, batch, seqlen_q, capacity,
+                              num_heads, num_heads_k)
     kernel = _core.default_context().kernel_handle(cfg)
 
     device = q.device
@@ -203,6 +208,7 @@ def _forward(q, k, v, cu_q, cu_k, max_q, max_k, seqused_k, page_table, softmax_s
         a.descale_q, a.descale_k, a.descale_v = (d.data_ptr() if d is not None else None
                                                  for d in descales)
         a.descales_trusted = 0 if check_descales else 1
+        a.num_splits = n_splits
         stream = torch.cuda.current_stream(device).cuda_stream
         check(lib.fa3_fwd(kernel, ctypes.byref(a), ctypes.c_void_p(stream)))
     return out, lse
@@ -238,11 +244,12 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
 
 
 def kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal, window_size, softcap,
-                    return_lse, fp8, before_launch=None):
+                    return_lse, fp8, before_launch=None, num_splits=1):
     """flash_attn_func with page_table and/or seqused_k: (out, lse) in flash_attn_func's shapes
     (batch, seqlen_q, ...), (batch, num_heads, seqlen_q). before_launch as _forward's (a
     contiguous k/v that cannot be viewed as (batch · seqlen_k) rows is copied by reshape before
-    it: flash_attn_with_kvcache sends such caches through pages instead)."""
+    it: flash_attn_with_kvcache sends such caches through pages instead). num_splits:
+    flash_attn_func's; the contiguous cache with seqused_k (the varlen config) takes 0 or 1."""
     torch = _torch._import_torch()
     _torch._check_tensor(torch, "q", q)
     batch, seqlen_q, num_heads, head_dim = q.shape
@@ -260,7 +267,8 @@ def kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal, windo
                             v.reshape(batch * seqlen_k, *v.shape[2:]), ar * seqlen_q,
                             ar * seqlen_k, seqlen_q, seqlen_k, seqused_k, None, softmax_scale,
                             causal, window_size, softcap, return_lse, fp8,
-                            before_launch=before_launch)
+                            before_launch=before_launch,
+                            num_splits=_splits.check_num_splits(num_splits, varlen=True))
         if lse is not None:                             # (num_heads, batch · seqlen_q) packed
             lse = lse.reshape(num_heads, batch, seqlen_q).permute(1, 0, 2).contiguous()
     else:
@@ -268,6 +276,6 @@ def kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal, windo
         out, lse = _forward(q2, k, v, None, None, 0, 0, seqused_k, page_table, softmax_scale,
                             causal, window_size, softcap, return_lse, fp8,
                             rect=(batch, seqlen_q),     # lse already (batch, heads, seqlen_q)
-                            before_launch=before_launch)
+                            before_launch=before_launch, num_splits=num_splits)
     out = out.reshape(batch, seqlen_q, num_heads, out.shape[-1])
     return out, lse

@@ -53,10 +53,10 @@ def test_exported():
 @pytest.mark.parametrize("kw", [
     dict(), dict(new=5), dict(new=0), dict(new=0, cache_seqlens=None), dict(cache_seqlens=7),
     dict(cache_seqlens=0), dict(causal=True), dict(window_size=(8, 0)), dict(softcap=30.0),
-    dict(softmax_scale=0.1), dict(num_splits=0), dict(num_splits=1),
-    dict(return_softmax_lse=True), dict(dtype=torch.float16),
+    dict(softmax_scale=0.1), dict(num_splits=0), dict(num_splits=1), dict(num_splits=2),
+    dict(num_splits=128), dict(return_softmax_lse=True), dict(dtype=torch.float16),
 ], ids=["append1", "append5", "no-new", "no-lens", "lens-int", "lens-0", "causal", "window",
-        "softcap", "scale", "splits0", "splits1", "lse", "fp16"])
+        "softcap", "scale", "splits0", "splits1", "splits2", "splits128", "lse", "fp16"])
 def test_accepted(paged, kw):
     reaches_device_check(paged=paged, **kw)
 
@@ -93,9 +93,9 @@ def test_fp8_accepted():
 # ------------------------------------------------------------------ refused
 BAD = [
     # num_splits
-    (dict(num_splits=2), ValueError, "num_splits 2 is not supported yet: it asks for split-KV"),
-    (dict(num_splits=128), ValueError, "num_splits 128 is not supported yet"),
-    (dict(num_splits=-1), ValueError, "num_splits -1 must be 0"),
+    (dict(num_splits=129), ValueError, r"num_splits 129 is out of range \(0 = the library "
+                                       r"chooses, 1..128\)"),
+    (dict(num_splits=-1), ValueError, "num_splits -1 is out of range"),
     (dict(num_splits=True), TypeError, "num_splits"),
     (dict(num_splits=1.0), TypeError, "num_splits"),
     # new rows

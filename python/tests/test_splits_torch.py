@@ -1,0 +1,145 @@
+"""num_splits through Python (split-KV): flash_attn_func and flash_attn_with_kvcache on decode
+shapes, num_splits 0 (the library's choice), 1, 3 and 8, against test_varlen_torch.py's fp64
+reference and tolerance rule on fresh random inputs (seed printed; FA3JIT_TEST_SEED repeats it),
+O and LSE; the split counts agree with each other. The CPU part: _splits.choose sets split_kv
+for decode shapes and not for prefill (fa3_fwd_tune), explicit counts force it, varlen refuses
+num_splits > 1. GPU cases skip without torch or a CUDA device of compute capability 9.0.
+"""
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import fa3jit  # noqa: E402
+from fa3jit import _lib, _splits  # noqa: E402
+from test_varlen_torch import SEED, _REASON, attend  # noqa: E402
+
+gpu = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
+
+
+# ------------------------------------------------------------------ CPU: the choice
+@pytest.mark.parametrize("shape,want", [
+    ((1, 1, 64, 8, 131072), 1),       # 64 tiles on 132 SMs, 1024 key blocks
+    ((32, 1, 32, 8, 32768), 0),       # 1024 tiles
+    ((4, 1, 16, 16, 1000), 1),
+    ((16, 1024, 16, 16, 1024), 0),    # prefill
+    ((1, 1, 8, 8, 100), 0),           # one key block
+])
+def test_choose(shape, want):
+    _splits._sms[0] = 132
+    b, sq, h, hk, sk = shape
+    shape = (b, sq, sk, h, hk)                        # choose's order
+    cfg = _lib.new_config()
+    n = _splits.choose(torch, cfg, 0, torch.device("cuda", 0), *shape)
+    assert (n, cfg.split_kv) == (0, want)
+    cfg = _lib.new_config()
+    assert _splits.choose(torch, cfg, 5, torch.device("cuda", 0), *shape) == 5
+    assert cfg.split_kv == 1
+    cfg = _lib.new_config()
+    assert _splits.choose(torch, cfg, 1, torch.device("cuda", 0), *shape) == 1
+    assert cfg.split_kv == 0
+
+
+def test_num_splits_refused():
+    for bad in (-1, 129, 1000):
+        with pytest.raises(ValueError, match=f"num_splits {bad} is out of range"):
+            _splits.check_num_splits(bad)
+    for bad in (True, 2.0, "3"):
+        with pytest.raises(TypeError, match="num_splits"):
+            _splits.check_num_splits(bad)
+    with pytest.raises(ValueError, match="num_splits 2 is not supported with packed"):
+        _splits.check_num_splits(2, varlen=True)
+    q = torch.zeros(2, 1, 4, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="num_splits 129"):
+        fa3jit.flash_attn_func(q, q, q, num_splits=129)
+
+
+# ------------------------------------------------------------------ GPU
+def _reference(q, k, v, causal, window=(-1, -1), softcap=0.0, lens=None):
+    """fp64 reference per sequence, (out (b, sq, h, dv), lse (b, h, sq), lowp out)."""
+    b = q.shape[0]
+    outs, lses, lows = [], [], []
+    for i in range(b):
+        n = k.shape[1] if lens is None else lens[i]
+        args = (q[i].double(), k[i, :n].double(), v[i, :n].double(), causal, window, softcap,
+                q.shape[-1] ** -0.5)
+        o, l_ = attend(*args)
+        lo, _ = attend(*args, lowp=q.dtype)
+        outs.append(o), lses.append(l_), lows.append(lo)
+    return torch.stack(outs), torch.stack(lses), torch.stack(lows)
+
+
+def _judge(out, lse, ref, lse_ref, low, tag):
+    err = (out.double() - ref).abs().nan_to_num(float("inf")).max().item()
+    err_low = (low - ref).abs().max().item()
+    fin = ~torch.isinf(lse_ref)
+    err_lse = (lse.double()[fin] - lse_ref[fin]).abs().nan_to_num(float("inf")).max().item()
+    print(f"  {tag}: max|O-ref| {err:.3g} (lowp {err_low:.3g}), max|LSE-ref| {err_lse:.3g}")
+    assert err <= 2 * err_low + 1e-3, (tag, err, err_low)
+    assert err_lse <= 1e-3, (tag, err_lse)
+    assert torch.all(torch.isinf(lse[~fin]) & (lse[~fin] < 0)), tag
+
+
+@gpu
+@pytest.mark.parametrize("shape", [(2, 1, 16, 4, 3000, 128), (1, 3, 8, 8, 5000, 64),
+                                   (3, 2, 8, 1, 777, 256)],
+                         ids=["b2-gqa4-hd128", "b1-sq3-hd64", "b3-mqa-hd256"])
+@pytest.mark.parametrize("causal", [False, True], ids=["none", "causal"])
+def test_flash_attn_func_splits(shape, causal):
+    b, sq, h, hk, sk, d = shape
+    g = torch.Generator(device="cuda").manual_seed(SEED + sk)
+    q = torch.randn(b, sq, h, d, device="cuda", generator=g).to(torch.bfloat16)
+    k = torch.randn(b, sk, hk, d, device="cuda", generator=g).to(torch.bfloat16)
+    v = torch.randn(b, sk, hk, d, device="cuda", generator=g).to(torch.bfloat16)
+    ref, lse_ref, low = _reference(q, k, v, causal)
+    results = {}
+    for n in (0, 1, 3, 8):
+        out, lse = fa3jit.flash_attn_func(q, k, v, causal=causal, return_lse=True, num_splits=n)
+        torch.cuda.synchronize()
+        _judge(out, lse, ref, lse_ref, low.permute(0, 1, 2, 3), f"num_splits {n}")
+        results[n] = out.float()
+    for n in (3, 8):  # the splits agree with one pass within the dtype's rounding of O
+        assert (results[n] - results[1]).abs().max().item() <= 2 * (low - ref).abs().max().item() + 1e-3
+
+
+@gpu
+@pytest.mark.parametrize("kind", ["contiguous", "paged 64"])
+@pytest.mark.parametrize("n", [0, 4])
+def test_kvcache_splits(kind, n):
+    rng = random.Random(SEED + n)
+    b, h, hk, d, cap = 4, 16, 2, 128, 4096
+    g = torch.Generator(device="cuda").manual_seed(SEED + 7 * n)
+
+    def rnd(*s):
+        return torch.randn(*s, device="cuda", generator=g).to(torch.bfloat16)
+    lens = [rng.randint(1, cap - 1) for _ in range(b)]
+    lens[0] = 0                                       # E21: an empty cache plus one new row
+    kc, vc = rnd(b, cap, hk, d), rnd(b, cap, hk, d)
+    table = None
+    if kind.startswith("paged"):
+        ps = 64
+        pages = list(range(b * cap // ps))
+        rng.shuffle(pages)
+        table = torch.tensor(pages, dtype=torch.int32, device="cuda").reshape(b, cap // ps)
+        kp = torch.empty(b * cap // ps, ps, hk, d, dtype=torch.bfloat16, device="cuda")
+        vp = torch.empty_like(kp)
+        for bi in range(b):
+            for j in range(cap // ps):
+                kp[table[bi, j]] = kc[bi, j * ps:(j + 1) * ps]
+                vp[table[bi, j]] = vc[bi, j * ps:(j + 1) * ps]
+    q = rnd(b, 1, h, d)
+    knew, vnew = rnd(b, 1, hk, d), rnd(b, 1, hk, d)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    if table is None:
+        out, lse = fa3jit.flash_attn_with_kvcache(q, kc, vc, knew, vnew, cache_seqlens=seqlens,
+                                                  num_splits=n, return_softmax_lse=True)
+    else:
+        out, lse = fa3jit.flash_attn_with_kvcache(q, kp, vp, knew, vnew, cache_seqlens=seqlens,
+                                                  page_table=table, num_splits=n,
+                                                  return_softmax_lse=True)
+    torch.cuda.synchronize()
+    for bi, L in enumerate(lens):                     # the reference's keys: old rows + new
+        kc[bi, L], vc[bi, L] = knew[bi, 0], vnew[bi, 0]
+    ref, lse_ref, low = _reference(q, kc, vc, False, lens=[L + 1 for L in lens])
+    _judge(out, lse, ref, lse_ref, low, f"{kind} num_splits {n}")

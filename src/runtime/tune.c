@@ -1,0 +1,45 @@
+/*
+ * fa3_fwd_tune (fa3jit.h): the library's choice of a call's shape-dependent config fields —
+ * split_kv today (pack_gqa and block_m join it) — from the call's shape and the device's SM
+ * count, so that a caller who compiles configs per call gets the decode kernels where they pay.
+ * Pure host arithmetic over fa3_plan_make's tile sizes; no GPU.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codegen/codegen.h"
+#include "runtime/runtime.h"
+#include "runtime/split.h"
+
+fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args, int num_sms)
+{
+    if (!cfg || !args)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_fwd_tune: cfg or args is NULL");
+    if (num_sms < 1 || num_sms > 65535)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                          "fa3_fwd_tune: num_sms %d is out of range (1..65535)", num_sms);
+    if (args->batch < 0 || args->seqlen_q < 0 || args->seqlen_k < 0 || args->num_heads < 0 ||
+        args->num_heads_k < 0)
+        return fa3_seterr(FA3_ERR_BAD_SHAPE, "fa3_fwd_tune: a negative shape field (batch %d, "
+                          "seqlen_q %d, seqlen_k %d, num_heads %d, num_heads_k %d)",
+                          args->batch, args->seqlen_q, args->seqlen_k, args->num_heads,
+                          args->num_heads_k);
+    /* the fields this chooses are overwritten: their values as given do not matter */
+    fa3_config c;
+    FA3_TRY(fa3_config_in(cfg, &c)); /* the caller's struct_size bytes, defaults past them */
+    c.split_kv = 0;
+    FA3_TRY(fa3_config_canonicalize(&c, &c));
+    int split = 0;
+    if (!c.varlen) { /* split-KV is made for rectangular Q (fa3_supported_configs) */
+        fa3_plan plan;
+        FA3_TRY(fa3_plan_make(&c, &plan));
+        const int64_t m_blocks = ((int64_t)args->seqlen_q + plan.block_m - 1) / plan.block_m;
+        const int64_t tiles = (int64_t)args->batch * args->num_heads * m_blocks;
+        const int64_t key_blocks = ((int64_t)args->seqlen_k + plan.block_n - 1) / plan.block_n;
+        split = fa3_split_heuristic(tiles, key_blocks, num_sms) > 1;
+    }
+    /* fields past the caller's struct_size (an older fa3jit.h) keep their meaning: absent */
+    if (cfg->struct_size >= offsetof(fa3_config, split_kv) + sizeof cfg->split_kv)
+        cfg->split_kv = split;
+    return FA3_OK;
+}
