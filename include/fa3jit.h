@@ -203,7 +203,7 @@ FA3_API fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *ou
  * Enumerates the configurations this build supports, in canonical form (the planner's block_n and
  * stages): every head_dim / head_dim_v pair (64, 96, 128, 192, 256 with head_dim_v = head_dim,
  * and 192 with 128) × dtype (bf16, fp16, e4m3 with out_dtype bf16) × mask (none, causal, local)
- * × softcap (0, 1) × varlen (0, 1) × paged_kv (0, 1) × split_kv (0, 1; only with varlen 0) that
+ * × softcap (0, 1) × varlen (0, 1) × paged_kv (0, 1) × split_kv (0, 1) that
  * fa3_config_canonicalize accepts, in that order. Writes the first min(total, max) of them to out
  * (out may be NULL when max <= 0) and returns the total, so fa3_supported_configs(NULL, 0) gives
  * the count. Pure, thread-safe, needs no GPU. This is the set `fa3-gen cache warm --all`
@@ -524,9 +524,9 @@ FA3_API fa3_status fa3_fwd_workspace_size(const fa3_kernel *kernel, const fa3_fw
  * num_sms SMs (the CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT of the device; the H200 has 132):
  * sets cfg->split_kv to 1 where split-KV pays by fa3_fwd_args.num_splits' rule (the query tiles
  * fill under 80% of the SMs and the keys span more than one block_n block; then pass
- * num_splits 0 and fa3_fwd picks the same count), else 0. Varlen configs keep split_kv 0.
- * Reads batch, seqlen_q, seqlen_k (the longest sequence's keys, or the page table's capacity),
- * num_heads and num_heads_k of args; the other fields of cfg are canonicalized first (their
+ * num_splits 0 and fa3_fwd picks the same count), else 0. Reads batch, num_heads,
+ * num_heads_k and seqlen_q, seqlen_k (rectangular Q; paged: seqlen_k as fa3_fwd takes it) or
+ * max_seqlen_q, max_seqlen_k (varlen configs) of args; the other fields of cfg are canonicalized first (their
  * errors as fa3_config_canonicalize's) and left as given. Fields past cfg->struct_size are not
  * written. Errors: FA3_ERR_INVALID_ARGUMENT (NULL, num_sms outside 1..65535), _BAD_SHAPE (a
  * negative shape field), the config's; on error cfg is unchanged. Pure, thread-safe, no GPU.

@@ -63,10 +63,10 @@ typedef struct ptxas_case {
 /* (head_dim, head_dim_v) x dtype x mask x softcap, then the benchmark-knob variants */
 /* NFP8X: e4m3 beyond the table: fp16 output, and the dbg_no_vt knob at hd 128 and 256 */
 /* NSPLIT: split-KV (every head-dim pair and dtype, causal and local with softcap: the split
-   kernels' largest; all 216 listed split configs compile alike, 0 spills, checked at their
-   introduction); NCOMBINE: the combine kernels, head_dim_v 64/96/128/192/256 × bf16/fp16 ×
+   kernels' largest; rectangular and varlen Q; all 432 listed split configs compile alike, 0
+   spills, checked at their introduction); NCOMBINE: the combine kernels, head_dim_v 64/96/128/192/256 × bf16/fp16 ×
    varlen 0/1 */
-enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 3, NFP8X = 3, NSPLIT = 6 * 3 * 2,
+enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 3, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
        NCOMBINE = 5 * 2 * 2, NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE };
 static ptxas_case g_cases[NCASES];
 
@@ -545,18 +545,19 @@ int main(void)
     }
     for (int h = 0; h < 6; h++)
         for (int dt = 0; dt < 3; dt++)
-            for (int m = 1; m < 3; m++) {
+            for (int m = 1; m < 5; m++) {
                 ptxas_case *pc = &g_cases[n];
                 fa3_config_init(&pc->cfg);
                 pc->cfg.head_dim = hds[h][0];
                 pc->cfg.head_dim_v = hds[h][1];
                 pc->cfg.dtype = (fa3_dtype)dt;
-                pc->cfg.mask = (fa3_mask)m;
+                pc->cfg.mask = (fa3_mask)(1 + (m - 1) % 2);
+                pc->cfg.varlen = m > 2;
                 pc->cfg.softcap = 1;
                 pc->cfg.split_kv = 1;
                 pc->must_accept = 1;
-                snprintf(pc->name, sizeof pc->name, "hd%dx%d_%s_%s_softcap_split", hds[h][0],
-                         hds[h][1], dts[dt], masks[m]);
+                snprintf(pc->name, sizeof pc->name, "hd%dx%d_%s_%s_softcap%s_split", hds[h][0],
+                         hds[h][1], dts[dt], masks[pc->cfg.mask], pc->cfg.varlen ? "_varlen" : "");
                 tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
                 n++;
             }

@@ -1,7 +1,7 @@
 /*
  * test_tune: fa3_fwd_tune, the library's choice of a call's shape-dependent config fields, on
  * hand-computed shapes (no GPU): split_kv where the query tiles leave the SMs idle and the keys
- * span several blocks, never for prefill, varlen or one key block; its errors (NULL, num_sms,
+ * span several blocks (varlen: by max_seqlen_q/k), never for prefill or one key block; its errors (NULL, num_sms,
  * negative shapes, a bad config: cfg unchanged); fields past an older struct_size untouched.
  * The expected values follow fa3jit.h's rule with the planner's tiles (block_m 128, 192 at
  * head_dim 64; block_n from fa3_config_canonicalize).
@@ -72,14 +72,24 @@ static void test_no_split(void **state)
     assert_int_equal(split_for(128, FA3_MASK_NONE, 0, 1, 4096, 8, 8), 0);
     assert_int_equal(split_for(128, FA3_MASK_NONE, 1, 0, 4096, 8, 8), 0);
     assert_int_equal(split_for(128, FA3_MASK_NONE, 1, 1, 0, 8, 8), 0);
-    /* varlen: never */
+    /* varlen: by max_seqlen_q / max_seqlen_k (seqlen_q is total_q there) */
     fa3_config c;
     fa3_config_init(&c);
     c.varlen = 1;
-    c.split_kv = 1;
-    fa3_fwd_args a = shape(1, 1, 131072, 64, 8);
+    fa3_fwd_args a = shape(4, 4, 131072, 16, 8);
+    a.max_seqlen_q = 1;
+    a.max_seqlen_k = 30000; /* 4 x 16 tiles, 235 key blocks: split */
+    assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
+    assert_int_equal(c.split_kv, 1);
+    a.max_seqlen_q = 1000; /* 4 x 16 x 8 tiles */
     assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
     assert_int_equal(c.split_kv, 0);
+    a.max_seqlen_q = 1;
+    a.max_seqlen_k = 100; /* one key block */
+    assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
+    assert_int_equal(c.split_kv, 0);
+    a.max_seqlen_k = -1;
+    assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_ERR_BAD_SHAPE);
     /* many SMs make a split of a shape that fills 132 */
     fa3_config_init(&c);
     a = shape(8, 4, 65536, 32, 8); /* 256 tiles */

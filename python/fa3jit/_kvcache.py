@@ -104,9 +104,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
     check_descales) as flash_attn_func. num_splits: 0 (the default) = the library chooses
     split-KV where the query tiles leave SMs idle (decode), 1 = one pass, 2..128 = that many
     splits (fp32 partials merged by a second kernel, workspace allocated stream-ordered). A
-    contiguous cache is read as pages (page_view_size, whose size shares 64 or more with 128) so
-    that it can be split; one whose seqlen_cache has no such divisor goes through the varlen
-    kernel, which takes 0 or 1 only (ValueError above). Returns out (batch, seqlen_q, num_heads, head_dim_v), or (out, lse)
+    contiguous cache is read as pages when page_view_size finds a size sharing 64 or more with
+    128 (as fast as contiguous), else through the varlen kernel over its rows. Returns out (batch, seqlen_q, num_heads, head_dim_v), or (out, lse)
     with return_softmax_lse, lse (batch, num_heads, seqlen_q) fp32 (-inf for a row that sees no
     key, e.g. cache_seqlens 0 without new rows).
 
@@ -242,16 +241,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
                  for t in (k_cache, v_cache)}
         psize = sizes.pop() if len(sizes) == 1 else None
         # pages loaded in boxes of 64+ rows (gcd with block_n 128) run at the contiguous kernel's
-        # speed (bench/RESULTS.md) and, being rectangular Q, can be split; else an end-to-end
-        # cache goes through seqused_k (varlen)
+        # speed (bench/RESULTS.md); else an end-to-end cache goes through seqused_k (varlen)
         as_pages = cache_batch_idx is not None or not end_to_end or (
             psize is not None and math.gcd(psize, 128) >= 64 and cache_seqlens is not None)
         if not as_pages:
-            if n_splits > 1:
-                raise ValueError(f"fa3jit: num_splits {n_splits} needs the cache read as pages "
-                                 f"of a multiple of 64 rows, and seqlen_cache {rows} has no such "
-                                 f"divisor up to 256 (or its strides do not allow it): pass 0 "
-                                 f"or 1")
             kc, vc = k_cache[:batch], v_cache[:batch]   # seqused_k over (batch · seqlen) rows
         else:
             if psize is None:

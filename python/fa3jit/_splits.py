@@ -12,17 +12,12 @@ MAX_SPLITS = 128            # FA3_MAX_SPLITS
 _sms = {}                   # device index -> SM count
 
 
-def check_num_splits(num_splits, varlen=False) -> int:
-    """num_splits as the C API takes it: 0 (the library chooses) or 1..128; with varlen (packed
-    sequences) only 0 and 1 (split-KV kernels are made for rectangular Q)."""
+def check_num_splits(num_splits) -> int:
+    """num_splits as the C API takes it: 0 (the library chooses) or 1..128."""
     n = _args.c_int("num_splits", num_splits)
     if not 0 <= n <= MAX_SPLITS:
         raise ValueError(f"fa3jit: num_splits {n} is out of range (0 = the library chooses, "
                          f"1..{MAX_SPLITS})")
-    if varlen and n > 1:
-        raise ValueError(f"fa3jit: num_splits {n} is not supported with packed variable-length "
-                         f"sequences (cu_seqlens): split-KV is made for rectangular q (batch, "
-                         f"seqlen_q, ...); pass 0 or 1")
     return n
 
 
@@ -36,8 +31,9 @@ def _sm_count(torch, device) -> int:
 def choose(torch, cfg, n, device, batch, seqlen_q, seqlen_k, num_heads, num_heads_k) -> int:
     """Sets cfg.split_kv for a call of this shape and returns the args' num_splits: n = 1 one
     pass; n > 1 that many splits; n = 0 the library's choice (fa3_fwd_tune: split-KV where the
-    query tiles leave SMs idle; fa3_fwd then picks the count)."""
-    if n == 1 or cfg.varlen:
+    query tiles leave SMs idle; fa3_fwd then picks the count). Varlen configs (cfg.varlen): pass
+    max_seqlen_q / max_seqlen_k as seqlen_q / seqlen_k."""
+    if n == 1:
         cfg.split_kv = 0
         return n
     if n > 1:
@@ -45,6 +41,7 @@ def choose(torch, cfg, n, device, batch, seqlen_q, seqlen_k, num_heads, num_head
         return n
     a = _lib.new_fwd_args()
     a.batch, a.seqlen_q, a.seqlen_k = batch, seqlen_q, seqlen_k
+    a.max_seqlen_q, a.max_seqlen_k = seqlen_q, seqlen_k
     a.num_heads, a.num_heads_k = num_heads, num_heads_k
     check(lib.fa3_fwd_tune(ctypes.byref(cfg), ctypes.byref(a), _sm_count(torch, device)))
     return 0

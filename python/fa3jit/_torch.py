@@ -340,8 +340,7 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, 
     blocks (decode shapes; prefill runs one pass, as with 1); 1 = one pass; 2..128 = that many
     splits of each query tile's keys, each writing fp32 partials that a second kernel merges
     (the workspace is allocated stream-ordered on the current stream). Not FA3's default (1):
-    the library's choice is what makes decode shapes fast without tuning. Packed variable-length
-    batches (seqused_k without page_table) take 0 or 1 only.
+    the library's choice is what makes decode shapes fast without tuning.
 
     Returns out (batch, seqlen_q, num_heads, head_dim_v) in q's dtype (FP8: out_dtype), or
     (out, lse). Runs asynchronously on the current stream of q's device. Forward only: backward

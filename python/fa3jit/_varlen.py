@@ -69,7 +69,7 @@ def _forward(q, k, v, cu_q, cu_k, max_q, max_k, seqused_k, page_table, softmax_s
     """The varlen (or, rect = (batch, seqlen_q), the rectangular-Q paged) call: (out, lse).
     before_launch: called (on q's device) after every check, before the kernel is launched
     (flash_attn_with_kvcache's append), also when there is no query row to compute.
-    num_splits: flash_attn_func's (rectangular Q only; varlen: 0 or 1)."""
+    num_splits: flash_attn_func's."""
     torch = _torch._import_torch("fa3jit.flash_attn_varlen_func")
     paged = page_table is not None
     _check_rank(torch, "q", q, 3, "(total_q, num_heads, head_dim)")
@@ -148,7 +148,7 @@ def _forward(q, k, v, cu_q, cu_k, max_q, max_k, seqused_k, page_table, softmax_s
                          f"in float32")
     mask, wl, wr = _torch._mask_and_window(causal, window_size, max(max_q, 1), max(max_k, 1))
     return_lse = _args.flag("return_lse", return_lse)
-    n_splits = _splits.check_num_splits(num_splits, varlen=rect is None)
+    n_splits = _splits.check_num_splits(num_splits)
     for name, t in (("q", q), ("k", k), ("v", v)):
         _torch._check_device(torch, name, t)
     if not (q.device == k.device == v.device):
@@ -161,7 +161,7 @@ def _forward(q, k, v, cu_q, cu_k, max_q, max_k, seqused_k, page_table, softmax_s
     cfg.softcap = 1 if cap > 0 else 0
     cfg.varlen = 1 if rect is None else 0
     cfg.paged_kv = 1 if paged else 0
-    n_splits = _splits.choose(torch, cfg, n_splits, q.device, batch, seqlen_q, capacity,
+    n_splits = _splits.choose(torch, cfg, n_splits, q.device, batch, max_q, max_k,
                               num_heads, num_heads_k)
     kernel = _core.default_context().kernel_handle(cfg)
 
@@ -217,7 +217,8 @@ def _forward(q, k, v, cu_q, cu_k, max_q, max_k, seqused_k, page_table, softmax_s
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            seqused_k=None, page_table=None, softmax_scale=None, causal=False,
                            window_size=(-1, -1), softcap=0.0, return_lse=False, q_descale=None,
-                           k_descale=None, v_descale=None, out_dtype=None, check_descales=True):
+                           k_descale=None, v_descale=None, out_dtype=None, check_descales=True,
+                           num_splits=1):
     """FlashAttention's flash_attn_varlen_func (forward, Hopper): the batch's sequences packed.
 
     q: (total_q, num_heads, head_dim); k, v: (total_k, num_heads_k, head_dim[_v]), or with
@@ -234,12 +235,13 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     Returns out (total_q, num_heads, head_dim_v), or (out, lse) with lse (num_heads, total_q)
     fp32 (return_lse). Rows past cu_seqlens_q[-1] are not written. Asynchronous on the current
     stream; the device arrays are read by the kernel, never by the host (graph capture works),
-    unless FA3JIT_DEBUG_VARLEN=1. Forward only.
+    unless FA3JIT_DEBUG_VARLEN=1. num_splits: flash_attn_func's (split-KV), here with FA3's
+    default 1 (one pass); 0 = the library chooses from max_seqlen_q / max_seqlen_k. Forward only.
     """
     fp8 = (q_descale, k_descale, v_descale, out_dtype, check_descales)
     out, lse = _forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                         seqused_k, page_table, softmax_scale, causal, window_size, softcap,
-                        return_lse, fp8)
+                        return_lse, fp8, num_splits=num_splits)
     return (out, lse) if lse is not None else out
 
 
@@ -249,7 +251,7 @@ def kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal, windo
     (batch, seqlen_q, ...), (batch, num_heads, seqlen_q). before_launch as _forward's (a
     contiguous k/v that cannot be viewed as (batch · seqlen_k) rows is copied by reshape before
     it: flash_attn_with_kvcache sends such caches through pages instead). num_splits:
-    flash_attn_func's; the contiguous cache with seqused_k (the varlen config) takes 0 or 1."""
+    flash_attn_func's."""
     torch = _torch._import_torch()
     _torch._check_tensor(torch, "q", q)
     batch, seqlen_q, num_heads, head_dim = q.shape
@@ -267,8 +269,7 @@ def kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal, windo
                             v.reshape(batch * seqlen_k, *v.shape[2:]), ar * seqlen_q,
                             ar * seqlen_k, seqlen_q, seqlen_k, seqused_k, None, softmax_scale,
                             causal, window_size, softcap, return_lse, fp8,
-                            before_launch=before_launch,
-                            num_splits=_splits.check_num_splits(num_splits, varlen=True))
+                            before_launch=before_launch, num_splits=num_splits)
         if lse is not None:                             # (num_heads, batch · seqlen_q) packed
             lse = lse.reshape(num_heads, batch, seqlen_q).permute(1, 0, 2).contiguous()
     else:

@@ -2,8 +2,7 @@
 shapes, num_splits 0 (the library's choice), 1, 3 and 8, against test_varlen_torch.py's fp64
 reference and tolerance rule on fresh random inputs (seed printed; FA3JIT_TEST_SEED repeats it),
 O and LSE; the split counts agree with each other. The CPU part: _splits.choose sets split_kv
-for decode shapes and not for prefill (fa3_fwd_tune), explicit counts force it, varlen refuses
-num_splits > 1. GPU cases skip without torch or a CUDA device of compute capability 9.0.
+for decode shapes and not for prefill (fa3_fwd_tune), explicit counts force it, varlen by max_seqlen_q/k. GPU cases skip without torch or a CUDA device of compute capability 9.0.
 """
 import random
 
@@ -41,6 +40,17 @@ def test_choose(shape, want):
     assert cfg.split_kv == 0
 
 
+def test_choose_varlen():
+    _splits._sms[0] = 132
+    cfg = _lib.new_config()
+    cfg.varlen = 1
+    assert _splits.choose(torch, cfg, 0, torch.device("cuda", 0), 4, 1, 30000, 16, 8) == 0
+    assert cfg.split_kv == 1
+    cfg.split_kv = 0
+    _splits.choose(torch, cfg, 0, torch.device("cuda", 0), 4, 1000, 30000, 16, 8)
+    assert cfg.split_kv == 0
+
+
 def test_num_splits_refused():
     for bad in (-1, 129, 1000):
         with pytest.raises(ValueError, match=f"num_splits {bad} is out of range"):
@@ -48,8 +58,6 @@ def test_num_splits_refused():
     for bad in (True, 2.0, "3"):
         with pytest.raises(TypeError, match="num_splits"):
             _splits.check_num_splits(bad)
-    with pytest.raises(ValueError, match="num_splits 2 is not supported with packed"):
-        _splits.check_num_splits(2, varlen=True)
     q = torch.zeros(2, 1, 4, 64, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="num_splits 129"):
         fa3jit.flash_attn_func(q, q, q, num_splits=129)
@@ -143,3 +151,23 @@ def test_kvcache_splits(kind, n):
         kc[bi, L], vc[bi, L] = knew[bi, 0], vnew[bi, 0]
     ref, lse_ref, low = _reference(q, kc, vc, False, lens=[L + 1 for L in lens])
     _judge(out, lse, ref, lse_ref, low, f"{kind} num_splits {n}")
+
+
+@gpu
+@pytest.mark.parametrize("page_size", [0, 64], ids=["packed", "paged64"])
+@pytest.mark.parametrize("n", [0, 5])
+@pytest.mark.parametrize("causal", [False, True], ids=["none", "causal"])
+def test_varlen_splits(page_size, n, causal):
+    """flash_attn_varlen_func with num_splits: decode-like lengths (1-3 query rows, up to 6000
+    keys, an empty sequence), split-KV over varlen Q; O and LSE against fp64 per sequence."""
+    from test_varlen_torch import check, make_case
+    rng = random.Random(SEED + 11 * n + page_size)
+    lens = [(rng.randint(1, 3), rng.randint(1, 6000)) for _ in range(6)]
+    lens[2] = (2, 0)
+    c = make_case(rng, lens, 8, 2, 128, torch.bfloat16, page_size)
+    out, lse = fa3jit.flash_attn_varlen_func(
+        c["q"], c["k"], c["v"], c["cu_q"], None if page_size else c["cu_k"], c["max_q"],
+        c["max_k"], seqused_k=c.get("seqused_k"), page_table=c.get("page_table"), causal=causal,
+        return_lse=True, num_splits=n)
+    torch.cuda.synchronize()
+    check(c, out, lse, torch.bfloat16, causal=causal)

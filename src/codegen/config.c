@@ -59,10 +59,7 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
 
 int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
 {
-    /* Candidates; fa3_config_canonicalize decides, so the list follows the generator. Split-KV
-       kernels are listed without varlen (dense and paged K/V: the decode calls it is for; the
-       generator makes varlen ones too), which keeps the list, and the cache warm and ptx-hash
-       over it, 648 configs instead of 864. */
+    /* Candidates; fa3_config_canonicalize decides, so the list follows the generator. */
     static const int heads[][2] = {{64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256},
                                    {192, 128}};
     static const fa3_dtype dtypes[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16, FA3_DTYPE_E4M3};
@@ -73,8 +70,6 @@ int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
             for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++)
                 for (int sc = 0; sc <= 1; sc++)
                 for (int vl = 0; vl <= 7; vl++) { /* varlen, paged_kv, split_kv: bits 0-2 */
-                    if ((vl & 1) && (vl & 4))
-                        continue; /* split-KV is listed for rectangular Q only (below) */
                     fa3_config c, canon;
                     fa3_config_init(&c);
                     c.varlen = vl & 1;

@@ -29,15 +29,18 @@ fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args, int num_sms)
     FA3_TRY(fa3_config_in(cfg, &c)); /* the caller's struct_size bytes, defaults past them */
     c.split_kv = 0;
     FA3_TRY(fa3_config_canonicalize(&c, &c));
-    int split = 0;
-    if (!c.varlen) { /* split-KV is made for rectangular Q (fa3_supported_configs) */
-        fa3_plan plan;
-        FA3_TRY(fa3_plan_make(&c, &plan));
-        const int64_t m_blocks = ((int64_t)args->seqlen_q + plan.block_m - 1) / plan.block_m;
-        const int64_t tiles = (int64_t)args->batch * args->num_heads * m_blocks;
-        const int64_t key_blocks = ((int64_t)args->seqlen_k + plan.block_n - 1) / plan.block_n;
-        split = fa3_split_heuristic(tiles, key_blocks, num_sms) > 1;
-    }
+    /* varlen: the longest sequence's rows and keys bound every tile (fa3_fwd's count) */
+    const int64_t rows = c.varlen ? args->max_seqlen_q : args->seqlen_q;
+    const int64_t keys = c.varlen ? args->max_seqlen_k : args->seqlen_k;
+    if (rows < 0 || keys < 0)
+        return fa3_seterr(FA3_ERR_BAD_SHAPE, "fa3_fwd_tune: max_seqlen_q %d or max_seqlen_k %d "
+                          "is negative", args->max_seqlen_q, args->max_seqlen_k);
+    fa3_plan plan;
+    FA3_TRY(fa3_plan_make(&c, &plan));
+    const int64_t m_blocks = (rows + plan.block_m - 1) / plan.block_m;
+    const int64_t tiles = (int64_t)args->batch * args->num_heads * m_blocks;
+    const int64_t key_blocks = (keys + plan.block_n - 1) / plan.block_n;
+    const int split = fa3_split_heuristic(tiles, key_blocks, num_sms) > 1;
     /* fields past the caller's struct_size (an older fa3jit.h) keep their meaning: absent */
     if (cfg->struct_size >= offsetof(fa3_config, split_kv) + sizeof cfg->split_kv)
         cfg->split_kv = split;
