@@ -194,7 +194,10 @@ def test_mqa_hd64_softcap_window():
 
 @gpu
 @pytest.mark.parametrize("kind", ["contiguous", "cache_batch_idx", "paged 64"])
-def test_e16_graph_replay_follows_new_values(kind):
+@pytest.mark.parametrize("splits", [0, 4], ids=["splits0", "splits4"])
+def test_e16_graph_replay_follows_new_values(kind, splits):
+    """num_splits 4: split-KV under capture (the workspace allocated stream-ordered in the
+    graph), the combine following the new lengths too."""
     rng = random.Random(SEED ^ zlib.crc32(f"E16 {kind}".encode()))
     batch, dtype, n = 5, torch.bfloat16, 2
     kc, vc, lay = make_cache(rng, kind, batch, 256, dtype)
@@ -203,11 +206,11 @@ def test_e16_graph_replay_follows_new_values(kind):
     k = torch.zeros(batch, n, HK, D, device="cuda", dtype=dtype)
     v = torch.zeros_like(k)
     lens_t = torch.zeros(batch, dtype=torch.int32, device="cuda")
-    call(q, kc, vc, lay, k, v, lens_t, True)           # compile, warm up (appends zeros at 0)
+    call(q, kc, vc, lay, k, v, lens_t, True, num_splits=splits)  # compile, warm up
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out, lse = call(q, kc, vc, lay, k, v, lens_t, True)
+        out, lse = call(q, kc, vc, lay, k, v, lens_t, True, num_splits=splits)
     cap = lay["capacity"]
     steps = [lengths(rng, batch, cap, n, zeros=(1,)), None, lengths(rng, batch, cap, n)]
     for step, lens in enumerate(steps):
