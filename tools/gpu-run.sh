@@ -197,8 +197,8 @@ for step in $steps; do
     done
     logged check_split_paged 300 6 $gen check --split-kv --paged 16 --head-dim 128 ;;
   splitpy) logged pytest_splits 300 15 bash -c 'cd "$1" && python3 -m pytest python/tests/test_splits_torch.py -q -rs' _ "$root" ;;
-  decode) # decode shapes vs cuDNN and FA4 (the peers' decode.py; needs .peers set up)
-    logged decode_bench 400 30 python3 "$root/.peers/a/decode.py" ;;
+  decode) # bench/decode.py: decode shapes, fa3jit (chosen / one pass) vs cuDNN and FA4
+    logged decode_bench 400 30 python3 "$root/bench/decode.py" --json "$out/decode.json" ;;
   sanitize)
     # compute-sanitizer over every supported config (check --all: 480 configs incl. GQA, one
     # small tile-boundary shape) with each tool (each took seconds on the H200).
