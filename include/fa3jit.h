@@ -479,7 +479,8 @@ typedef struct fa3_fwd_args {
        num_splits: 1..FA3_MAX_SPLITS explicit, or 0: the library chooses, FlashAttention's rule
        (fill the SMs in few full waves, no more splits than that takes, each split costing a
        partial's write and read): with tiles = batch · num_heads · ceil(seqlen_q / block_m)
-       query tiles (varlen: max_seqlen_q) and key_blocks = ceil(keys / block_n) (keys: the
+       query tiles (varlen: max_seqlen_q; pack_gqa: batch · num_heads_k · ceil(seqlen_q ·
+       ratio / block_m)) and key_blocks = ceil(keys / block_n) (keys: the
        longest sequence's, max_seqlen_k / the page table's capacity), 1 when tiles fill 80% of
        the SMs or key_blocks is 1; else, among the s in 1..min(key_blocks, FA3_MAX_SPLITS)
        whose chunks leave no split empty, the smallest whose wave efficiency tiles·s /
