@@ -183,6 +183,19 @@ typedef struct fa3_config {
                          fa3_fwd_args.num_splits chunks, each a tile of its own writing fp32
                          partial O and LSE, which a combine kernel merges into O and LSE;
                          0: one pass over all keys */
+    int pack_gqa;     /* 1: packed GQA (FlashAttention-3's pack_gqa, for decode with GQA/MQA):
+                         a tile holds the rows of all ratio = num_heads / num_heads_k query heads
+                         of one (batch, kv head), packed row r = q_index · ratio + (head -
+                         kv_head · ratio), so K/V are read once per kv head instead of once per
+                         query head; tiles = batch · num_heads_k · ceil(seqlen_q · ratio /
+                         block_m). Needs ratio | block_m (fa3_kernel_info.block_m: 128, 192 for
+                         head_dim 64): fa3_fwd refuses other head counts with FA3_ERR_BAD_SHAPE
+                         naming num_heads, num_heads_k and block_m (use pack_gqa 0 for them).
+                         Rectangular Q only (fa3_config_canonicalize refuses varlen 1 with
+                         FA3_ERR_INVALID_ARGUMENT for now); dense or
+                         paged K/V, split_kv 0 or 1, every head dim, dtype, mask and softcap;
+                         same results and tensor layouts as pack_gqa 0. 0: one query head a
+                         tile */
 } fa3_config;
 
 /** Sets struct_size and the defaults: head_dim 128, head_dim_v 0, bf16, no mask, no softcap,
@@ -203,7 +216,8 @@ FA3_API fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *ou
  * Enumerates the configurations this build supports, in canonical form (the planner's block_n and
  * stages): every head_dim / head_dim_v pair (64, 96, 128, 192, 256 with head_dim_v = head_dim,
  * and 192 with 128) × dtype (bf16, fp16, e4m3 with out_dtype bf16) × mask (none, causal, local)
- * × softcap (0, 1) × varlen (0, 1) × paged_kv (0, 1) × split_kv (0, 1) that
+ * × softcap (0, 1) × varlen (0, 1) × paged_kv (0, 1) × split_kv (0, 1)
+ * × pack_gqa (0, 1; 1 only with split_kv 1 and varlen 0: the decode configs) that
  * fa3_config_canonicalize accepts, in that order. Writes the first min(total, max) of them to out
  * (out may be NULL when max <= 0) and returns the total, so fa3_supported_configs(NULL, 0) gives
  * the count. Pure, thread-safe, needs no GPU. This is the set `fa3-gen cache warm --all`
@@ -465,7 +479,8 @@ typedef struct fa3_fwd_args {
        num_splits: 1..FA3_MAX_SPLITS explicit, or 0: the library chooses, FlashAttention's rule
        (fill the SMs in few full waves, no more splits than that takes, each split costing a
        partial's write and read): with tiles = batch · num_heads · ceil(seqlen_q / block_m)
-       query tiles (varlen: max_seqlen_q) and key_blocks = ceil(keys / block_n) (keys: the
+       query tiles (varlen: max_seqlen_q; pack_gqa: batch · num_heads_k · ceil(seqlen_q ·
+       ratio / block_m)) and key_blocks = ceil(keys / block_n) (keys: the
        longest sequence's, max_seqlen_k / the page table's capacity), 1 when tiles fill 80% of
        the SMs or key_blocks is 1; else, among the s in 1..min(key_blocks, FA3_MAX_SPLITS)
        whose chunks leave no split empty, the smallest whose wave efficiency tiles·s /

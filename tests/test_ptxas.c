@@ -66,8 +66,12 @@ typedef struct ptxas_case {
    kernels' largest; rectangular and varlen Q; all 432 listed split configs compile alike, 0
    spills, checked at their introduction); NCOMBINE: the combine kernels, head_dim_v 64/96/128/192/256 × bf16/fp16 ×
    varlen 0/1 */
+/* NPACK: packed GQA, every head-dim pair and dtype: causal softcap (split 0, dense K/V) and local
+   softcap split-KV with paged K/V (the packed kernels' largest: per-row query/head division,
+   5-D Q loads, paged runs) */
 enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 3, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
-       NCOMBINE = 5 * 2 * 2, NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE };
+       NCOMBINE = 5 * 2 * 2, NPACK = 6 * 3 * 2,
+       NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NPACK };
 static ptxas_case g_cases[NCASES];
 
 /* Resources read from a ptxas -v log (-1 = not found). */
@@ -579,5 +583,29 @@ int main(void)
                 tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
                 n++;
             }
+    for (int h = 0; h < 6; h++)
+        for (int dt = 0; dt < 3; dt++)
+            for (int v = 0; v < 2; v++) {
+                ptxas_case *pc = &g_cases[n];
+                fa3_config_init(&pc->cfg);
+                pc->cfg.head_dim = hds[h][0];
+                pc->cfg.head_dim_v = hds[h][1];
+                pc->cfg.dtype = (fa3_dtype)dt;
+                pc->cfg.mask = v ? FA3_MASK_LOCAL : FA3_MASK_CAUSAL;
+                pc->cfg.softcap = 1;
+                pc->cfg.split_kv = v;
+                pc->cfg.paged_kv = v;
+                pc->cfg.pack_gqa = 1;
+                pc->must_accept = 1;
+                snprintf(pc->name, sizeof pc->name, "hd%dx%d_%s_%s_softcap%s_packgqa", hds[h][0],
+                         hds[h][1], dts[dt], masks[pc->cfg.mask], v ? "_paged_split" : "");
+                tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
+                n++;
+            }
+    /* FA3JIT_PTXAS_FILTER: only the cases whose names match (cmocka's pattern, e.g.
+       "*packgqa"), to check a new group without the whole run */
+    const char *filter = getenv("FA3JIT_PTXAS_FILTER");
+    if (filter && filter[0])
+        cmocka_set_test_filter(filter);
     return cmocka_run_group_tests_name("ptxas", tests, group_setup, group_teardown);
 }

@@ -136,13 +136,14 @@ typedef struct shape {
     int masked, bm, bn, sq, sk, wl, wr, heads, batch, hpk;
     uint32_t section_hb, grid;
     int splits; /* split-KV: num_splits (0: a config without split_kv) */
+    int pack;   /* packed GQA: tiles of (kv head, batch), hpk query heads a query row */
 } shape;
 
 /* The emitted decode of one plan: instruction text and the names of its outputs. */
 typedef struct decode_ptx {
     char *text;
     char tile[32], mblk[32], head[32], batch[32], kvhead[32], nmin[32], nmax[32], niters[32];
-    char split[32];
+    char split[32], qrow[32];
     char round[32], sq[32], sk[32], wl[32], wr[32], ntiles[32];
 } decode_ptx;
 
@@ -152,6 +153,7 @@ static void emit_decode(const shape *sh, decode_ptx *d)
     fa3_config_init(&p.cfg);
     p.cfg.mask = sh->masked ? FA3_MASK_CAUSAL : FA3_MASK_NONE;
     p.cfg.split_kv = sh->splits > 0;
+    p.cfg.pack_gqa = sh->pack;
     p.block_m = sh->bm;
     p.block_n = sh->bn;
     ptx_fn *f = calloc(1, sizeof *f);
@@ -177,6 +179,7 @@ static void emit_decode(const shape *sh, decode_ptx *d)
     ptx_name(f, t.niters, d->niters, 32);
     if (sh->splits)
         ptx_name(f, t.split, d->split, 32);
+    ptx_name(f, t.qrow, d->qrow, 32);
     ptx_name(f, g.round, d->round, 32);
     ptx_name(f, g.sq, d->sq, 32);
     ptx_name(f, g.sk, d->sk, 32);
@@ -191,14 +194,17 @@ static void check_shape(const shape *sh)
 {
     decode_ptx d;
     emit_decode(sh, &d);
-    const uint32_t nmb = (uint32_t)((sh->sq + sh->bm - 1) / sh->bm);
+    /* packed GQA: sq · hpk packed rows of each (kv head, batch) pair */
+    const int ratio = sh->pack ? sh->hpk : 1, hk = sh->pack ? sh->heads / sh->hpk : sh->heads;
+    const uint32_t nmb = (uint32_t)((sh->sq * ratio + sh->bm - 1) / sh->bm);
     const uint32_t ns = sh->splits ? (uint32_t)sh->splits : 1;
-    const uint32_t pairs = (uint32_t)(sh->heads * sh->batch), nbase = nmb * pairs;
+    const uint32_t pairs = (uint32_t)(hk * sh->batch), nbase = nmb * pairs;
     const uint32_t ntiles = nbase * ns;
     vm *m = calloc(1, sizeof *m);
     assert_non_null(m);
     m->params[FA3P_OFF_NUM_M_BLOCKS / 4] = nmb;
     m->params[FA3P_OFF_NUM_HEADS / 4] = (uint32_t)sh->heads;
+    m->params[FA3P_OFF_NUM_HEADS_K / 4] = (uint32_t)(sh->heads / sh->hpk);
     m->params[FA3P_OFF_HEADS_PER_KV / 4] = (uint32_t)sh->hpk;
     m->params[FA3P_OFF_SECTION_HB / 4] = sh->section_hb;
     m->params[FA3P_OFF_NUM_SPLITS / 4] = ns;
@@ -229,12 +235,18 @@ static void check_shape(const shape *sh)
             uint32_t pair;
             uint32_t mblk = fa3_tile_decode(sh->masked, base, nbase, nmb, sh->section_hb, &pair);
             assert_int_equal(get(m, d.mblk), mblk);
-            assert_int_equal(get(m, d.head), pair % (uint32_t)sh->heads);
-            assert_int_equal(get(m, d.batch), pair / (uint32_t)sh->heads);
-            assert_int_equal(get(m, d.kvhead), pair % (uint32_t)sh->heads / (uint32_t)sh->hpk);
+            assert_int_equal(get(m, d.head), pair % (uint32_t)hk); /* packed: the kv head */
+            assert_int_equal(get(m, d.batch), pair / (uint32_t)hk);
+            assert_int_equal(get(m, d.kvhead), sh->pack ? pair % (uint32_t)hk
+                                                        : pair % (uint32_t)hk / (uint32_t)sh->hpk);
+            /* Q's TMA row: the tile's first query row */
+            assert_int_equal(get(m, d.qrow), mblk * (uint32_t)sh->bm / (uint32_t)ratio);
             int nmin;
-            int niters = fa3_tile_range(sh->bm, sh->bn, (int)mblk * sh->bm, sh->sq, sh->sk,
-                                        sh->wl, sh->wr, &nmin);
+            int niters = sh->pack ? fa3_tile_range_packed(sh->bm, sh->bn, (int)mblk * sh->bm,
+                                                          ratio, sh->sq, sh->sk, sh->wl, sh->wr,
+                                                          &nmin)
+                                  : fa3_tile_range(sh->bm, sh->bn, (int)mblk * sh->bm, sh->sq,
+                                                   sh->sk, sh->wl, sh->wr, &nmin);
             /* split s: its chunk of the tile's blocks; the splits tile the range in order */
             const int chunk = (niters + (int)ns - 1) / (int)ns;
             int slo = nmin + (int)split * chunk, shi = slo + chunk;
@@ -254,7 +266,7 @@ static void check_shape(const shape *sh)
             visited++;
             int lo = -1, hi = -1;
             for (int i = (int)mblk * sh->bm; i < ((int)mblk + 1) * sh->bm; i++) {
-                int diag = i + sh->sk - sh->sq;
+                int diag = i / ratio + sh->sk - sh->sq; /* packed row i is query row i/ratio */
                 int k0 = sh->wl >= 0 ? diag - sh->wl : 0, k1 = sh->wr >= 0 ? diag + sh->wr
                                                                            : sh->sk - 1;
                 if (k0 < 0)
@@ -276,8 +288,11 @@ static void check_shape(const shape *sh)
     assert_int_equal(visited, (int)ntiles);
     for (uint32_t b = 0; b < nbase; b++) { /* every block of every tile by exactly one split */
         int nmin;
-        const int niters = fa3_tile_range(sh->bm, sh->bn, (int)(b / pairs) * sh->bm, sh->sq,
-                                          sh->sk, sh->wl, sh->wr, &nmin);
+        const int m0 = (int)(b / pairs) * sh->bm;
+        const int niters = sh->pack ? fa3_tile_range_packed(sh->bm, sh->bn, m0, ratio, sh->sq,
+                                                            sh->sk, sh->wl, sh->wr, &nmin)
+                                    : fa3_tile_range(sh->bm, sh->bn, m0, sh->sq, sh->sk, sh->wl,
+                                                     sh->wr, &nmin);
         assert_int_equal((int)covered[b], niters);
     }
     free(covered);
@@ -290,24 +305,40 @@ static void test_orders_agree(void **state)
 {
     (void)state;
     static const shape shapes[] = {
-        /* masked, bm, bn, sq, sk, wl, wr, heads, batch, hpk, section_hb, grid, splits */
-        {0, 128, 128, 1000, 1000, -1, -1, 3, 2, 1, 1, 7, 0},
-        {0, 192, 128, 257, 4096, -1, -1, 4, 3, 2, 1, 5, 0},
-        {1, 128, 128, 1000, 1000, -1, 0, 3, 2, 3, 2, 7, 0},     /* causal */
-        {1, 128, 128, 2048, 1024, -1, 0, 4, 1, 2, 3, 6, 0},     /* rows that see no key */
-        {1, 192, 128, 1000, 1500, -1, 0, 5, 2, 5, 4, 11, 0},
-        {1, 128, 80, 777, 777, 100, 20, 6, 2, 2, 5, 9, 0},      /* local */
-        {1, 128, 112, 300, 5000, 0, -1, 2, 3, 1, 6, 4, 0},      /* local, right unlimited */
-        {1, 128, 128, 64, 9000, 300, 300, 7, 1, 7, 7, 3, 0},
-        {1, 128, 128, 4096, 4096, -1, 0, 8, 4, 4, 33, 132, 0},
+        /* masked, bm, bn, sq, sk, wl, wr, heads, batch, hpk, section_hb, grid, splits, pack */
+        {0, 128, 128, 1000, 1000, -1, -1, 3, 2, 1, 1, 7, 0, 0},
+        {0, 192, 128, 257, 4096, -1, -1, 4, 3, 2, 1, 5, 0, 0},
+        {1, 128, 128, 1000, 1000, -1, 0, 3, 2, 3, 2, 7, 0, 0},     /* causal */
+        {1, 128, 128, 2048, 1024, -1, 0, 4, 1, 2, 3, 6, 0, 0},     /* rows that see no key */
+        {1, 192, 128, 1000, 1500, -1, 0, 5, 2, 5, 4, 11, 0, 0},
+        {1, 128, 80, 777, 777, 100, 20, 6, 2, 2, 5, 9, 0, 0},      /* local */
+        {1, 128, 112, 300, 5000, 0, -1, 2, 3, 1, 6, 4, 0, 0},      /* local, right unlimited */
+        {1, 128, 128, 64, 9000, 300, 300, 7, 1, 7, 7, 3, 0, 0},
+        {1, 128, 128, 4096, 4096, -1, 0, 8, 4, 4, 33, 132, 0, 0},
         /* split-KV: 1, 2, 3, 7 splits, more splits than blocks, decode (one query row) */
-        {0, 128, 128, 1, 1000, -1, -1, 4, 2, 2, 1, 132, 1},
-        {0, 192, 128, 257, 4096, -1, -1, 4, 3, 2, 1, 5, 2},
-        {1, 128, 128, 1000, 1000, -1, 0, 3, 2, 3, 6, 7, 3},
-        {1, 128, 128, 2048, 1024, -1, 0, 4, 1, 2, 4, 6, 7},  /* rows that see no key */
-        {1, 128, 80, 777, 777, 100, 20, 6, 2, 2, 12, 9, 7},  /* local */
-        {0, 128, 128, 1, 700, -1, -1, 8, 3, 4, 1, 132, 24}, /* 24 splits of 6 blocks */
-        {1, 128, 128, 300, 1000, -1, 0, 2, 2, 1, 4, 16, 24},
+        {0, 128, 128, 1, 1000, -1, -1, 4, 2, 2, 1, 132, 1, 0},
+        {0, 192, 128, 257, 4096, -1, -1, 4, 3, 2, 1, 5, 2, 0},
+        {1, 128, 128, 1000, 1000, -1, 0, 3, 2, 3, 6, 7, 3, 0},
+        {1, 128, 128, 2048, 1024, -1, 0, 4, 1, 2, 4, 6, 7, 0},  /* rows that see no key */
+        {1, 128, 80, 777, 777, 100, 20, 6, 2, 2, 12, 9, 7, 0},  /* local */
+        {0, 128, 128, 1, 700, -1, -1, 8, 3, 4, 1, 132, 24, 0}, /* 24 splits of 6 blocks */
+        {1, 128, 128, 300, 1000, -1, 0, 2, 2, 1, 4, 16, 24, 0},
+        /* packed GQA (heads = num_heads, hpk = ratio): decode, MQA, ratio 1, causal with rows
+           past seqlen_q, local, hd64's block_m 192 with ratio 3 and 6, split-KV */
+        {0, 128, 128, 1, 5000, -1, -1, 32, 4, 8, 1, 132, 0, 1},
+        {1, 128, 128, 3, 77, -1, 0, 32, 3, 4, 1, 7, 0, 1},
+        {1, 128, 128, 100, 1000, -1, 0, 32, 1, 32, 1, 5, 0, 1},  /* MQA */
+        {1, 128, 80, 300, 1000, 50, 10, 16, 2, 2, 3, 9, 0, 1},   /* local */
+        {0, 128, 128, 16, 77, -1, -1, 4, 2, 1, 1, 3, 0, 1},      /* ratio 1 */
+        {1, 192, 128, 100, 1000, -1, 0, 12, 2, 3, 2, 7, 0, 1},
+        {1, 192, 128, 77, 5000, 300, 0, 24, 1, 6, 4, 11, 0, 1},
+        {0, 128, 128, 1, 5000, -1, -1, 32, 4, 8, 1, 132, 8, 1},  /* decode, 8 splits */
+        {1, 128, 128, 16, 1000, -1, 0, 64, 1, 8, 8, 40, 3, 1},
+        {1, 128, 128, 300, 1000, 100, 0, 32, 2, 32, 2, 16, 3, 1},
+        /* 16-key blocks, seqlen_k - seqlen_q = 1 mod 16: tile 0's last query row (31) sees up
+           to key 928, the first of a block (an off-by-one in the range shows) */
+        {1, 128, 16, 104, 1001, -1, 0, 8, 1, 4, 1, 5, 0, 1},
+        {1, 128, 16, 104, 1001, 15, 0, 8, 1, 4, 1, 5, 0, 1},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         check_shape(&shapes[i]);

@@ -4,7 +4,7 @@
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
 # fp8 varlen varlenbench checkvarlen splitkv kvcache
-# sanitize_e18 decode checksplit splitpy. FA3JIT_BENCH_DTYPES picks compare's dtypes;
+# sanitize_e18 decode checksplit splitpy packgqa. FA3JIT_BENCH_DTYPES picks compare's dtypes;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -79,6 +79,19 @@ for step in $steps; do
     # the combine kernel alone (fp64 host merge), then fa3_fwd of split configs end to end
     logged test_splitkv_combine 300 25 "$root/.gpu/test_splitkv_combine"
     logged test_splitkv_fwd 300 25 "$root/.gpu/test_splitkv_fwd" ;;
+  packgqa) # packed GQA: fa3_fwd of pack_gqa configs against the reference and pack_gqa 0
+    # (test_pack_gqa), the SASS of a few packed kernels (setmaxnreg kept, no local memory), then
+    # fa3-gen check --pack-gqa (decode shapes, GQA 4 and 8, split_kv 0 and 1)
+    logged test_pack_gqa 300 25 "$root/.gpu/test_pack_gqa"
+    for f in "--head-dim 128" "--head-dim 64 --causal" "--head-dim 256 --causal --paged-kv --split-kv" \
+             "--head-dim 128 --dtype e4m3 --local --softcap --split-kv"; do
+      $gen --emit-cubin /tmp/k.cubin $f --pack-gqa >/dev/null || rc=1
+      s=$(cuobjdump -sass /tmp/k.cubin)
+      n_set=$(grep -c USETMAXREG <<<"$s"); n_ldl=$(grep -c -E '\b(LDL|STL)\b' <<<"$s")
+      echo "packgqa $f: USETMAXREG $n_set LDL/STL $n_ldl"
+      [ "$n_set" -ge 2 ] && [ "$n_ldl" -eq 0 ] || rc=1
+    done
+    logged check_packgqa 400 15 $gen check --pack-gqa ;;
   kvcache) # KV-cache append (C: bit for bit, broken contracts, debug read-back) and
     # flash_attn_with_kvcache (Python: E22, E21, E16 against the fp64 reference)
     logged test_kvcache 300 20 "$root/.gpu/test_kvcache"

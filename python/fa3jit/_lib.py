@@ -53,11 +53,11 @@ SOURCES = {0: "compiled", 1: "disk", 2: "memory"}
 # so a library built from a later fa3jit.h reads only the fields this mirror has. Layout on
 # x86-64 / aarch64 (LP64), checked against a C program that printed sizeof/offsetof of the
 # header's structs:
-#   fa3_config           52 bytes: struct_size@0, 12 ints at 4,8,...,48
+#   fa3_config           56 bytes: struct_size@0, 13 ints at 4,8,...,52
 #   fa3_context_options  24 bytes: struct_size@0 cache_dir@8 disable_disk_cache@16 backend@20
-#   fa3_kernel_info     160 bytes: struct_size@0 config@4 backend@56 cache_key[33]@60
-#                                  num_regs@96 ... compile_ms@136 compile_log@144
-#                                  cubin_size@152
+#   fa3_kernel_info     168 bytes: struct_size@0 config@4 backend@60 cache_key[33]@64
+#                                  num_regs@100 ... compile_ms@144 compile_log@152
+#                                  cubin_size@160
 #   fa3_fwd_args        304 bytes: struct_size@0 q,k,v,o,lse@8..40 batch@48 ... num_heads_k@64
 #                                  q_batch_stride@72 ... o_head_stride@160 softmax_scale@168
 #                                  softcap@172 window_size_left@176 window_size_right@180
@@ -89,6 +89,7 @@ class Config(ctypes.Structure):
         ("varlen", ctypes.c_int),
         ("paged_kv", ctypes.c_int),
         ("split_kv", ctypes.c_int),
+        ("pack_gqa", ctypes.c_int),
     ]
 
 
@@ -235,7 +236,7 @@ class KvcacheAppendArgs(ctypes.Structure):
 
 
 # Sizes derived from the header's layout (LP64). A mismatch means this file and fa3jit.h disagree.
-EXPECTED_SIZES_LP64 = {Config: 52, ContextOptions: 24, KernelInfo: 160, FwdArgs: 304,
+EXPECTED_SIZES_LP64 = {Config: 56, ContextOptions: 24, KernelInfo: 168, FwdArgs: 304,
                        QuantizeArgs: 128, KvcacheAppendArgs: 224}
 if ctypes.sizeof(ctypes.c_void_p) == 8 and ctypes.sizeof(ctypes.c_long) == 8:
     for _t, _n in EXPECTED_SIZES_LP64.items():

@@ -7,8 +7,12 @@
  * wr = -1: unlimited on that side; mask none and causal reach the kernel as windows (-1, -1) and
  * (-1, 0)). A key block needs the mask when it ends past the last key every row of the tile sees
  * or starts before the first; the loop decides that at its top, where no wgmma is in flight.
+ *
+ * Packed GQA: the tile's rows are packed rows r = i · ratio + (head - kv_head · ratio), and the
+ * bounds above are those of query row i = r / ratio (a division per row and tile).
  */
 #include "codegen/kgen.h"
+#include "kernel_abi.h"
 
 void kg_rows_init(kgen *g, cons *c)
 {
@@ -33,13 +37,23 @@ void kg_rows_init(kgen *g, cons *c)
     INS("sub.s32 $, $, 1;", klim, c->t.sk);
     INS("setp.lt.s32 $, $, 0;", wl_none, g->wl);
     INS("setp.lt.s32 $, $, 0;", wr_none, g->wr);
+    const int pack = p->cfg.pack_gqa;
+    ptx_r ratio = {0};
+    if (pack)
+        ratio = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "ratio");
     for (int r = 0; r < 2; r++) {
         ptx_r at = ptx_reg(g->f, PTX_B32, "rdiag");
         ptx_r f0 = ptx_reg(g->f, PTX_B32, "kf"), l0 = ptx_reg(g->f, PTX_B32, "kl");
         ptx_r l1 = ptx_reg(g->f, PTX_B32, "kl");
         c->kfirst[r] = ptx_reg(g->f, PTX_B32, r ? "kfirst1" : "kfirst0");
         c->klast[r] = ptx_reg(g->f, PTX_B32, r ? "klast1" : "klast0");
-        INS("add.s32 $, $, $;", at, c->row[r], diag);
+        if (pack) {
+            ptx_r qi = ptx_reg(g->f, PTX_B32, "qidx");
+            INS("div.u32 $, $, $;", qi, c->row[r], ratio);
+            INS("add.s32 $, $, $;", at, qi, diag);
+        } else {
+            INS("add.s32 $, $, $;", at, c->row[r], diag);
+        }
         INS("sub.s32 $, $, $;", f0, at, g->wl);
         INS("selp.b32 $, 0, $, $;", c->kfirst[r], f0, wl_none);
         INS("add.s32 $, $, $;", l0, at, g->wr);
@@ -51,13 +65,24 @@ void kg_rows_init(kgen *g, cons *c)
     ptx_r t2 = ptx_reg(g->f, PTX_B32, "al");
     c->all_last = ptx_reg(g->f, PTX_B32, "alllast");
     c->all_first = ptx_reg(g->f, PTX_B32, "allfirst");
-    INS("add.s32 $, $, $;", t0, c->t.m0, diag);
+    ptx_r first = c->t.m0, lastr = {0};
+    if (pack) { /* query rows m0 / ratio .. (m0 + bm - 1) / ratio */
+        first = ptx_reg(g->f, PTX_B32, "qfirst");
+        lastr = ptx_reg(g->f, PTX_B32, "qlast");
+        INS("div.u32 $, $, $;", first, c->t.m0, ratio);
+        INS("add.s32 $, $, %d;", lastr, c->t.m0, p->block_m - 1);
+        INS("div.u32 $, $, $;", lastr, lastr, ratio);
+    }
+    INS("add.s32 $, $, $;", t0, first, diag);
     INS("add.s32 $, $, $;", t1, t0, g->wr);
     INS("selp.b32 $, $, $, $;", t2, klim, t1, wr_none);
     INS("min.s32 $, $, $;", c->all_last, t2, klim);
     ptx_r u0 = ptx_reg(g->f, PTX_B32, "af"), u1 = ptx_reg(g->f, PTX_B32, "af");
     ptx_r u2 = ptx_reg(g->f, PTX_B32, "af");
-    INS("add.s32 $, $, %d;", u0, c->t.m0, p->block_m - 1);
+    if (pack)
+        INS("mov.u32 $, $;", u0, lastr);
+    else
+        INS("add.s32 $, $, %d;", u0, c->t.m0, p->block_m - 1);
     INS("add.s32 $, $, $;", u1, u0, diag);
     INS("sub.s32 $, $, $;", u2, u1, g->wl);
     INS("selp.b32 $, 0, $, $;", c->all_first, u2, wl_none);

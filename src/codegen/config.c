@@ -41,6 +41,12 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
     if (c.split_kv != 0 && c.split_kv != 1)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "split_kv flag %d must be 0 or 1",
                           c.split_kv);
+    if (c.pack_gqa != 0 && c.pack_gqa != 1)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "pack_gqa flag %d must be 0 or 1",
+                          c.pack_gqa);
+    if (c.pack_gqa && c.varlen)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "pack_gqa 1 with varlen 1 is not supported yet "
+                          "(packed GQA takes rectangular Q: varlen 0, or pack_gqa 0)");
     if (c.arch != FA3_ARCH_SM90A)
         return fa3_seterr(FA3_ERR_BAD_ARCH, "arch %d is not supported (supported: 90 = sm_90a)",
                           (int)c.arch);
@@ -59,7 +65,11 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
 
 int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
 {
-    /* Candidates; fa3_config_canonicalize decides, so the list follows the generator. */
+    /* Candidates; fa3_config_canonicalize decides, so the list follows the generator. Packed
+       GQA (pack_gqa 1) is listed with split-KV and rectangular Q only (dense and paged K/V): the
+       decode calls it is for, where a split config also runs num_splits 1; that adds 216 where
+       every pack_gqa 1 config with split 0 too would add 432 (cli-cache's warm --all ~4 more
+       minutes on 2 cores). The generator makes the split 0 ones too. */
     static const int heads[][2] = {{64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256},
                                    {192, 128}};
     static const fa3_dtype dtypes[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16, FA3_DTYPE_E4M3};
@@ -69,12 +79,16 @@ int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
         for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
             for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++)
                 for (int sc = 0; sc <= 1; sc++)
-                for (int vl = 0; vl <= 7; vl++) { /* varlen, paged_kv, split_kv: bits 0-2 */
+                for (int vl = 0; vl <= 15; vl++) { /* varlen, paged_kv, split_kv, pack_gqa:
+                                                       bits 0-3 */
+                    if ((vl & 8) && (!(vl & 4) || (vl & 1)))
+                        continue; /* packed GQA: listed with split-KV, rectangular Q only */
                     fa3_config c, canon;
                     fa3_config_init(&c);
                     c.varlen = vl & 1;
                     c.paged_kv = (vl >> 1) & 1;
-                    c.split_kv = vl >> 2;
+                    c.split_kv = (vl >> 2) & 1;
+                    c.pack_gqa = vl >> 3;
                     c.head_dim = heads[h][0];
                     c.head_dim_v = heads[h][1];
                     c.dtype = dtypes[d];

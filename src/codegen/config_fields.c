@@ -34,6 +34,7 @@ const fa3_config_field fa3_config_fields[FA3_CONFIG_NUM_FIELDS] = {
     {FIELD(varlen), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " varlen", "", NULL, 0},
     {FIELD(paged_kv), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " paged", "", NULL, 0},
     {FIELD(split_kv), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " split", "", NULL, 0},
+    {FIELD(pack_gqa), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " packgqa", "", NULL, 0},
 };
 
 /* Every member of fa3_config after struct_size is a 32-bit field of the table. */

@@ -45,7 +45,7 @@ typedef struct fa3_config_field {
     int num_names;
 } fa3_config_field;
 
-#define FA3_CONFIG_NUM_FIELDS 12
+#define FA3_CONFIG_NUM_FIELDS 13
 /* The most fields a cache header has room for (cache.h: the config slots). */
 #define FA3_CONFIG_MAX_FIELDS 32
 _Static_assert(FA3_CONFIG_NUM_FIELDS <= FA3_CONFIG_MAX_FIELDS, "room in the cache header");

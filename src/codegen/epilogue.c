@@ -13,6 +13,11 @@
  * of the tile's Q buffer (o_stage 2, head_dim 192/256, where shared memory is full), so Q is
  * released by thread 0 after the store has read it. Otherwise st.global from registers (only real
  * columns).
+ *
+ * Packed GQA: the thread's rows are packed rows r of the tile's kv head; each is query row
+ * r / ratio of head kv_head · ratio + r mod ratio (gqa_row) for the register stores, LSE and the
+ * partials; the TMA store takes the 5-D map {head_dim_v, ratio, seqlen_q, num_heads_k, batch} at
+ * query row (m0 + 64·cw) / ratio (the runtime sets o_tma only when ratio divides 64).
  */
 #include "codegen/kgen.h"
 #include "kernel_abi.h"
@@ -26,6 +31,21 @@ static ptx_r packed_row(kgen *g, cons *c, int r)
     ptx_r a = ptx_reg(g->f, PTX_B32, "prow");
     INS("add.s32 $, $, $;", a, c->row[r], c->t.qoff);
     return a;
+}
+
+/* Packed GQA: row r of the thread as (query row, head): packed = q·ratio + (head - kvhead·ratio).
+   *past: q >= seqlen_q (the row is not stored). */
+static void gqa_row(kgen *g, cons *c, int r, ptx_r *q, ptx_r *head)
+{
+    ptx_r ratio = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "ratio");
+    ptx_r qr = ptx_reg(g->f, PTX_B32, "gq"), m = ptx_reg(g->f, PTX_B32, "gqm");
+    ptx_r hin = ptx_reg(g->f, PTX_B32, "gqh"), h = ptx_reg(g->f, PTX_B32, "ghead");
+    INS("div.u32 $, $, $;", qr, c->row[r], ratio);
+    INS("mul.lo.u32 $, $, $;", m, qr, ratio);
+    INS("sub.u32 $, $, $;", hin, c->row[r], m);
+    INS("mad.lo.u32 $, $, $, $;", h, c->t.kvhead, ratio, hin);
+    *q = qr;
+    *head = h;
 }
 
 ptx_r kg_q_empty_bar(kgen *g, cons *c)
@@ -105,6 +125,10 @@ static void store_tma(kgen *g, cons *c, const ptx_r inv[2], int lab_gmem, int la
     ptx_r orow = ptx_reg(g->f, PTX_B32, "orow"), src0 = ptx_reg(g->f, PTX_B32, "stg");
     ptx_r src = ptx_reg(g->f, PTX_B32, "stg");
     INS("mad.lo.u32 $, $, 64, $;", orow, c->cw, c->t.m0); /* first row of this warpgroup */
+    if (p->cfg.pack_gqa) { /* its first query row (ratio divides 64: o_tma) */
+        ptx_r ratio = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "ratio");
+        INS("div.u32 $, $, $;", orow, orow, ratio);
+    }
     ptx_r obatch = c->t.batch;
     if (p->cfg.varlen) { /* counted back from the sequence's end (kernel_abi.h: max_seqlen_q) */
         ptx_r e = kg_param(g, PTX_B32, "u32", FA3P_OFF_MAX_SEQLEN_Q, "maxsq");
@@ -118,8 +142,12 @@ static void store_tma(kgen *g, cons *c, const ptx_r inv[2], int lab_gmem, int la
     for (int b = 0; b < p->hdv_chunks; b++) {
         ptx_r box = ptx_reg(g->f, PTX_B32, "obox");
         INS("add.u32 $, $, %d;", box, src, b * st_box);
-        INS("@$ cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [$, {%d, $, $, $}], [$];",
-            lead, tmo2, b * 64, orow, c->t.head, obatch, box);
+        if (p->cfg.pack_gqa)
+            INS("@$ cp.async.bulk.tensor.5d.global.shared::cta.bulk_group "
+                "[$, {%d, 0, $, $, $}], [$];", lead, tmo2, b * 64, orow, c->t.head, obatch, box);
+        else
+            INS("@$ cp.async.bulk.tensor.4d.global.shared::cta.bulk_group "
+                "[$, {%d, $, $, $}], [$];", lead, tmo2, b * 64, orow, c->t.head, obatch, box);
     }
     INS("@$ cp.async.bulk.commit_group;", lead);
     if (p->o_stage == 2) {
@@ -147,21 +175,35 @@ static void store_gmem(kgen *g, cons *c, const ptx_r inv[2])
     ptx_r off = ptx_reg(g->f, PTX_B64, "ooff"), off2 = ptx_reg(g->f, PTX_B64, "ooff");
     ptx_r col = ptx_reg(g->f, PTX_B32, "ocol"), col2 = ptx_reg(g->f, PTX_B32, "ocol");
     ptx_r col64 = ptx_reg(g->f, PTX_B64, "ocol"), base = ptx_reg(g->f, PTX_B64, "obase");
+    const int pack = p->cfg.pack_gqa;
     INS("cvt.u64.u32 $, $;", b64, c->t.tbatch); /* varlen: 0 (the rows are packed) */
     INS("mul.lo.s64 $, $, $;", off, b64, obs);
-    INS("cvt.u64.u32 $, $;", h64, c->t.head);
-    INS("mad.lo.s64 $, $, $, $;", off2, h64, ohs, off);
+    if (pack) { /* each row its own head (gqa_row) */
+        INS("mov.b64 $, $;", off2, off);
+    } else {
+        INS("cvt.u64.u32 $, $;", h64, c->t.head);
+        INS("mad.lo.s64 $, $, $, $;", off2, h64, ohs, off);
+    }
     INS("shl.b32 $, $, 1;", col, g->lane);
     INS("and.b32 $, $, 6;", col2, col);
     INS("cvt.u64.u32 $, $;", col64, col2);
     INS("add.s64 $, $, $;", base, off2, col64);
-    ptx_r addr[2];
+    ptx_r addr[2], qrow[2] = {c->row[0], c->row[1]};
     for (int r = 0; r < 2; r++) {
         ptx_r r64 = ptx_reg(g->f, PTX_B64, "orow"), e = ptx_reg(g->f, PTX_B64, "oel");
         ptx_r by = ptx_reg(g->f, PTX_B64, "oby");
         addr[r] = ptx_reg(g->f, PTX_B64, "oaddr");
-        INS("cvt.s64.s32 $, $;", r64, packed_row(g, c, r));
-        INS("mad.lo.s64 $, $, $, $;", e, r64, ors, base);
+        if (pack) {
+            ptx_r hd, hr64 = ptx_reg(g->f, PTX_B64, "ohead"), e0 = ptx_reg(g->f, PTX_B64, "oel");
+            gqa_row(g, c, r, &qrow[r], &hd);
+            INS("cvt.s64.s32 $, $;", r64, qrow[r]);
+            INS("cvt.u64.u32 $, $;", hr64, hd);
+            INS("mad.lo.s64 $, $, $, $;", e0, hr64, ohs, base);
+            INS("mad.lo.s64 $, $, $, $;", e, r64, ors, e0);
+        } else {
+            INS("cvt.s64.s32 $, $;", r64, packed_row(g, c, r));
+            INS("mad.lo.s64 $, $, $, $;", e, r64, ors, base);
+        }
         INS("shl.b64 $, $, 1;", by, e);
         INS("add.s64 $, $, $;", addr[r], by, optr);
     }
@@ -171,7 +213,7 @@ static void store_gmem(kgen *g, cons *c, const ptx_r inv[2])
     for (int r = 0; r < 2; r++) {
         const int lab = ptx_label(g->f, "skiprow");
         ptx_r past = ptx_reg(g->f, PTX_PRED, "pastsq");
-        INS("setp.ge.s32 $, $, $;", past, c->row[r], c->t.sq);
+        INS("setp.ge.s32 $, $, $;", past, qrow[r], c->t.sq);
         INS("@$ bra %s;", past, ptx_lab(g->f, lab));
         for (int i = 0; i < no; i += 2) {
             /* columns 8·(i/4) .. +7 of this group; padding beyond head_dim_v is not stored */
@@ -212,16 +254,28 @@ static void store_lse(kgen *g, cons *c, int lab_end)
     ptx_r nh = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_HEADS, "nheads");
     ptx_r bh = ptx_reg(g->f, PTX_B32, "bh"), bh64 = ptx_reg(g->f, PTX_B64, "bh");
     ptx_r sq64 = ptx_reg(g->f, PTX_B64, "sq"), rows = ptx_reg(g->f, PTX_B64, "bhrows");
-    INS("mad.lo.u32 $, $, $, $;", bh, c->t.tbatch, nh, c->t.head); /* varlen: (head, total_q) */
-    INS("cvt.u64.u32 $, $;", bh64, bh);
-    INS("cvt.u64.u32 $, $;", sq64, g->sq);
-    INS("mul.lo.s64 $, $, $;", rows, bh64, sq64);
+    const int pack = g->p->cfg.pack_gqa;
+    if (!pack) {
+        INS("mad.lo.u32 $, $, $, $;", bh, c->t.tbatch, nh, c->t.head); /* varlen: (head, total_q) */
+        INS("cvt.u64.u32 $, $;", bh64, bh);
+        INS("cvt.u64.u32 $, $;", sq64, g->sq);
+        INS("mul.lo.s64 $, $, $;", rows, bh64, sq64);
+    }
     for (int r = 0; r < 2; r++) {
         const int lab = ptx_label(g->f, "skiplse");
         ptx_r past = ptx_reg(g->f, PTX_PRED, "pastsq"), seen = ptx_reg(g->f, PTX_PRED, "seen");
         ptx_r lg = ptx_reg(g->f, PTX_F32, "lg"), ln = ptx_reg(g->f, PTX_F32, "ln");
         ptx_r v = ptx_reg(g->f, PTX_F32, "lse"), out = ptx_reg(g->f, PTX_F32, "lse");
-        INS("setp.ge.s32 $, $, $;", past, c->row[r], c->t.sq);
+        ptx_r qr = c->row[r];
+        if (pack) { /* the row's own (head, query row): ((b·nh + head)·sq + q) */
+            ptx_r hd;
+            gqa_row(g, c, r, &qr, &hd);
+            INS("mad.lo.u32 $, $, $, $;", bh, c->t.tbatch, nh, hd);
+            INS("cvt.u64.u32 $, $;", bh64, bh);
+            INS("cvt.u64.u32 $, $;", sq64, g->sq);
+            INS("mul.lo.s64 $, $, $;", rows, bh64, sq64);
+        }
+        INS("setp.ge.s32 $, $, $;", past, qr, c->t.sq);
         INS("@$ bra %s;", past, ptx_lab(g->f, lab));
         INS("lg2.approx.f32 $, $;", lg, c->l[r]);
         if (g->p->fp8) /* l carries P's 2^8 (softmax.c) */
@@ -232,7 +286,7 @@ static void store_lse(kgen *g, cons *c, int lab_end)
         INS("selp.f32 $, $, " NEG_INF ", $;", out, v, seen);
         ptx_r r64 = ptx_reg(g->f, PTX_B64, "lrow"), e = ptx_reg(g->f, PTX_B64, "lel");
         ptx_r by = ptx_reg(g->f, PTX_B64, "lby"), a = ptx_reg(g->f, PTX_B64, "laddr");
-        INS("cvt.s64.s32 $, $;", r64, packed_row(g, c, r));
+        INS("cvt.s64.s32 $, $;", r64, pack ? qr : packed_row(g, c, r));
         INS("add.s64 $, $, $;", e, r64, rows);
         INS("shl.b64 $, $, 2;", by, e);
         INS("add.s64 $, $, $;", a, by, lptr);
@@ -258,13 +312,17 @@ static void store_partials(kgen *g, cons *c, const ptx_r inv[2])
     ptx_r sq64 = ptx_reg(g->f, PTX_B64, "sq"), s64 = ptx_reg(g->f, PTX_B64, "sp");
     ptx_r pr64 = ptx_reg(g->f, PTX_B64, "sp"), sbase = ptx_reg(g->f, PTX_B64, "sprow");
     ptx_r rows = ptx_reg(g->f, PTX_B64, "bhrows");
-    INS("mad.lo.u32 $, $, $, $;", bh, c->t.tbatch, nh, c->t.head); /* varlen: (head, total_q) */
-    INS("cvt.u64.u32 $, $;", bh64, bh);
+    const int pack = p->cfg.pack_gqa;
+    if (!pack)
+        INS("mad.lo.u32 $, $, $, $;", bh, c->t.tbatch, nh, c->t.head); /* varlen: (head, total_q) */
+    if (!pack)
+        INS("cvt.u64.u32 $, $;", bh64, bh);
     INS("cvt.u64.u32 $, $;", sq64, g->sq);
     INS("cvt.u64.u32 $, $;", s64, c->t.split);
     INS("cvt.u64.u32 $, $;", pr64, prows);
     INS("mul.lo.s64 $, $, $;", sbase, s64, pr64);
-    INS("mad.lo.s64 $, $, $, $;", rows, bh64, sq64, sbase);
+    if (!pack)
+        INS("mad.lo.s64 $, $, $, $;", rows, bh64, sq64, sbase);
     /* the thread's column 2·(lane%4); LSE from the row's first thread */
     ptx_r col = ptx_reg(g->f, PTX_B32, "ocol"), col2 = ptx_reg(g->f, PTX_B32, "ocol");
     ptx_r col64 = ptx_reg(g->f, PTX_B64, "ocol"), lead = ptx_reg(g->f, PTX_PRED, "lselead");
@@ -275,10 +333,18 @@ static void store_partials(kgen *g, cons *c, const ptx_r inv[2])
     for (int r = 0; r < 2; r++) {
         const int lab = ptx_label(g->f, "skiprow");
         ptx_r past = ptx_reg(g->f, PTX_PRED, "pastsq");
-        INS("setp.ge.s32 $, $, $;", past, c->row[r], c->t.sq);
+        ptx_r qr = c->row[r];
+        if (pack) { /* the row's own (head, query row), indexed as the LSE output */
+            ptx_r hd;
+            gqa_row(g, c, r, &qr, &hd);
+            INS("mad.lo.u32 $, $, $, $;", bh, c->t.tbatch, nh, hd);
+            INS("cvt.u64.u32 $, $;", bh64, bh);
+            INS("mad.lo.s64 $, $, $, $;", rows, bh64, sq64, sbase);
+        }
+        INS("setp.ge.s32 $, $, $;", past, qr, c->t.sq);
         INS("@$ bra %s;", past, ptx_lab(g->f, lab));
         ptx_r r64 = ptx_reg(g->f, PTX_B64, "prow"), e = ptx_reg(g->f, PTX_B64, "prow");
-        INS("cvt.s64.s32 $, $;", r64, packed_row(g, c, r));
+        INS("cvt.s64.s32 $, $;", r64, pack ? qr : packed_row(g, c, r));
         INS("add.s64 $, $, $;", e, r64, rows); /* the partial row */
         /* LSE_s = m·lse_mul + ln l, -inf without a key */
         ptx_r lg = ptx_reg(g->f, PTX_F32, "lg"), ln = ptx_reg(g->f, PTX_F32, "ln");

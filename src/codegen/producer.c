@@ -78,6 +78,16 @@ static void load_q(kgen *g, prod *pr)
     for (int c = 0; c < p->hd_chunks; c++) {
         ptx_r box = ptx_reg(g->f, PTX_B32, "qbox");
         INS("add.u32 $, $, %d;", box, dst, c * bm * 128);
+        if (p->cfg.pack_gqa) {
+            /* packed GQA: the 5-D map {head_dim, ratio, seqlen_q, num_heads_k, batch}, box
+               {box_cols, ratio, bm / ratio, 1, 1}: smem row i·ratio + h is query row qrow + i
+               of head kvhead·ratio + h, the tile's packed rows in order (rows past seqlen_q
+               zero-filled) */
+            INS("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                "[$], [$, {%d, 0, $, $, $}], [$];",
+                box, tmq, c * p->box_cols, pr->t.qrow, pr->t.head, pr->t.tbatch, full);
+            continue;
+        }
         INS("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [$], "
             "[$, {%d, $, $, $}], [$];",
             box, tmq, c * p->box_cols, pr->t.qrow, pr->t.head, pr->t.tbatch, full);

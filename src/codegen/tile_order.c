@@ -127,7 +127,9 @@ tile_info kg_tile_decode(kgen *g, ptx_r tile)
     if (p->cfg.split_kv)
         t.split = split_of(g, &tile, p->cfg.mask == FA3_MASK_NONE ? NULL : &ntiles);
     ptx_r nmb = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_M_BLOCKS, "nmb");
-    ptx_r nh = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_HEADS, "nheads");
+    /* packed GQA: a pair is (kv head, batch), its m_blocks cover seqlen_q · ratio packed rows */
+    ptx_r nh = p->cfg.pack_gqa ? kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_HEADS_K, "nheadsk")
+                               : kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_HEADS, "nheads");
     ptx_r hpk = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "hpkv");
     ptx_r mblk_out, pair_out;
     if (p->cfg.mask == FA3_MASK_NONE) {
@@ -144,7 +146,9 @@ tile_info kg_tile_decode(kgen *g, ptx_r tile)
     t.mblk = mblk_out;
     t.head = op_rr(g, "head", REMU, pair_out, nh);
     t.batch = op_rr(g, "batch", DIVU, pair_out, nh);
-    t.kvhead = op_rr(g, "kvhead", DIVU, t.head, hpk);
+    /* packed GQA: head is the kv head (the Q and O maps' head coordinate); each row has its own
+       query head (blockinfo.c, epilogue.c) */
+    t.kvhead = p->cfg.pack_gqa ? t.head : op_rr(g, "kvhead", DIVU, t.head, hpk);
     t.m0 = op_ri(g, "m0", MUL, t.mblk, p->block_m);
     return kg_tile_bounds(g, t);
 }
@@ -185,17 +189,29 @@ tile_info kg_tile_bounds(kgen *g, tile_info t)
     ptx_r m0 = t.m0, sq = t.sq, sk = t.sk, wl = g->wl, wr = g->wr;
 #define FA3_TO_BM p->block_m
 #define FA3_TO_BN p->block_n
-    FA3_TILE_RANGE(TO_S, TO_K, TO_P)
+    if (p->cfg.pack_gqa) {
+        /* packed GQA: the rows' query positions m0 / ratio .. (m0 + bm - 1) / ratio; Q's TMA
+           row coordinate (the 5-D map's seqlen) is the first */
+        ptx_r ratio = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "ratio");
+        FA3_TILE_RANGE_PACKED(TO_S, TO_K, TO_P)
+        t.qrow = q0;
+        t.nmin = nmin;
+        t.nmax = nmax;
+        t.niters = niters;
+    } else {
+        ptx_r q0 = m0;
+        FA3_TILE_RANGE(TO_S, TO_K, TO_P)
+        t.nmin = nmin;
+        t.nmax = nmax;
+        t.niters = niters;
+    }
 #undef FA3_TO_BM
 #undef FA3_TO_BN
-    t.nmin = nmin;
-    t.nmax = nmax;
-    t.niters = niters;
     if (p->cfg.varlen) { /* a tile past its sequence's rows has nothing to do (and stores none) */
         ptx_r past = ptx_reg(g->f, PTX_PRED, "pastrows");
         ptx_r n2 = ptx_reg(g->f, PTX_B32, "niters");
         INS("setp.ge.s32 $, $, $;", past, t.m0, t.sq);
-        INS("selp.b32 $, 0, $, $;", n2, niters, past);
+        INS("selp.b32 $, 0, $, $;", n2, t.niters, past);
         t.niters = n2;
     }
     if (p->cfg.split_kv)

@@ -54,10 +54,22 @@
     S(mblk, SUB, mtop, mrev)
 
 /* Key blocks [nmin, nmax) seen by rows m0 .. m0+bm-1, bottom-right aligned, niters = their count
-   (inputs: m0, sq, sk, wl, wr with -1 = unlimited; constants bm, bn). */
+   (inputs: m0, sq, sk, wl, wr with -1 = unlimited; constants bm, bn). The common part takes the
+   first query row q0 and e0, one past the last; here q0 is m0 (an alias, no operation). */
 #define FA3_TILE_RANGE(S, K, P)              \
     S(diag, SUB, sk, sq)                     \
     K(e0, ADD, m0, FA3_TO_BM)                \
+    FA3_TILE_RANGE_FROM(S, K, P)
+/* Packed GQA: the tile's packed rows m0 .. m0+bm-1 are query rows q = packed / ratio, so its first
+   query row is m0 / ratio and its last (m0 + bm - 1) / ratio (input ratio besides the above). */
+#define FA3_TILE_RANGE_PACKED(S, K, P)       \
+    S(diag, SUB, sk, sq)                     \
+    S(q0, DIVU, m0, ratio)                   \
+    K(mlast, ADD, m0, FA3_TO_BM - 1)         \
+    S(qlast, DIVU, mlast, ratio)             \
+    K(e0, ADD, qlast, 1)                     \
+    FA3_TILE_RANGE_FROM(S, K, P)
+#define FA3_TILE_RANGE_FROM(S, K, P)         \
     S(e1, ADD, e0, diag)                     \
     S(e2, ADD, e1, wr)                       \
     S(e3, MINS, e2, sk)                      \
@@ -65,7 +77,7 @@
     K(kend0, MAXS, kend, 0)                  \
     K(kend1, ADD, kend0, FA3_TO_BN - 1)      \
     K(nmax, DIVS, kend1, FA3_TO_BN)          \
-    S(f0, ADD, m0, diag)                     \
+    S(f0, ADD, q0, diag)                     \
     S(f1, SUB, f0, wl)                       \
     K(f2, MAXS, f1, 0)                       \
     K(f3, DIVS, f2, FA3_TO_BN)               \
@@ -124,7 +136,23 @@ static inline int fa3_tile_range(int bm, int bn, int m0, int sq, int sk, int wl,
 {
 #define FA3_TO_BM ((uint32_t)bm)
 #define FA3_TO_BN ((uint32_t)bn)
+    const int q0 = m0;
     FA3_TILE_RANGE(FA3_TO_HS, FA3_TO_HS, FA3_TO_HP)
+#undef FA3_TO_BM
+#undef FA3_TO_BN
+    (void)nmax;
+    if (nmin_out)
+        *nmin_out = (int)nmin;
+    return (int)niters;
+}
+
+/* Packed GQA: the key blocks of the packed rows from m0 (ratio query heads a query row). */
+static inline int fa3_tile_range_packed(int bm, int bn, int m0, int ratio, int sq, int sk, int wl,
+                                        int wr, int *nmin_out)
+{
+#define FA3_TO_BM ((uint32_t)bm)
+#define FA3_TO_BN ((uint32_t)bn)
+    FA3_TILE_RANGE_PACKED(FA3_TO_HS, FA3_TO_HS, FA3_TO_HP)
 #undef FA3_TO_BM
 #undef FA3_TO_BN
     (void)nmax;

@@ -68,6 +68,46 @@ static fa3_status encode_map(const fa3_driver *d, uint8_t map[128], const char *
     return FA3_OK;
 }
 
+/* Packed GQA's 5-D map of Q or O (kernel_abi.h): {head_dim, ratio, seqlen, num_heads_k, batch}
+   with byte strides {head, row, ratio · head, batch}, box {cols, ratio, rows / ratio, 1, 1}: a
+   box's rows in shared memory are packed rows q·ratio + h in order. cp.async.bulk.tensor takes
+   1-5 dimensions and cuTensorMapEncodeTiled ranks up to 5, box extents 1..256 (ratio divides
+   block_m <= 192, so both box extents fit). */
+static fa3_status encode_map_gqa(const fa3_driver *d, uint8_t map[128], const char *which,
+                                 CUtensorMapDataType dtype, int esize, const void *ptr,
+                                 int head_dim, int seqlen, int num_heads, int num_heads_k,
+                                 int batch, int64_t row_stride, int64_t head_stride,
+                                 int64_t batch_stride, int rows, int cols)
+{
+    const int ratio = num_heads / num_heads_k;
+    const cuuint64_t dims[5] = {(cuuint64_t)head_dim, (cuuint64_t)ratio, (cuuint64_t)seqlen,
+                                (cuuint64_t)num_heads_k, (cuuint64_t)batch};
+    const int64_t strides_el[4] = {head_stride, row_stride, head_stride * ratio, batch_stride};
+    cuuint64_t strides[4];
+    for (int i = 0; i < 4; i++)
+        strides[i] = dims[i + 1] > 1 ? (cuuint64_t)strides_el[i] * (cuuint64_t)esize
+                                     : (cuuint64_t)substitute_stride(dims, i + 1, esize);
+    const cuuint32_t box[5] = {(cuuint32_t)cols, (cuuint32_t)ratio, (cuuint32_t)(rows / ratio),
+                               1, 1};
+    const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
+    CUresult r = d->cuTensorMapEncodeTiled((CUtensorMap *)(void *)map, dtype, 5, (void *)ptr, dims,
+                                           strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                           CU_TENSOR_MAP_SWIZZLE_128B,
+                                           CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r == CUDA_SUCCESS)
+        return FA3_OK;
+    fa3_status st = fa3_cu_check(r, "cuTensorMapEncodeTiled");
+    fa3_appenderr(" for %s (pack_gqa, 5-D): dims {%llu, %llu, %llu, %llu, %llu}, byte strides "
+                  "{%llu, %llu, %llu, %llu}, box {%d, %d, %d, 1, 1}, address %p", which,
+                  (unsigned long long)dims[0], (unsigned long long)dims[1],
+                  (unsigned long long)dims[2], (unsigned long long)dims[3],
+                  (unsigned long long)dims[4], (unsigned long long)strides[0],
+                  (unsigned long long)strides[1], (unsigned long long)strides[2],
+                  (unsigned long long)strides[3], cols, ratio, rows / ratio, ptr);
+    return st;
+}
+
 static int gcd_int(int a, int b)
 {
     while (b) {
@@ -137,7 +177,8 @@ static uint32_t section_hb(fa3_kernel *k, const fa3_fwd_args *a, int wl, int wr,
     const uint64_t budget = 32ull << 20, l2 = 50ull << 20;
     const uint64_t kv_head = (uint64_t)a->seqlen_k * (uint64_t)(c->head_dim + c->head_dim_v) *
                              (uint64_t)p->elem_bytes;
-    const uint64_t gqa = (uint64_t)(a->num_heads / a->num_heads_k); /* query heads per KV head */
+    /* query heads per KV head (packed GQA: a pair is a KV head already) */
+    const uint64_t gqa = c->pack_gqa ? 1 : (uint64_t)(a->num_heads / a->num_heads_k);
     uint64_t s = kv_head ? budget / kv_head * gqa : hb_total;
     const uint64_t floor_ = ((uint64_t)grid + 3) / 4;
     if (s < floor_)
@@ -205,9 +246,15 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
     /* varlen: the packed tensors as one batch of total_q / total_k rows (seqlen_q/k); the kernel
        adds each sequence's first row (cu_seqlens) to its coordinates */
     const int mb = c->varlen ? 1 : args->batch;
-    FA3_TRY(encode_map(d, prm->tmap_q, "q", dt, es, args->q, c->head_dim, args->seqlen_q,
-                       args->num_heads, mb, args->q_row_stride, args->q_head_stride,
-                       args->q_batch_stride, p->block_m, bc));
+    const int ratio = args->num_heads / args->num_heads_k;
+    if (c->pack_gqa) /* packed GQA: a tile's block_m packed rows (fa3_fwd_validate: ratio | bm) */
+        FA3_TRY(encode_map_gqa(d, prm->tmap_q, "q", dt, es, args->q, c->head_dim, args->seqlen_q,
+                               args->num_heads, args->num_heads_k, mb, args->q_row_stride,
+                               args->q_head_stride, args->q_batch_stride, p->block_m, bc));
+    else
+        FA3_TRY(encode_map(d, prm->tmap_q, "q", dt, es, args->q, c->head_dim, args->seqlen_q,
+                           args->num_heads, mb, args->q_row_stride, args->q_head_stride,
+                           args->q_batch_stride, p->block_m, bc));
     /* paged: K/V as {head_dim, page_size, num_heads_k, num_pages}, boxes of page_rows rows (the
        kernel loads a key block as block_n / page_rows boxes, each inside one page) */
     const int kv_rows = c->paged_kv ? args->page_size : args->seqlen_k;
@@ -249,6 +296,16 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
         } else {
             fa3_clearerr();
         }
+    } else if (c->pack_gqa) {
+        /* packed GQA: a warpgroup's 64 rows are 64 / ratio query rows of ratio heads, a 5-D box
+           when ratio divides 64; other ratios store from registers */
+        if (p->o_stage && 64 % ratio == 0 && o_tma_ok(args, p->out_bytes)) {
+            FA3_TRY(encode_map_gqa(d, prm->tmap_o, "o", odt, p->out_bytes, args->o,
+                                   c->head_dim_v, args->seqlen_q, args->num_heads,
+                                   args->num_heads_k, args->batch, args->o_row_stride,
+                                   args->o_head_stride, args->o_batch_stride, 64, 64));
+            prm->o_tma = 1;
+        }
     } else if (p->o_stage && o_tma_ok(args, p->out_bytes)) {
         FA3_TRY(encode_map(d, prm->tmap_o, "o", odt, p->out_bytes, args->o, c->head_dim_v,
                            args->seqlen_q, args->num_heads, args->batch, args->o_row_stride,
@@ -270,7 +327,9 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
     prm->heads_per_kv = args->num_heads / args->num_heads_k;
     /* varlen: every sequence gets the m_blocks of the longest (max_seqlen_q); the tiles past a
        shorter one's rows do nothing */
-    const int64_t rows_q = c->varlen ? args->max_seqlen_q : args->seqlen_q;
+    const int64_t rows_q = c->varlen    ? args->max_seqlen_q
+                           : c->pack_gqa ? (int64_t)args->seqlen_q * ratio /* packed rows */
+                                         : args->seqlen_q;
     prm->num_m_blocks = (int32_t)((rows_q + p->block_m - 1) / p->block_m);
     prm->cu_seqlens_q_ptr = (uint64_t)(uintptr_t)args->cu_seqlens_q;
     prm->cu_seqlens_k_ptr = (uint64_t)(uintptr_t)args->cu_seqlens_k;

@@ -279,9 +279,27 @@ fa3_status fa3_fwd_validate(const fa3_kernel *k, const fa3_fwd_args *a, float *s
                           "kernel's 32-bit index range)", a->seqlen_q,
                           L.paged ? "the page table's capacity" : "args->seqlen_k",
                           (long long)kmax, (long long)margin);
-    /* Tiles: ceil(longest query count / block_m) per (sequence, head). */
+    /* Tiles: ceil(longest query count / block_m) per (sequence, head); packed GQA: ceil(seqlen_q ·
+       ratio / block_m) per (sequence, kv head) */
     int64_t m_blocks = ((int64_t)L.q_bound + k->plan.block_m - 1) / k->plan.block_m;
     int64_t total = m_blocks * a->num_heads; /* ≤ 2^31 · 2^31 / 128: no overflow */
+    if (c->pack_gqa) {
+        const int ratio = a->num_heads / a->num_heads_k;
+        if (k->plan.block_m % ratio != 0)
+            return fa3_seterr(FA3_ERR_BAD_SHAPE,
+                              "pack_gqa: args->num_heads %d / args->num_heads_k %d = %d query "
+                              "heads per kv head must divide the kernel's block_m %d (use a "
+                              "pack_gqa 0 config for these heads)", a->num_heads,
+                              a->num_heads_k, ratio, k->plan.block_m);
+        const int64_t rows = (int64_t)a->seqlen_q * ratio; /* the packed rows of a kv head */
+        if (rows + margin > INT32_MAX)
+            return fa3_seterr(FA3_ERR_BAD_SHAPE,
+                              "pack_gqa: args->seqlen_q %d * %d query heads per kv head "
+                              "exceeds 2^31-1 - %lld (the kernel's 32-bit packed rows)",
+                              a->seqlen_q, ratio, (long long)margin);
+        m_blocks = (rows + k->plan.block_m - 1) / k->plan.block_m;
+        total = m_blocks * a->num_heads_k;
+    }
     if (total > INT32_MAX || total * a->batch > INT32_MAX)
         return fa3_seterr(FA3_ERR_BAD_SHAPE,
                           "too many tiles: ceil(%s %d / %d) * num_heads %d * batch %d exceeds "

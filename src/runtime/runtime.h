@@ -29,6 +29,7 @@ typedef struct fa3_kernel_module {
 typedef struct fa3_section_memo {
     int32_t seqlen_q, seqlen_k, wl, wr;
     uint32_t hb, grid, lo, hi, s; /* s = 0: empty entry */
+    int32_t ratio;                /* packed GQA: query heads per kv head (else 0) */
 } fa3_section_memo;
 #define FA3_SECTION_MEMO 16
 
@@ -239,6 +240,12 @@ FA3_INTERNAL fa3_status fa3_kernel_function(fa3_kernel *kernel, int part, CUfunc
 FA3_INTERNAL uint32_t fa3_section_search(const fa3_plan *p, int seqlen_q, int seqlen_k, int wl,
                                          int wr, uint32_t hb, unsigned grid, uint32_t lo,
                                          uint32_t hi);
+/* The same for a packed-GQA plan: hb (kv head, batch) pairs of ceil(seqlen_q · ratio / block_m)
+   tiles, each tile's key blocks those of its query rows (codegen/tile_order.h,
+   FA3_TILE_RANGE_PACKED); ratio 0: not packed, fa3_section_search. */
+FA3_INTERNAL uint32_t fa3_section_search_gqa(const fa3_plan *p, int ratio, int seqlen_q,
+                                             int seqlen_k, int wl, int wr, uint32_t hb,
+                                             unsigned grid, uint32_t lo, uint32_t hi);
 
 /* fa3_section_search for kernel's plan, remembering the last 16 launch shapes per kernel.
    Thread-safe (kernel->mu). */

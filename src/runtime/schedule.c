@@ -46,6 +46,13 @@ static double makespan(const int *blocks, uint32_t M, uint32_t hb, uint32_t s, u
 uint32_t fa3_section_search(const fa3_plan *p, int seqlen_q, int seqlen_k, int wl, int wr,
                             uint32_t hb, unsigned grid, uint32_t lo, uint32_t hi)
 {
+    return fa3_section_search_gqa(p, 0, seqlen_q, seqlen_k, wl, wr, hb, grid, lo, hi);
+}
+
+/* ratio 0: not packed (fa3_section_search). */
+uint32_t fa3_section_search_gqa(const fa3_plan *p, int ratio, int seqlen_q, int seqlen_k, int wl,
+                                int wr, uint32_t hb, unsigned grid, uint32_t lo, uint32_t hi)
+{
     if (hb == 0)
         return 1;
     if (hi > hb)
@@ -58,7 +65,8 @@ uint32_t fa3_section_search(const fa3_plan *p, int seqlen_q, int seqlen_k, int w
         lo = hi;
     if (lo == hi || grid == 0 || seqlen_q <= 0)
         return hi;
-    const uint32_t M = (uint32_t)(((int64_t)seqlen_q + p->block_m - 1) / p->block_m);
+    const int64_t rows = (int64_t)seqlen_q * (ratio > 0 ? ratio : 1); /* packed: q·ratio rows */
+    const uint32_t M = (uint32_t)((rows + p->block_m - 1) / p->block_m);
     /* too many tiles to simulate two sizes within the step budget: the largest size */
     const uint64_t cap = MAX_SIM_STEPS / ((uint64_t)M * hb);
     if (cap < 2)
@@ -68,8 +76,11 @@ uint32_t fa3_section_search(const fa3_plan *p, int seqlen_q, int seqlen_k, int w
     uint32_t best_s = hi;
     if (blocks && load) {
         for (uint32_t m = 0; m < M; m++)
-            blocks[m] = fa3_tile_range(p->block_m, p->block_n, (int)m * p->block_m, seqlen_q,
-                                       seqlen_k, wl, wr, NULL);
+            blocks[m] = ratio > 0 ? fa3_tile_range_packed(p->block_m, p->block_n,
+                                                          (int)m * p->block_m, ratio, seqlen_q,
+                                                          seqlen_k, wl, wr, NULL)
+                                  : fa3_tile_range(p->block_m, p->block_n, (int)m * p->block_m,
+                                                   seqlen_q, seqlen_k, wl, wr, NULL);
         uint32_t n = hi - lo + 1;
         if (n > MAX_CANDIDATES)
             n = MAX_CANDIDATES;
@@ -98,22 +109,26 @@ uint32_t fa3_section_search(const fa3_plan *p, int seqlen_q, int seqlen_k, int w
 uint32_t fa3_choose_section_hb(fa3_kernel *k, const fa3_fwd_args *a, int wl, int wr,
                                uint32_t hb, unsigned grid, uint32_t lo, uint32_t hi)
 {
+    const int ratio = k->cfg.pack_gqa ? a->num_heads / a->num_heads_k : 0;
     pthread_mutex_lock(&k->mu);
     for (int i = 0; i < FA3_SECTION_MEMO; i++) {
         const fa3_section_memo *e = &k->section_memo[i];
         if (e->s && e->seqlen_q == a->seqlen_q && e->seqlen_k == a->seqlen_k && e->wl == wl &&
-            e->wr == wr && e->hb == hb && e->grid == grid && e->lo == lo && e->hi == hi) {
+            e->wr == wr && e->hb == hb && e->grid == grid && e->lo == lo && e->hi == hi &&
+            e->ratio == ratio) {
             uint32_t s = e->s;
             pthread_mutex_unlock(&k->mu);
             return s;
         }
     }
     pthread_mutex_unlock(&k->mu);
-    uint32_t s = fa3_section_search(&k->plan, a->seqlen_q, a->seqlen_k, wl, wr, hb, grid, lo, hi);
+    uint32_t s = fa3_section_search_gqa(&k->plan, ratio, a->seqlen_q, a->seqlen_k, wl, wr, hb,
+                                        grid, lo, hi);
     pthread_mutex_lock(&k->mu);
     fa3_section_memo *e = &k->section_memo[k->section_memo_next++ % FA3_SECTION_MEMO];
     *e = (fa3_section_memo){.seqlen_q = a->seqlen_q, .seqlen_k = a->seqlen_k, .wl = wl, .wr = wr,
-                            .hb = hb, .grid = grid, .lo = lo, .hi = hi, .s = s};
+                            .hb = hb, .grid = grid, .lo = lo, .hi = hi, .s = s,
+                            .ratio = ratio};
     pthread_mutex_unlock(&k->mu);
     return s;
 }

@@ -299,6 +299,7 @@ int cmd_check(int argc, char **argv)
     int seqlen_q = 0, seqlen_k = 0, wl = 64, wr = 32;
     double softcap_value = 30.0;
     int no_descales = 0, saw_descales = 0, saw_batch = 0, varlen = 0, paged = 0, list = 0;
+    int pack = 0;
     uint64_t seed = 0;
     cli c = {.argc = argc, .argv = argv, .i = 1};
     while (cli_next(&c)) {
@@ -311,6 +312,11 @@ int cmd_check(int argc, char **argv)
         }
         if (cli_is(&c, "--paged")) {
             paged = cli_int(&c, 1, 256);
+            continue;
+        }
+        if (cli_is(&c, "--pack-gqa")) { /* check's packed decode cases (not a CONFIG flag) */
+            cli_noval(&c);
+            pack = 1;
             continue;
         }
         if (parse_common(&c, &o))
@@ -364,11 +370,15 @@ int cmd_check(int argc, char **argv)
     }
     if (all && o.config_flags)
         usage_error("'check --all' runs the full set; it cannot be combined with config flags");
+    if (pack && (all || varlen || paged))
+        usage_error("'check --pack-gqa' runs rectangular dense cases; it cannot be combined "
+                    "with %s", all ? "--all" : varlen ? "--varlen" : "--paged");
     if (o.config_flags) { /* a bad CONFIG is a usage error before the GPU, as for the others */
         fa3_config canon, layout = o.cfg;
         /* in the layouts asked for; paged_kv is the library's to refuse, per case, after the
            reference's checks (its kernel may not be generated yet) */
         layout.varlen = varlen || paged;
+        layout.pack_gqa |= pack;
         canonical_or_exit(&layout, &canon);
         if (saw_descales && canon.dtype != FA3_DTYPE_E4M3)
             usage_error("option '--descales' is for e4m3 inputs (--dtype e4m3); this %s "
@@ -399,7 +409,8 @@ int cmd_check(int argc, char **argv)
     int ncfg = 0;
     const check_cfg base = {.num_heads = heads, .num_heads_k = heads_k,
                             .softcap = (float)softcap_value, .window_left = wl, .window_right = wr};
-    int oom = check_configs(&o, all, varlen, paged, &base, &cfgs, &ncfg);
+    int oom = pack ? check_pack_configs(&o, &base, &cfgs, &ncfg)
+                   : check_configs(&o, all, varlen, paged, &base, &cfgs, &ncfg);
     int nvl = 0, nvl_cases = 0; /* the varlen / paged configurations and their cases */
     for (int ci = 0; ci < ncfg; ++ci)
         if (cfgs[ci].cfg.varlen || cfgs[ci].cfg.paged_kv) {
@@ -411,7 +422,8 @@ int cmd_check(int argc, char **argv)
 
     /* ---- the seqlen pairs */
     seq_pair pairs[CHECK_MAX_PAIRS];
-    int npairs = check_pairs(all, quick, seqlen_q, seqlen_k, pairs);
+    int npairs = pack ? check_pack_pairs(seqlen_q, seqlen_k, pairs)
+                      : check_pairs(all, quick, seqlen_q, seqlen_k, pairs);
 
     if (list) { /* the cases, without the GPU */
         for (int ci = 0; ci < ncfg; ++ci) {

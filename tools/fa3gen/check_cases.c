@@ -55,6 +55,8 @@ static void make_label(check_cfg *c)
         n += snprintf(c->label + n, sizeof c->label - (size_t)n, " paged");
     if (c->cfg.split_kv)
         n += snprintf(c->label + n, sizeof c->label - (size_t)n, " split");
+    if (c->cfg.pack_gqa)
+        n += snprintf(c->label + n, sizeof c->label - (size_t)n, " packgqa");
     if (c->cfg.block_n || c->cfg.stages)
         n += snprintf(c->label + n, sizeof c->label - (size_t)n, " bn%d st%d", c->cfg.block_n,
                       c->cfg.stages);
@@ -200,5 +202,46 @@ int check_pairs(int all, int quick, int seqlen_q, int seqlen_k, seq_pair *pairs)
             if (!quick || (default_pairs[i].q < 4096 && default_pairs[i].k < 4096))
                 pairs[n++] = default_pairs[i];
     }
+    return n;
+}
+
+static const seq_pair pack_pairs[] = {{1, 1}, {1, 1000}, {3, 77}, {8, 4096}, {16, 16}, {16, 1000}};
+
+int check_pack_configs(const common_opts *o, const check_cfg *base, check_cfg **cfgs, int *ncfg)
+{
+    static const int hds[] = {64, 128, 256};
+    static const fa3_dtype dts[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16, FA3_DTYPE_E4M3};
+    static const int heads[2][2] = {{32, 8}, {16, 2}}; /* GQA 4 and 8: divide 128 and 192 */
+    int cap = 0, oom = 0;
+    const int nconf = o->config_flags ? 1 : 3 * 3 * 2 * 2;
+    for (int ci = 0; ci < nconf; ++ci)
+        for (int g = 0; g < 2; ++g) {
+            check_cfg cc = *base;
+            cc.num_heads = heads[g][0];
+            cc.num_heads_k = heads[g][1];
+            if (o->config_flags) {
+                cc.cfg = o->cfg;
+            } else {
+                fa3_config_init(&cc.cfg);
+                cc.cfg.head_dim = hds[ci / 12];
+                cc.cfg.dtype = dts[ci / 4 % 3];
+                cc.cfg.mask = ci / 2 % 2 ? FA3_MASK_CAUSAL : FA3_MASK_NONE;
+                cc.cfg.split_kv = ci % 2;
+            }
+            cc.cfg.pack_gqa = 1;
+            oom |= add_cfg(cfgs, ncfg, &cap, cc);
+        }
+    return oom;
+}
+
+int check_pack_pairs(int seqlen_q, int seqlen_k, seq_pair *pairs)
+{
+    if (seqlen_q || seqlen_k) {
+        pairs[0] = (seq_pair){seqlen_q ? seqlen_q : seqlen_k, seqlen_k ? seqlen_k : seqlen_q};
+        return 1;
+    }
+    int n = 0;
+    for (size_t i = 0; i < sizeof pack_pairs / sizeof pack_pairs[0]; ++i)
+        pairs[n++] = pack_pairs[i];
     return n;
 }

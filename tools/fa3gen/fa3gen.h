@@ -147,6 +147,11 @@ int check_configs(const common_opts *o, int all, int varlen, int paged, const ch
 /* The seqlen pairs into pairs (CHECK_MAX_PAIRS room): the one of --seqlen-q/-k (either given),
    else those of --all or the default set (quick: without 4096). Returns how many. */
 int check_pairs(int all, int quick, int seqlen_q, int seqlen_k, seq_pair *pairs);
+/* check --pack-gqa: the configurations (CONFIG, else hd 64/128/256 x dtype x none/causal x
+   split_kv 0/1) with pack_gqa 1 at GQA 4 (32/8) and 8 (16/2), and their decode-shaped seqlen
+   pairs (the one of --seqlen-q/-k when given). */
+int check_pack_configs(const common_opts *o, const check_cfg *base, check_cfg **cfgs, int *ncfg);
+int check_pack_pairs(int seqlen_q, int seqlen_k, seq_pair *pairs);
 /* The dtype of O for cfg: out_dtype, FA3_DTYPE_AUTO resolved (bf16 for e4m3, else dtype). */
 fa3_dtype check_out_dtype(const fa3_config *cfg);
 
