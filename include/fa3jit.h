@@ -183,6 +183,13 @@ typedef struct fa3_config {
                          fa3_fwd_args.num_splits chunks, each a tile of its own writing fp32
                          partial O and LSE, which a combine kernel merges into O and LSE;
                          0: one pass over all keys */
+    int block_m;      /* query rows per tile; 0 = the planner's choice (128, or 192 with three
+                         consumer warpgroups at head_dim 64 bf16/fp16); 64 = one consumer
+                         warpgroup, the decode tile: for 1-64 query rows per tile (decode, few
+                         rows, packed GQA) it does a half (a third at head_dim 64) of the tensor
+                         work per key block, and the planner gives its freed shared memory to a
+                         deeper K/V ring. 128 or 192 only where the planner chooses them.
+                         Canonical form: the planner's value; describe adds " bm64" */
 } fa3_config;
 
 /** Sets struct_size and the defaults: head_dim 128, head_dim_v 0, bf16, no mask, no softcap,
@@ -192,7 +199,8 @@ FA3_API void fa3_config_init_sized(fa3_config *cfg, size_t struct_size);
 
 /**
  * Validates cfg and writes its canonical form to out (out may equal cfg; cfg->struct_size bytes,
- * struct_size included): head_dim_v 0 → head_dim, block_n/stages 0 → the planner's values.
+ * struct_size included): head_dim_v 0 → head_dim, block_n/stages/block_m 0 → the planner's
+ * values.
  * Errors: FA3_ERR_INVALID_ARGUMENT (NULL, or a struct_size this library does not know),
  * FA3_ERR_BAD_HEAD_DIM, _BAD_HEAD_DIM_V, _BAD_DTYPE, _BAD_MASK, _BAD_ARCH, _BAD_BLOCK; the message
  * names the field and its value. On error out is left unchanged.
@@ -203,8 +211,9 @@ FA3_API fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *ou
  * Enumerates the configurations this build supports, in canonical form (the planner's block_n and
  * stages): every head_dim / head_dim_v pair (64, 96, 128, 192, 256 with head_dim_v = head_dim,
  * and 192 with 128) × dtype (bf16, fp16, e4m3 with out_dtype bf16) × mask (none, causal, local)
- * × softcap (0, 1) × varlen (0, 1) × paged_kv (0, 1) × split_kv (0, 1; only with varlen 0) that
- * fa3_config_canonicalize accepts, in that order. Writes the first min(total, max) of them to out
+ * × softcap (0, 1) × varlen (0, 1) × paged_kv (0, 1) × split_kv (0, 1; only with varlen 0)
+ * × block_m (the planner's, or 64 with varlen 0) that fa3_config_canonicalize accepts, in that
+ * order. Writes the first min(total, max) of them to out
  * (out may be NULL when max <= 0) and returns the total, so fa3_supported_configs(NULL, 0) gives
  * the count. Pure, thread-safe, needs no GPU. This is the set `fa3-gen cache warm --all`
  * precompiles. A macro passing the caller's sizeof(fa3_config): the array's stride, and each

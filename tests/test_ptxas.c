@@ -1,9 +1,9 @@
 /*
  * test_ptxas: CI's compile gate. For every supported config (head_dim 64/96/128/192/256 and
  * (192, 128) × bf16/fp16/e4m3 × mask none/causal/local × softcap 0/1, e4m3 with fp16 output, the
- * knob variants that change the code, and split-KV kernels) the generated PTX is compiled
- * whole-program by the toolkit's offline ptxas (`ptxas -arch=sm_90a -O3 -v`, path $PTXAS or
- * <cuda_dir>/bin/ptxas), and the test fails on:
+ * knob variants that change the code, split-KV kernels and block_m 64 ones) the generated PTX
+ * is compiled whole-program by the toolkit's offline ptxas (`ptxas -arch=sm_90a -O3 -v`, path
+ * $PTXAS or <cuda_dir>/bin/ptxas), and the test fails on:
  *   - a non-zero exit status or no cubin for the entry function;
  *   - any diagnostic line: one containing "warning", "Performance Loss" or a "(Cnnnn)" code.
  *     ptxas prints C7504/C7508 (setmaxnreg ignored) and C7510–C7515 (wgmma serialized) as
@@ -17,6 +17,7 @@
  * A config the library refuses at canonicalisation is skipped with a note, except the default set
  * (64/128/256 × bf16/fp16 × none/causal, no softcap), which must always be accepted.
  * Prints per config: registers, spills, stack, static and dynamic shared memory.
+ * FA3JIT_TEST_FILTER restricts the run to the cases whose names match (e.g. "*bm64*").
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -66,8 +67,13 @@ typedef struct ptxas_case {
    kernels' largest; all 216 listed split configs compile alike, 0 spills, checked at their
    introduction); NCOMBINE: the combine kernels, head_dim_v 64/96/128/192/256 × bf16/fp16 ×
    varlen 0/1 */
+/* NBM64: block_m 64 (one consumer warpgroup), every head-dim pair and dtype in four layouts with
+   the mask and softcap code (the largest kernels): split-KV causal dense and local paged, one pass
+   local dense and causal paged. All 432 listed block_m 64 configs compiled alike, 0 spills, no
+   diagnostic, 255 registers, at its introduction (a one-off sweep, docs/kernel.md). */
 enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 3, NFP8X = 3, NSPLIT = 6 * 3 * 2,
-       NCOMBINE = 5 * 2 * 2, NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE };
+       NCOMBINE = 5 * 2 * 2, NBM64 = 6 * 3 * 4,
+       NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NBM64 };
 static ptxas_case g_cases[NCASES];
 
 /* Resources read from a ptxas -v log (-1 = not found). */
@@ -560,6 +566,29 @@ int main(void)
                 tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
                 n++;
             }
+    /* block_m 64: split-KV and one pass, each with a dense and a paged layout */
+    static const struct { int split, mask, paged; const char *tag; } bl[4] = {
+        {1, FA3_MASK_CAUSAL, 0, "split"}, {1, FA3_MASK_LOCAL, 1, "paged_split"},
+        {0, FA3_MASK_LOCAL, 0, "dense"}, {0, FA3_MASK_CAUSAL, 1, "paged"}};
+    for (int h = 0; h < 6; h++)
+        for (int dt = 0; dt < 3; dt++)
+            for (int l = 0; l < 4; l++) {
+                ptxas_case *pc = &g_cases[n];
+                fa3_config_init(&pc->cfg);
+                pc->cfg.head_dim = hds[h][0];
+                pc->cfg.head_dim_v = hds[h][1];
+                pc->cfg.dtype = (fa3_dtype)dt;
+                pc->cfg.mask = (fa3_mask)bl[l].mask;
+                pc->cfg.softcap = 1;
+                pc->cfg.split_kv = bl[l].split;
+                pc->cfg.paged_kv = bl[l].paged;
+                pc->cfg.block_m = 64;
+                pc->must_accept = 1;
+                snprintf(pc->name, sizeof pc->name, "hd%dx%d_%s_%s_softcap_bm64_%s", hds[h][0],
+                         hds[h][1], dts[dt], masks[bl[l].mask], bl[l].tag);
+                tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
+                n++;
+            }
     /* split-KV's combine kernels (planned from the split config of that head_dim_v) */
     static const int hdvs[5] = {64, 96, 128, 192, 256};
     for (int h = 0; h < 5; h++)
@@ -578,5 +607,13 @@ int main(void)
                 tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
                 n++;
             }
+    if (n != NCASES) {
+        printf("%d cases made, %d declared\n", n, (int)NCASES);
+        return 1;
+    }
+    /* FA3JIT_TEST_FILTER: only the cases whose names match (cmocka's pattern, e.g. "*bm64*") */
+    const char *filter = getenv("FA3JIT_TEST_FILTER");
+    if (filter && *filter)
+        cmocka_set_test_filter(filter);
     return cmocka_run_group_tests_name("ptxas", tests, group_setup, group_teardown);
 }

@@ -46,7 +46,14 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
                           (int)c.arch);
     fa3_config planned = c;
     fa3_plan_default_tiles(&c, &planned.block_n, &planned.stages);
-    fa3_config_fill_zero(&c, FA3_CANON_PLANNER, &planned); /* block_n, stages 0 = the planner's */
+    /* block_m: 64 (one consumer warpgroup), or the planner's 128/192 (for the tile's block_n) */
+    planned.block_m = fa3_plan_default_block_m(&c, c.block_n ? c.block_n : planned.block_n);
+    if (c.block_m != 0 && c.block_m != 64 && c.block_m != planned.block_m)
+        return fa3_seterr(FA3_ERR_BAD_BLOCK,
+                          "block_m %d is invalid (0 = the planner's choice, %d here; 64 = one "
+                          "consumer warpgroup)", c.block_m, planned.block_m);
+    fa3_config_fill_zero(&c, FA3_CANON_PLANNER, &planned); /* block_n, stages, block_m 0 = the
+                                                             planner's */
     if (c.block_n < 16 || c.block_n > 256 || c.block_n % 16 != 0)
         return fa3_seterr(FA3_ERR_BAD_BLOCK,
                           "block_n %d is invalid (a multiple of 16 in 16..256)", c.block_n);
@@ -62,7 +69,8 @@ int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
     /* Candidates; fa3_config_canonicalize decides, so the list follows the generator. Split-KV
        kernels are listed without varlen (dense and paged K/V: the decode calls it is for; the
        generator makes varlen ones too), which keeps the list, and the cache warm and ptx-hash
-       over it, 648 configs instead of 864. */
+       over it, 648 configs instead of 864. So is block_m 64 (the decode tile: one consumer
+       warpgroup), with and without split-KV: 432 more, 1080 in all. */
     static const int heads[][2] = {{64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256},
                                    {192, 128}};
     static const fa3_dtype dtypes[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16, FA3_DTYPE_E4M3};
@@ -72,14 +80,16 @@ int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
         for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
             for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++)
                 for (int sc = 0; sc <= 1; sc++)
-                for (int vl = 0; vl <= 7; vl++) { /* varlen, paged_kv, split_kv: bits 0-2 */
-                    if ((vl & 1) && (vl & 4))
-                        continue; /* split-KV is listed for rectangular Q only (below) */
+                for (int vl = 0; vl <= 15; vl++) { /* varlen, paged_kv, split_kv, block_m 64:
+                                                       bits 0-3 */
+                    if ((vl & 1) && (vl & 12))
+                        continue; /* split-KV and block_m 64 are listed for rectangular Q only */
                     fa3_config c, canon;
                     fa3_config_init(&c);
                     c.varlen = vl & 1;
                     c.paged_kv = (vl >> 1) & 1;
-                    c.split_kv = vl >> 2;
+                    c.split_kv = (vl >> 2) & 1;
+                    c.block_m = vl & 8 ? 64 : 0;
                     c.head_dim = heads[h][0];
                     c.head_dim_v = heads[h][1];
                     c.dtype = dtypes[d];

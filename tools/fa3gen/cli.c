@@ -252,6 +252,8 @@ int parse_common(cli *c, common_opts *o)
     } else if (cli_is(c, "--split-kv")) {
         cli_noval(c);
         o->cfg.split_kv = 1;
+    } else if (cli_is(c, "--block-m")) {
+        o->cfg.block_m = cli_int(c, INT_MIN, INT_MAX);
     } else if (cli_is(c, "--block-n")) {
         o->cfg.block_n = cli_int(c, INT_MIN, INT_MAX);
     } else if (cli_is(c, "--stages")) {

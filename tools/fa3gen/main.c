@@ -60,6 +60,8 @@ void print_help(FILE *f)
 "  --paged-kv           (with --emit-ptx, --info, bench) K/V in a paged cache (page_table)\n"
 "  --split-kv           split-KV: each tile's keys in num_splits chunks (fp32 partials,\n"
 "                       then a combine)\n"
+"  --block-m N          query rows per tile: 64 = one consumer warpgroup, the decode tile\n"
+"                       (default: the planner's choice, 128 or 192)\n"
 "  --block-n N          keys per tile (default: the planner's choice)\n"
 "  --stages N           K/V pipeline depth (default: the planner's choice)\n"
 "\n"
