@@ -226,7 +226,9 @@ FA3_API int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_
 
 /** Short human-readable form of cfg as given (not canonicalised: canonicalise first to see the
  *  planner's tiles), e.g. "hd128 bf16 causal sm_90a bn128 st2" or "hd192x128 fp16 local softcap
- *  sm_90a bn128 st2". Truncates to buf_size (64 bytes always suffice) and still returns FA3_OK. */
+ *  sm_90a bn128 st2" (block_m 64 adds " bm64"). Truncates to buf_size (96 bytes suffice for
+ *  every canonical config; the longest, e4m3 with fp16 output, varlen or split, paged and bm64,
+ *  is near 80) and still returns FA3_OK. */
 FA3_API fa3_status fa3_config_describe(const fa3_config *cfg, char *buf, size_t buf_size);
 
 /**

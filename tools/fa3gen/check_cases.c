@@ -53,6 +53,8 @@ static void make_label(check_cfg *c)
         n += snprintf(c->label + n, sizeof c->label - (size_t)n, " varlen");
     if (c->cfg.paged_kv)
         n += snprintf(c->label + n, sizeof c->label - (size_t)n, " paged");
+    if (c->cfg.block_m == 64)
+        n += snprintf(c->label + n, sizeof c->label - (size_t)n, " bm64");
     if (c->cfg.block_n || c->cfg.stages)
         n += snprintf(c->label + n, sizeof c->label - (size_t)n, " bn%d st%d", c->cfg.block_n,
                       c->cfg.stages);
