@@ -131,8 +131,9 @@ int check_configs(const common_opts *o, int all, int varlen, int paged, const ch
             for (int si = 0; si < nsup; ++si) {
                 if (sup[si].dtype != FA3_DTYPE_BF16 || sup[si].mask != FA3_MASK_NONE ||
                     sup[si].softcap || sup[si].varlen != vl || sup[si].paged_kv ||
-                    sup[si].split_kv)
-                    continue; /* one entry per head-dim pair (the paged layouts: add_layouts) */
+                    sup[si].split_kv || sup[si].block_m == 64)
+                    continue; /* one entry per head-dim pair (the paged layouts: add_layouts;
+                                 block_m 64: check --block-m 64 CONFIG) */
                 fa3_config probe; /* the pair with the planner's tiles (block_n, stages 0) */
                 fa3_config_init(&probe);
                 probe.head_dim = sup[si].head_dim;
