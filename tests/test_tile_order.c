@@ -308,6 +308,12 @@ static void test_orders_agree(void **state)
         {1, 128, 80, 777, 777, 100, 20, 6, 2, 2, 12, 9, 7},  /* local */
         {0, 128, 128, 1, 700, -1, -1, 8, 3, 4, 1, 132, 24}, /* 24 splits of 6 blocks */
         {1, 128, 128, 300, 1000, -1, 0, 2, 2, 1, 4, 16, 24},
+        /* block_m 64 (the decode tile): one pass and split, masks none, causal, local */
+        {0, 64, 128, 7, 4096, -1, -1, 8, 3, 4, 1, 132, 0},
+        {1, 64, 128, 300, 1000, -1, 0, 4, 2, 2, 3, 9, 0},     /* causal, a tail m_block */
+        {1, 64, 80, 65, 4096, 64, 32, 4, 2, 1, 2, 5, 0},      /* local */
+        {0, 64, 128, 1, 4096, -1, -1, 8, 2, 4, 1, 132, 4},
+        {1, 64, 112, 65, 1000, -1, 0, 4, 2, 2, 4, 16, 4},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         check_shape(&shapes[i]);
