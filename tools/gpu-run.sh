@@ -205,6 +205,11 @@ for step in $steps; do
     for tool in racecheck synccheck; do
       logged sanitize_bm64_$tool 200 6 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
         $gen check --block-m 64 --causal --seqlen-q 129 --seqlen-k 1000 --batch 2
+    done
+    # decode GB/s (K+V read once): block_m 128 and 64, each one pass and split-KV
+    for f in "" "--split-kv" "--block-m 64" "--block-m 64 --split-kv"; do
+      echo "--- bench --decode $f"
+      logged "bench_decode${f// /_}" 120 8 $gen bench --decode $f
     done ;;
   decode) # decode shapes vs cuDNN and FA4 (the peers' decode.py; needs .peers set up)
     logged decode_bench 400 30 python3 "$root/.peers/a/decode.py" ;;
