@@ -196,6 +196,13 @@ typedef struct fa3_config {
                          paged K/V, split_kv 0 or 1, every head dim, dtype, mask and softcap;
                          same results and tensor layouts as pack_gqa 0. 0: one query head a
                          tile */
+    int block_m;      /* query rows per tile; 0 = the planner's choice (128, or 192 with three
+                         consumer warpgroups at head_dim 64 bf16/fp16); 64 = one consumer
+                         warpgroup, the decode tile: for 1-64 query rows per tile (decode, few
+                         rows, packed GQA) it does a half (a third at head_dim 64) of the tensor
+                         work per key block, and the planner gives its freed shared memory to a
+                         deeper K/V ring. 128 or 192 only where the planner chooses them.
+                         Canonical form: the planner's value; describe adds " bm64" */
 } fa3_config;
 
 /** Sets struct_size and the defaults: head_dim 128, head_dim_v 0, bf16, no mask, no softcap,
@@ -205,7 +212,8 @@ FA3_API void fa3_config_init_sized(fa3_config *cfg, size_t struct_size);
 
 /**
  * Validates cfg and writes its canonical form to out (out may equal cfg; cfg->struct_size bytes,
- * struct_size included): head_dim_v 0 → head_dim, block_n/stages 0 → the planner's values.
+ * struct_size included): head_dim_v 0 → head_dim, block_n/stages/block_m 0 → the planner's
+ * values.
  * Errors: FA3_ERR_INVALID_ARGUMENT (NULL, or a struct_size this library does not know),
  * FA3_ERR_BAD_HEAD_DIM, _BAD_HEAD_DIM_V, _BAD_DTYPE, _BAD_MASK, _BAD_ARCH, _BAD_BLOCK; the message
  * names the field and its value. On error out is left unchanged.
@@ -216,9 +224,9 @@ FA3_API fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *ou
  * Enumerates the configurations this build supports, in canonical form (the planner's block_n and
  * stages): every head_dim / head_dim_v pair (64, 96, 128, 192, 256 with head_dim_v = head_dim,
  * and 192 with 128) × dtype (bf16, fp16, e4m3 with out_dtype bf16) × mask (none, causal, local)
- * × softcap (0, 1) × varlen (0, 1) × paged_kv (0, 1) × split_kv (0, 1)
- * × pack_gqa (0, 1; 1 only with split_kv 1 and varlen 0: the decode configs) that
- * fa3_config_canonicalize accepts, in that order. Writes the first min(total, max) of them to out
+ * × softcap (0, 1) × varlen (0, 1) × paged_kv (0, 1) × split_kv (0, 1), and the decode
+ * configs: pack_gqa 1 with split_kv 1, varlen 0 and block_m 64 (the planner's block_m otherwise)
+ * that fa3_config_canonicalize accepts, in that order. Writes the first min(total, max) of them to out
  * (out may be NULL when max <= 0) and returns the total, so fa3_supported_configs(NULL, 0) gives
  * the count. Pure, thread-safe, needs no GPU. This is the set `fa3-gen cache warm --all`
  * precompiles. A macro passing the caller's sizeof(fa3_config): the array's stride, and each
@@ -231,7 +239,9 @@ FA3_API int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_
 
 /** Short human-readable form of cfg as given (not canonicalised: canonicalise first to see the
  *  planner's tiles), e.g. "hd128 bf16 causal sm_90a bn128 st2" or "hd192x128 fp16 local softcap
- *  sm_90a bn128 st2". Truncates to buf_size (64 bytes always suffice) and still returns FA3_OK. */
+ *  sm_90a bn128 st2" (block_m 64 adds " bm64"). Truncates to buf_size (96 bytes suffice for
+ *  every canonical config; the longest, e4m3 with fp16 output, varlen or split, paged and bm64,
+ *  is near 80) and still returns FA3_OK. */
 FA3_API fa3_status fa3_config_describe(const fa3_config *cfg, char *buf, size_t buf_size);
 
 /**

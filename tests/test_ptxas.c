@@ -1,9 +1,9 @@
 /*
  * test_ptxas: CI's compile gate. For every supported config (head_dim 64/96/128/192/256 and
  * (192, 128) × bf16/fp16/e4m3 × mask none/causal/local × softcap 0/1, e4m3 with fp16 output, the
- * knob variants that change the code, and split-KV kernels) the generated PTX is compiled
- * whole-program by the toolkit's offline ptxas (`ptxas -arch=sm_90a -O3 -v`, path $PTXAS or
- * <cuda_dir>/bin/ptxas), and the test fails on:
+ * knob variants that change the code, split-KV kernels and block_m 64 ones) the generated PTX
+ * is compiled whole-program by the toolkit's offline ptxas (`ptxas -arch=sm_90a -O3 -v`, path
+ * $PTXAS or <cuda_dir>/bin/ptxas), and the test fails on:
  *   - a non-zero exit status or no cubin for the entry function;
  *   - any diagnostic line: one containing "warning", "Performance Loss" or a "(Cnnnn)" code.
  *     ptxas prints C7504/C7508 (setmaxnreg ignored) and C7510–C7515 (wgmma serialized) as
@@ -17,6 +17,7 @@
  * A config the library refuses at canonicalisation is skipped with a note, except the default set
  * (64/128/256 × bf16/fp16 × none/causal, no softcap), which must always be accepted.
  * Prints per config: registers, spills, stack, static and dynamic shared memory.
+ * FA3JIT_TEST_FILTER restricts the run to the cases whose names match (e.g. "*bm64*").
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -69,9 +70,16 @@ typedef struct ptxas_case {
 /* NPACK: packed GQA, every head-dim pair and dtype: causal softcap (split 0, dense K/V) and local
    softcap split-KV with paged K/V (the packed kernels' largest: per-row query/head division,
    5-D Q loads, paged runs) */
+/* NBM64: block_m 64 (one consumer warpgroup), every head-dim pair and dtype in four layouts with
+   the mask and softcap code (the largest kernels): split-KV causal dense and local paged, one pass
+   local dense and causal paged. All 432 block_m 64 configs (pack_gqa 0) compiled alike, 0 spills,
+   no diagnostic, 255 registers, at its introduction (a one-off sweep, docs/kernel.md).
+   NDECODE: the listed decode family (pack_gqa 1, block_m 64, split-KV), every head-dim pair and
+   dtype, causal softcap dense and local softcap paged. */
 enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 3, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
-       NCOMBINE = 5 * 2 * 2, NPACK = 6 * 3 * 2,
-       NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NPACK };
+       NCOMBINE = 5 * 2 * 2, NPACK = 6 * 3 * 2, NBM64 = 6 * 3 * 4, NDECODE = 6 * 3 * 2,
+       NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NPACK + NBM64 +
+                NDECODE };
 static ptxas_case g_cases[NCASES];
 
 /* Resources read from a ptxas -v log (-1 = not found). */
@@ -565,6 +573,29 @@ int main(void)
                 tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
                 n++;
             }
+    /* block_m 64: split-KV and one pass, each with a dense and a paged layout */
+    static const struct { int split, mask, paged; const char *tag; } bl[4] = {
+        {1, FA3_MASK_CAUSAL, 0, "split"}, {1, FA3_MASK_LOCAL, 1, "paged_split"},
+        {0, FA3_MASK_LOCAL, 0, "dense"}, {0, FA3_MASK_CAUSAL, 1, "paged"}};
+    for (int h = 0; h < 6; h++)
+        for (int dt = 0; dt < 3; dt++)
+            for (int l = 0; l < 4; l++) {
+                ptxas_case *pc = &g_cases[n];
+                fa3_config_init(&pc->cfg);
+                pc->cfg.head_dim = hds[h][0];
+                pc->cfg.head_dim_v = hds[h][1];
+                pc->cfg.dtype = (fa3_dtype)dt;
+                pc->cfg.mask = (fa3_mask)bl[l].mask;
+                pc->cfg.softcap = 1;
+                pc->cfg.split_kv = bl[l].split;
+                pc->cfg.paged_kv = bl[l].paged;
+                pc->cfg.block_m = 64;
+                pc->must_accept = 1;
+                snprintf(pc->name, sizeof pc->name, "hd%dx%d_%s_%s_softcap_bm64_%s", hds[h][0],
+                         hds[h][1], dts[dt], masks[bl[l].mask], bl[l].tag);
+                tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
+                n++;
+            }
     /* split-KV's combine kernels (planned from the split config of that head_dim_v) */
     static const int hdvs[5] = {64, 96, 128, 192, 256};
     for (int h = 0; h < 5; h++)
@@ -602,10 +633,35 @@ int main(void)
                 tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
                 n++;
             }
-    /* FA3JIT_PTXAS_FILTER: only the cases whose names match (cmocka's pattern, e.g.
-       "*packgqa"), to check a new group without the whole run */
-    const char *filter = getenv("FA3JIT_PTXAS_FILTER");
-    if (filter && filter[0])
+    /* the decode family as listed: packed GQA, block_m 64, split-KV */
+    for (int h = 0; h < 6; h++)
+        for (int dt = 0; dt < 3; dt++)
+            for (int v = 0; v < 2; v++) {
+                ptxas_case *pc = &g_cases[n];
+                fa3_config_init(&pc->cfg);
+                pc->cfg.head_dim = hds[h][0];
+                pc->cfg.head_dim_v = hds[h][1];
+                pc->cfg.dtype = (fa3_dtype)dt;
+                pc->cfg.mask = v ? FA3_MASK_LOCAL : FA3_MASK_CAUSAL;
+                pc->cfg.softcap = 1;
+                pc->cfg.split_kv = v;
+                pc->cfg.paged_kv = v;
+                pc->cfg.pack_gqa = 1;
+                pc->cfg.block_m = 64;
+                pc->cfg.split_kv = 1;
+                pc->must_accept = 1;
+                snprintf(pc->name, sizeof pc->name, "hd%dx%d_%s_%s_softcap%s_decode", hds[h][0],
+                         hds[h][1], dts[dt], masks[pc->cfg.mask], v ? "_paged" : "");
+                tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
+                n++;
+            }
+    if (n != NCASES) {
+        printf("%d cases made, %d declared\n", n, (int)NCASES);
+        return 1;
+    }
+    /* FA3JIT_TEST_FILTER: only the cases whose names match (cmocka's pattern, e.g. "*bm64*") */
+    const char *filter = getenv("FA3JIT_TEST_FILTER");
+    if (filter && *filter)
         cmocka_set_test_filter(filter);
     return cmocka_run_group_tests_name("ptxas", tests, group_setup, group_teardown);
 }

@@ -339,6 +339,12 @@ static void test_orders_agree(void **state)
            to key 928, the first of a block (an off-by-one in the range shows) */
         {1, 128, 16, 104, 1001, -1, 0, 8, 1, 4, 1, 5, 0, 1},
         {1, 128, 16, 104, 1001, 15, 0, 8, 1, 4, 1, 5, 0, 1},
+        /* block_m 64 (the decode tile): one pass and split, masks none, causal, local */
+        {0, 64, 128, 7, 4096, -1, -1, 8, 3, 4, 1, 132, 0, 0},
+        {1, 64, 128, 300, 1000, -1, 0, 4, 2, 2, 3, 9, 0, 0},     /* causal, a tail m_block */
+        {1, 64, 80, 65, 4096, 64, 32, 4, 2, 1, 2, 5, 0, 0},      /* local */
+        {0, 64, 128, 1, 4096, -1, -1, 8, 2, 4, 1, 132, 4, 0},
+        {1, 64, 112, 65, 1000, -1, 0, 4, 2, 2, 4, 16, 4, 0},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         check_shape(&shapes[i]);

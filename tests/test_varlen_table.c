@@ -396,7 +396,7 @@ static void test_table_ptx(void **state)
     warp *w = calloc(1, sizeof *w);
     assert_non_null(w);
     for (int masked = 0; masked < 2; masked++)
-        for (int bm = 128; bm <= 192; bm += 64) {
+        for (int bm = 64; bm <= 192; bm += 64) { /* 64: the decode tile (block_m 64) */
             const int vtab = 4096 + 16 * (int)rnd(64);
             table_ptx tp;
             emit(masked, bm, vtab, &tp);

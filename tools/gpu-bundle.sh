@@ -12,7 +12,7 @@ cp build/fa3-gen build/tests/test_gpu build/tests/test_edge build/tests/test_mag
   build/tests/test_fp8 build/tests/test_fwd_args build/tests/test_quantize \
   build/tests/test_varlen build/tests/test_varlen_args build/tests/test_splitkv \
   build/tests/test_splitkv_combine build/tests/test_splitkv_fwd build/tests/test_kvcache \
-  build/tests/test_pack_gqa .gpu/
+  build/tests/test_pack_gqa build/tests/test_block_m64 .gpu/
 # test_fwd_args and test_varlen_args link the static library (41 MB): stripped and xz'd to fit
 # the 64 MiB carry
 for t in test_fwd_args test_varlen_args; do strip --strip-unneeded .gpu/$t && xz -T2 -1 .gpu/$t; done

@@ -4,7 +4,7 @@
 # the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
 # fp8 varlen varlenbench checkvarlen splitkv kvcache
-# sanitize_e18 decode checksplit splitpy packgqa. FA3JIT_BENCH_DTYPES picks compare's dtypes;
+# sanitize_e18 decode checksplit splitpy packgqa blockm64. FA3JIT_BENCH_DTYPES picks compare's dtypes;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -210,6 +210,31 @@ for step in $steps; do
     done
     logged check_split_paged 300 6 $gen check --split-kv --paged 16 --head-dim 128 ;;
   splitpy) logged pytest_splits 300 15 bash -c 'cd "$1" && python3 -m pytest python/tests/test_splits_torch.py -q -rs' _ "$root" ;;
+  blockm64) # the decode tile (config block_m 64): fa3_fwd against the reference (test_block_m64),
+    # the SASS of a few block_m 64 kernels (setmaxnreg kept, no local memory), fa3-gen check of
+    # block_m 64 configs (dense, paged 16, GQA causal hd64), and compute-sanitizer's racecheck and
+    # synccheck on one (the kernel without its ping-pong barriers)
+    logged test_block_m64 120 40 "$root/.gpu/test_block_m64"
+    for f in "--head-dim 128" "--head-dim 64 --causal" "--head-dim 256 --causal --paged-kv" \
+             "--head-dim 128 --dtype e4m3 --local --softcap" "--head-dim 128 --split-kv"; do
+      $gen --emit-cubin /tmp/k.cubin $f --block-m 64 >/dev/null || rc=1
+      s=$(cuobjdump -sass /tmp/k.cubin)
+      n_set=$(grep -c USETMAXREG <<<"$s"); n_ldl=$(grep -c -E '\b(LDL|STL)\b' <<<"$s")
+      echo "bm64 $f: USETMAXREG $n_set LDL/STL $n_ldl"
+      [ "$n_set" -ge 2 ] && [ "$n_ldl" -eq 0 ] || rc=1
+    done
+    logged check_bm64 300 15 $gen check --block-m 64
+    logged check_bm64_paged16 300 15 $gen check --block-m 64 --paged 16
+    logged check_bm64_hd64_gqa 300 15 $gen check --block-m 64 --head-dim 64 --causal --heads 8 --heads-k 2
+    for tool in racecheck synccheck; do
+      logged sanitize_bm64_$tool 200 6 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
+        $gen check --block-m 64 --causal --seqlen-q 129 --seqlen-k 1000 --batch 2
+    done
+    # decode GB/s (K+V read once): block_m 128 and 64, each one pass and split-KV
+    for f in "" "--split-kv" "--block-m 64" "--block-m 64 --split-kv"; do
+      echo "--- bench --decode $f"
+      logged "bench_decode${f// /_}" 120 8 $gen bench --decode $f
+    done ;;
   decode) # bench/decode.py: decode shapes, fa3jit (chosen / one pass) vs cuDNN and FA4
     logged decode_bench 400 30 python3 "$root/bench/decode.py" --json "$out/decode.json" ;;
   sanitize)

@@ -90,6 +90,7 @@ class Config(ctypes.Structure):
         ("paged_kv", ctypes.c_int),
         ("split_kv", ctypes.c_int),
         ("pack_gqa", ctypes.c_int),
+        ("block_m", ctypes.c_int),    # 0 = the planner's; 64 = the decode tile
     ]
 
 
@@ -236,7 +237,7 @@ class KvcacheAppendArgs(ctypes.Structure):
 
 
 # Sizes derived from the header's layout (LP64). A mismatch means this file and fa3jit.h disagree.
-EXPECTED_SIZES_LP64 = {Config: 56, ContextOptions: 24, KernelInfo: 168, FwdArgs: 304,
+EXPECTED_SIZES_LP64 = {Config: 60, ContextOptions: 24, KernelInfo: 168, FwdArgs: 304,
                        QuantizeArgs: 128, KvcacheAppendArgs: 224}
 if ctypes.sizeof(ctypes.c_void_p) == 8 and ctypes.sizeof(ctypes.c_long) == 8:
     for _t, _n in EXPECTED_SIZES_LP64.items():

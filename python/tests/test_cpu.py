@@ -68,17 +68,17 @@ def test_missing_library_error_names_paths_tried():
 
 # Offsets printed by a C program compiled against include/fa3jit.h on x86-64 (LP64).
 EXPECTED_LAYOUT = {
-    "fa3_config": (_lib.Config, 56, {"struct_size": 0, "head_dim": 4, "head_dim_v": 8,
+    "fa3_config": (_lib.Config, 60, {"struct_size": 0, "head_dim": 4, "head_dim_v": 8,
                                      "dtype": 12, "mask": 16, "softcap": 20, "arch": 24,
                                      "block_n": 28, "stages": 32, "out_dtype": 36,
                                      "varlen": 40, "paged_kv": 44, "split_kv": 48,
-                                     "pack_gqa": 52}),
+                                     "pack_gqa": 52, "block_m": 56}),
     "fa3_context_options": (_lib.ContextOptions, 24, {"struct_size": 0, "cache_dir": 8,
                                                       "disable_disk_cache": 16, "backend": 20}),
     "fa3_kernel_info": (_lib.KernelInfo, 168, {
-        "struct_size": 0, "config": 4, "backend": 60, "cache_key": 64, "num_regs": 100,
-        "spill_store_bytes": 104, "spill_load_bytes": 108, "stack_bytes": 112, "shared_bytes": 116,
-        "threads": 120, "block_m": 124, "block_n": 128, "stages": 132, "source": 136,
+        "struct_size": 0, "config": 4, "backend": 64, "cache_key": 68, "num_regs": 104,
+        "spill_store_bytes": 108, "spill_load_bytes": 112, "stack_bytes": 116, "shared_bytes": 120,
+        "threads": 124, "block_m": 128, "block_n": 132, "stages": 136, "source": 140,
         "compile_ms": 144, "compile_log": 152, "cubin_size": 160}),
     "fa3_fwd_args": (_lib.FwdArgs, 304, {
         "struct_size": 0, "q": 8, "k": 16, "v": 24, "o": 32, "lse": 40, "batch": 48,

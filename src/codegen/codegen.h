@@ -27,7 +27,8 @@ typedef struct fa3_plan {
     int box_cols;          /* elements per 128-byte TMA box row: 64 (16-bit), 128 (e4m3) */
     int qk_steps;          /* k-steps of one QK: hd_chunks·4 k16 steps (16-bit, padded columns
                               included), ceil(head_dim/32) k32 steps (e4m3) */
-    int block_m;           /* query rows per CTA = 64 · num_consumer_wg */
+    int block_m;           /* query rows per CTA = 64 · num_consumer_wg (config block_m 64: one
+                              consumer, no ping-pong partner) */
     int block_n;           /* keys per K/V tile */
     int stages;            /* K/V ring depth */
     int num_consumer_wg;   /* consumer warpgroups (each owns 64 query rows) */
@@ -95,8 +96,12 @@ typedef struct fa3_plan {
     char debug[FA3_PLAN_DEBUG_SIZE];
 } fa3_plan;
 
-/* Planner's tile choice for a validated (not yet canonical) config: block_n and stages. */
+/* Planner's tile choice for a validated (not yet canonical) config: block_n and stages (with
+   block_m 64 the deepest ring of at most 4 stages that fits, for cfg's block_n if it has one). */
 FA3_INTERNAL void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages);
+/* The planner's block_m for a config with this block_n: 192 (three consumer warpgroups) or 128;
+   64 (one consumer) is only ever asked for. */
+FA3_INTERNAL int fa3_plan_default_block_m(const fa3_config *cfg, int block_n);
 
 /* Builds the plan of a canonical config. Errors: FA3_ERR_BAD_BLOCK (smem/registers don't fit). */
 FA3_INTERNAL fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *plan);

@@ -52,7 +52,14 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
                           (int)c.arch);
     fa3_config planned = c;
     fa3_plan_default_tiles(&c, &planned.block_n, &planned.stages);
-    fa3_config_fill_zero(&c, FA3_CANON_PLANNER, &planned); /* block_n, stages 0 = the planner's */
+    /* block_m: 64 (one consumer warpgroup), or the planner's 128/192 (for the tile's block_n) */
+    planned.block_m = fa3_plan_default_block_m(&c, c.block_n ? c.block_n : planned.block_n);
+    if (c.block_m != 0 && c.block_m != 64 && c.block_m != planned.block_m)
+        return fa3_seterr(FA3_ERR_BAD_BLOCK,
+                          "block_m %d is invalid (0 = the planner's choice, %d here; 64 = one "
+                          "consumer warpgroup)", c.block_m, planned.block_m);
+    fa3_config_fill_zero(&c, FA3_CANON_PLANNER, &planned); /* block_n, stages, block_m 0 = the
+                                                             planner's */
     if (c.block_n < 16 || c.block_n > 256 || c.block_n % 16 != 0)
         return fa3_seterr(FA3_ERR_BAD_BLOCK,
                           "block_n %d is invalid (a multiple of 16 in 16..256)", c.block_n);
@@ -65,11 +72,12 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
 
 int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
 {
-    /* Candidates; fa3_config_canonicalize decides, so the list follows the generator. Packed
-       GQA (pack_gqa 1) is listed with split-KV and rectangular Q only (dense and paged K/V): the
-       decode calls it is for, where a split config also runs num_splits 1; that adds 216 where
-       every pack_gqa 1 config with split 0 too would add 432 (cli-cache's warm --all ~4 more
-       minutes on 2 cores). The generator makes the split 0 ones too. */
+    /* Candidates; fa3_config_canonicalize decides, so the list follows the generator. The
+       decode configs are listed as one family: packed GQA (pack_gqa 1, also right for ratio 1)
+       with split-KV and the 64-row decode tile (block_m 64), rectangular Q, dense and paged K/V
+       (216; fa3_fwd_tune picks them for few query rows). Other pack_gqa / block_m 64
+       combinations are made on request (and compiled by test_ptxas's NPACK / NBM64 cases) but
+       not listed: each listed family adds ~100-200 s to cli-cache's warm --all on 2 cores. */
     static const int heads[][2] = {{64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256},
                                    {192, 128}};
     static const fa3_dtype dtypes[] = {FA3_DTYPE_BF16, FA3_DTYPE_FP16, FA3_DTYPE_E4M3};
@@ -79,16 +87,17 @@ int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
         for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
             for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++)
                 for (int sc = 0; sc <= 1; sc++)
-                for (int vl = 0; vl <= 15; vl++) { /* varlen, paged_kv, split_kv, pack_gqa:
-                                                       bits 0-3 */
-                    if ((vl & 8) && (!(vl & 4) || (vl & 1)))
-                        continue; /* packed GQA: listed with split-KV, rectangular Q only */
+                for (int vl = 0; vl <= 15; vl++) { /* varlen, paged_kv, split_kv: bits 0-2;
+                                                       8: the decode family */
+                    if ((vl & 8) && (vl & 5) != 4)
+                        continue; /* decode configs: split-KV, rectangular Q */
                     fa3_config c, canon;
                     fa3_config_init(&c);
                     c.varlen = vl & 1;
                     c.paged_kv = (vl >> 1) & 1;
                     c.split_kv = (vl >> 2) & 1;
                     c.pack_gqa = vl >> 3;
+                    c.block_m = vl & 8 ? 64 : 0;
                     c.head_dim = heads[h][0];
                     c.head_dim_v = heads[h][1];
                     c.dtype = dtypes[d];

@@ -18,23 +18,24 @@ static const char *const mask_names[] = {"none", "causal", "local"};
    at the end (it changes every key: the count is hashed). describe writes them in this order too,
    e.g. "hd192x128 fp16 local softcap sm_90a bn128 st2". */
 const fa3_config_field fa3_config_fields[FA3_CONFIG_NUM_FIELDS] = {
-    {FIELD(head_dim), 128, 1, 4096, FA3_CANON_NONE, FA3_SHOW_NUMBER, "hd", "", NULL, 0},
-    {FIELD(head_dim_v), 0, 1, 4096, FA3_CANON_HEAD_DIM, FA3_SHOW_NUMBER, "x", "", NULL, 0},
+    {FIELD(head_dim), 128, 1, 4096, FA3_CANON_NONE, FA3_SHOW_NUMBER, "hd", "", NULL, 0, 0},
+    {FIELD(head_dim_v), 0, 1, 4096, FA3_CANON_HEAD_DIM, FA3_SHOW_NUMBER, "x", "", NULL, 0, 0},
     {FIELD(dtype), FA3_DTYPE_BF16, FA3_DTYPE_BF16, FA3_DTYPE_E4M3, FA3_CANON_NONE, FA3_SHOW_NAME,
-     " ", "", NAMES(dtype_names)},
+     " ", "", NAMES(dtype_names), 0},
     {FIELD(mask), FA3_MASK_NONE, FA3_MASK_NONE, FA3_MASK_LOCAL, FA3_CANON_NONE, FA3_SHOW_NAME, " ",
-     "", NAMES(mask_names)},
-    {FIELD(softcap), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " softcap", "", NULL, 0},
+     "", NAMES(mask_names), 0},
+    {FIELD(softcap), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " softcap", "", NULL, 0, 0},
     {FIELD(arch), FA3_ARCH_SM90A, FA3_ARCH_SM90A, FA3_ARCH_SM90A, FA3_CANON_NONE, FA3_SHOW_NUMBER,
-     " sm_", "a", NULL, 0},
-    {FIELD(block_n), 0, 1, 4096, FA3_CANON_PLANNER, FA3_SHOW_NUMBER, " bn", "", NULL, 0},
-    {FIELD(stages), 0, 1, 64, FA3_CANON_PLANNER, FA3_SHOW_NUMBER, " st", "", NULL, 0},
+     " sm_", "a", NULL, 0, 0},
+    {FIELD(block_n), 0, 1, 4096, FA3_CANON_PLANNER, FA3_SHOW_NUMBER, " bn", "", NULL, 0, 0},
+    {FIELD(stages), 0, 1, 64, FA3_CANON_PLANNER, FA3_SHOW_NUMBER, " st", "", NULL, 0, 0},
     {FIELD(out_dtype), FA3_DTYPE_AUTO, FA3_DTYPE_BF16, FA3_DTYPE_FP16, FA3_CANON_OUT_DTYPE,
-     FA3_SHOW_NAME, " out ", "", NAMES(dtype_names)},
-    {FIELD(varlen), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " varlen", "", NULL, 0},
-    {FIELD(paged_kv), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " paged", "", NULL, 0},
-    {FIELD(split_kv), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " split", "", NULL, 0},
-    {FIELD(pack_gqa), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " packgqa", "", NULL, 0},
+     FA3_SHOW_NAME, " out ", "", NAMES(dtype_names), 0},
+    {FIELD(varlen), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " varlen", "", NULL, 0, 0},
+    {FIELD(paged_kv), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " paged", "", NULL, 0, 0},
+    {FIELD(split_kv), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " split", "", NULL, 0, 0},
+    {FIELD(pack_gqa), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " packgqa", "", NULL, 0, 0},
+    {FIELD(block_m), 0, 64, 192, FA3_CANON_PLANNER, FA3_SHOW_NUMBER, " bm", "", NULL, 0, 64},
 };
 
 /* Every member of fa3_config after struct_size is a 32-bit field of the table. */
@@ -179,6 +180,8 @@ fa3_status fa3_config_describe(const fa3_config *cfg, char *buf, size_t buf_size
             continue; /* the dtype's default output: said by dtype */
         switch (f->show) {
         case FA3_SHOW_NUMBER:
+            if (f->show_only && v != f->show_only)
+                break;
             fa3_append(buf, buf_size, &n, "%s%d%s", f->prefix, (int)v, f->suffix);
             break;
         case FA3_SHOW_NAME:

@@ -43,9 +43,11 @@ typedef struct fa3_config_field {
     const char *prefix, *suffix;
     const char *const *names; /* FA3_SHOW_NAME: names[0..num_names) of the values 0.. */
     int num_names;
+    int32_t show_only;       /* FA3_SHOW_NUMBER: not 0 = written only when the value is this one
+                                (block_m: " bm64"; the planner's 128/192 go unsaid) */
 } fa3_config_field;
 
-#define FA3_CONFIG_NUM_FIELDS 13
+#define FA3_CONFIG_NUM_FIELDS 14
 /* The most fields a cache header has room for (cache.h: the config slots). */
 #define FA3_CONFIG_MAX_FIELDS 32
 _Static_assert(FA3_CONFIG_NUM_FIELDS <= FA3_CONFIG_MAX_FIELDS, "room in the cache header");

@@ -18,7 +18,9 @@
  * Ping-pong: named barriers nb_pingpong + g ("consumer g may issue"); each GEMM section is
  * bar.sync own → issue → bar.arrive next. Every consumer runs the same sections (blocks + 1 per
  * tile), so the order runs on across tiles: the last consumer gives consumer 0 its first turn
- * once before the tile loop, and consumer 0 takes the arrive left over at exit.
+ * once before the tile loop, and consumer 0 takes the arrive left over at exit. One consumer
+ * (block_m 64, the decode tile) has no ping-pong: no named barrier at all; its own QK/softmax/PV
+ * overlap (step 2) is unchanged.
  */
 #include "codegen/kgen.h"
 #include "kernel_abi.h"
@@ -143,14 +145,17 @@ static void q_release_if_last(kgen *g, cons *c)
     INS("@$ mbarrier.arrive.shared::cta.b64 _, [$];", last, qe);
 }
 
+/* One consumer (block_m 64) has no partner to take turns with: no ping-pong at all. */
 static void pp_sync(kgen *g, cons *c)
 {
-    INS("bar.sync $, 256;", c->pp_own);
+    if (g->p->num_consumer_wg > 1)
+        INS("bar.sync $, 256;", c->pp_own);
 }
 
 static void pp_arrive(kgen *g, cons *c)
 {
-    INS("bar.arrive $, 256;", c->pp_next);
+    if (g->p->num_consumer_wg > 1)
+        INS("bar.arrive $, 256;", c->pp_next);
 }
 
 /* Wait for this tile's Q and build the warpgroup's Q descriptor: rows 64·cw of each box. */
@@ -269,11 +274,11 @@ void kg_consumer(kgen *g)
         c.alpha[r] = ptx_reg(g->f, PTX_F32, "alpha");
     }
     /* the ping-pong barriers: mine (nb_pingpong + cw) and the next consumer's */
-    for (int w = 0; w < nwg; w++)
+    for (int w = 0; w < nwg && nwg > 1; w++)
         ptx_named_bar(g->f, p->nb_pingpong + w, 256);
     c.pp_own = ptx_reg(g->f, PTX_B32, "ppown");
     c.pp_next = ptx_reg(g->f, PTX_B32, "ppnext");
-    {
+    if (nwg > 1) {
         /* the last consumer gives consumer 0 the first turn, once */
         const int lab = ptx_label(g->f, "pp");
         ptx_r notlast = ptx_reg(g->f, PTX_PRED, "notlast");
@@ -301,11 +306,13 @@ void kg_consumer(kgen *g)
     INS("setp.le.s32 $, $, 0;", empty, c.t.niters);
     INS("@$ bra %s;", empty, ptx_lab(g->f, c.lab_epilogue));
     q_wait_desc(g, &c);
-    /* my ping-pong barrier and the next consumer's (per tile: short-lived registers) */
-    INS("add.u32 $, $, %d;", c.pp_own, c.cw, p->nb_pingpong);
-    INS("add.u32 $, $, 1;", c.pp_next, c.cw);
-    INS("rem.u32 $, $, %d;", c.pp_next, c.pp_next, nwg);
-    INS("add.u32 $, $, %d;", c.pp_next, c.pp_next, p->nb_pingpong);
+    if (nwg > 1) {
+        /* my ping-pong barrier and the next consumer's (per tile: short-lived registers) */
+        INS("add.u32 $, $, %d;", c.pp_own, c.cw, p->nb_pingpong);
+        INS("add.u32 $, $, 1;", c.pp_next, c.cw);
+        INS("rem.u32 $, $, %d;", c.pp_next, c.pp_next, nwg);
+        INS("add.u32 $, $, %d;", c.pp_next, c.pp_next, p->nb_pingpong);
+    }
 
     const int windows = p->cfg.mask != FA3_MASK_NONE;
     c.it = ptx_reg(g->f, PTX_B32, "it");
@@ -366,7 +373,7 @@ void kg_consumer(kgen *g)
         INS("setp.eq.u32 $, $, 0;", lead, tid);
         INS("@$ cp.async.bulk.wait_group 0;", lead);
     }
-    {
+    if (nwg > 1) {
         /* consumer 0 takes the last consumer's last arrive */
         ptx_r not0 = ptx_reg(g->f, PTX_PRED, "notcw0");
         INS("setp.ne.u32 $, $, 0;", not0, c.cw);

@@ -12,7 +12,7 @@
 
 #define SMEM_LIMIT 232448 /* opt-in dynamic shared memory per block on sm_90 */
 
-void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
+static void default_tiles(const fa3_config *cfg, int *block_n, int *stages)
 {
     /* Measured on the H200 (bf16, FA3 paper sweep batch·seqlen = 16k, heads·hd = 2048; intra-
        warpgroup overlap, ping-pong, persistent grid; probe runs of 2026-11-29, bench/RESULTS.md):
@@ -47,6 +47,58 @@ void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
     *stages = 2;
 }
 
+static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet);
+
+void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
+{
+    default_tiles(cfg, block_n, stages);
+    if (cfg->block_m != 64)
+        return;
+    /* block_m 64 (decode: memory-bound): the 64 Q rows leave shared memory for a deeper K/V
+       ring, and the planner takes the deepest of at most 4 stages that fits (with the block_n
+       given, else the planner's). Not measured yet; the reasoning: at 4.3 TB/s an SM's share
+       is ~32 GB/s, ~32 KB a microsecond, so with ~1-2 us of loaded DRAM latency 32-64 KB must
+       be in flight per SM. A stage (K + V of one block) is 32 KB at hd64 bn128, 64 KB at
+       hd128, 80-84 KB at hd192/256; with S stages about S - 1/2 of them are in flight while
+       the consumer waits (V of block j is released only after PV j, in block j+1's body), so
+       2 stages cover it on paper at hd >= 128 and 4 at hd64 give 112 KB; the deeper ring is
+       the margin against latency spread and against a late release. It comes to: hd64 4 stages,
+       hd96/128 3 (with one Q buffer), hd192/256 2 (3 do not fit); e4m3 hd64/96/128 2, hd192/256
+       3, (192, 128) 4. */
+    fa3_config c = *cfg;
+    if (!c.block_n)
+        c.block_n = *block_n;
+    for (int s = 4; s > *stages; s--) {
+        fa3_plan p;
+        c.stages = s;
+        if (plan_build(&c, &p, 1) == FA3_OK) {
+            *stages = s;
+            return;
+        }
+    }
+}
+
+/* Consumer warpgroups of the planner's tile (block_m 128 or 192) with wg3 as given. Two
+   consumer warpgroups (block_m 128), or three (block_m 192, FA3's choice) for head_dim 64.
+   Same-run A/B on the H200 (bench/ab.py, bf16, 2026-11-29, bench/RESULTS.md), wg3=1 vs 0:
+   non-causal 2048/4096/16k 502/532/526 vs 428/445/444 TFLOP/s; causal >= 2048 +4-17% (16k 502
+   vs 424); loses at causal 512/1024 (198/267 vs 238/300): 192-row tiles put two masked key
+   blocks on each diagonal and short rows leave more of a tile idle. One kernel serves every
+   seqlen, so the long-sequence win decides. Three consumers have 160 registers each and ptxas
+   plans the kernel within 128 (65536 / 512 threads): beyond 128 accumulator registers
+   (block_n > 128 at head_dim 64) it spills, so such tiles take two consumers. */
+static int planned_consumers(const fa3_config *cfg, int block_n, int wg3)
+{
+    const int live3 = block_n / 2 + block_n / 4 + 32;
+    const int hdv = cfg->head_dim_v ? cfg->head_dim_v : cfg->head_dim;
+    return wg3 && cfg->head_dim <= 64 && hdv <= 64 && live3 <= 128 ? 3 : 2;
+}
+
+int fa3_plan_default_block_m(const fa3_config *cfg, int block_n)
+{
+    return 64 * planned_consumers(cfg, block_n, cfg->dtype != FA3_DTYPE_E4M3);
+}
+
 /* The kernel's scheduling is fixed (docs/kernel.md); each feature was kept by a same-run A/B on
    the H200 against the kernel without it (bench/RESULTS.md, docs/notes.md "Retired knobs"):
    ping-pong between consumers through named barriers, its order kept across tiles
@@ -58,6 +110,15 @@ void fa3_plan_default_tiles(const fa3_config *cfg, int *block_n, int *stages)
    masked tile orders and their simulated size (runtime/fwd.c, schedule.c). */
 fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
 {
+    return plan_build(cfg, p, 0);
+}
+
+/* quiet (the stage search above): no FA3JIT_PLAN_DEBUG knobs and no error message, only the
+   status. */
+#define REFUSE(...) (quiet ? FA3_ERR_BAD_BLOCK : fa3_seterr(FA3_ERR_BAD_BLOCK, __VA_ARGS__))
+
+static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
+{
     *p = (fa3_plan){0};
     p->cfg = *cfg;
     p->fp8 = cfg->dtype == FA3_DTYPE_E4M3;
@@ -67,22 +128,15 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     p->block_n = cfg->block_n;
     p->stages = cfg->stages;
     p->wg3 = !p->fp8; /* e4m3: two consumers (not yet measured otherwise) */
-    fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
+    if (!quiet)
+        fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
     if (p->fp8 && p->block_n % 64)
-        return fa3_seterr(FA3_ERR_BAD_BLOCK, "block_n %d is invalid for e4m3 (a multiple of 64: "
-                          "the V transpose gives each producer warp 16-key groups)", p->block_n);
-    /* Two consumer warpgroups (block_m 128), or three (block_m 192, FA3's choice) for head_dim
-       64. Same-run A/B on the H200 (bench/ab.py, bf16, 2026-11-29, bench/RESULTS.md), wg3=1 vs 0:
-       non-causal 2048/4096/16k 502/532/526 vs 428/445/444 TFLOP/s; causal ≥ 2048 +4–17%
-       (16k 502 vs 424); loses at causal 512/1024 (198/267 vs 238/300): 192-row tiles put two
-       masked key blocks on each diagonal and short rows leave more of a tile idle. One kernel
-       serves every seqlen, so the long-sequence win decides. */
-    /* Three consumers have 160 registers each and ptxas plans the kernel within 128 (65536 / 512
-       threads): beyond 128 accumulator registers (block_n > 128 at head_dim 64) it spills, so
-       such tiles take two consumers. */
-    const int live3 = p->block_n / 2 + p->block_n / 4 + 32;
-    p->num_consumer_wg =
-        p->wg3 && cfg->head_dim <= 64 && cfg->head_dim_v <= 64 && live3 <= 128 ? 3 : 2;
+        return REFUSE("block_n %d is invalid for e4m3 (a multiple of 64: the V transpose gives "
+                      "each producer warp 16-key groups)", p->block_n);
+    /* block_m 64: one consumer warpgroup (the decode tile); else the planner's two or three
+       (planned_consumers; the wg3 knob may make a canonical block_m 192 run as 128: the plan's
+       block_m is what the runtime uses) */
+    p->num_consumer_wg = cfg->block_m == 64 ? 1 : planned_consumers(cfg, p->block_n, p->wg3);
     p->block_m = 64 * p->num_consumer_wg;
     p->threads = 128 * (1 + p->num_consumer_wg);
     p->entry_regs = (65536 / p->threads) & ~7; /* 168 for 384 threads, 128 for 512 */
@@ -91,6 +145,12 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     /* e4m3: 40 for the V transpose (32 spilled); 40 x 128 + 232 x 256 = 64512 too */
     p->producer_regs = p->fp8 ? 40 : 24;
     p->consumer_regs = p->num_consumer_wg == 3 ? 160 : p->fp8 ? 232 : 240;
+    /* One consumer (256 threads): the launch gives 256 registers a thread (65536 / 256), so the
+       consumer keeps them all (setmaxnreg.inc may not ask for fewer than it holds) and the
+       producer's 24-56 are left over: 24 x 128 + 256 x 128 = 35840 of 65536 (FA3's one-MMA-
+       warpgroup split is 56/256). */
+    if (p->num_consumer_wg == 1)
+        p->consumer_regs = 256;
     /* paged K/V: the producer's first warp also walks the page table; at 24 (and e4m3's 40)
        registers it spilled 16-24 bytes, so 8 more, taken from the consumers where the CTA's
        registers are all given out (32 x 128 + 232 x 256 = 48 x 128 + 224 x 256 = 63488; three
@@ -114,9 +174,8 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     int live = p->block_n / 2 + p->block_n / (p->fp8 ? 8 : 4) + p->hdv_chunks * 32;
     const int live_max = p->fp8 ? 192 : 200;
     if (live > live_max)
-        return fa3_seterr(FA3_ERR_BAD_BLOCK,
-                          "block_n %d needs %d accumulator registers per thread with head_dim_v "
-                          "%d (limit %d)", p->block_n, live, cfg->head_dim_v, live_max);
+        return REFUSE("block_n %d needs %d accumulator registers per thread with head_dim_v %d "
+                      "(limit %d)", p->block_n, live, cfg->head_dim_v, live_max);
 
     /* Shared memory, in order of preference (the first that fits):
        - an O staging buffer (o_stage: one box of 64 rows × 64 columns per consumer warpgroup and
@@ -188,8 +247,7 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
     p->nb_pingpong = 1;
     p->nb_epilogue = 4;
     if (p->smem_bytes > SMEM_LIMIT)
-        return fa3_seterr(FA3_ERR_BAD_BLOCK,
-                          "block_n %d with %d stages needs %d bytes of shared memory (limit %d)",
-                          p->block_n, p->stages, p->smem_bytes, SMEM_LIMIT);
+        return REFUSE("block_n %d with %d stages needs %d bytes of shared memory (limit %d)",
+                      p->block_n, p->stages, p->smem_bytes, SMEM_LIMIT);
     return FA3_OK;
 }

@@ -31,6 +31,7 @@ typedef struct vl_spec {
     float softcap;          /* > 0: a softcap config */
     int head_dim, head_dim_v; /* head_dim_v 0: head_dim */
     int block_n, stages;    /* tile overrides of the configs (0: the planner's) */
+    int block_m;            /* 64: the decode tile (one consumer warpgroup); 0: the planner's */
     int num_heads, num_heads_k;
     int varlen;             /* 0: rectangular Q (batch, max_q, ...) with paged K/V */
     int page_size;          /* 0: K/V not paged */

@@ -30,6 +30,7 @@ int cmd_bench(int argc, char **argv)
     o.cfg.head_dim = 0; /* 0 = all three */
     int json = 0, reps = 20, warmup = 3, causal_sel = 2 /* 0 no, 1 yes, 2 both */, one_seqlen = 0;
     int bhsd = 0; /* --layout bhsd: each head's rows contiguous, as PyTorch SDPA's inputs */
+    int decode = 0; /* --decode: the decode shapes instead (bench_decode.c) */
     cli c = {.argc = argc, .argv = argv, .i = 1};
     while (cli_next(&c)) {
         if (cli_is(&c, "--causal")) {
@@ -54,6 +55,9 @@ int cmd_bench(int argc, char **argv)
             reps = cli_int(&c, 1, 100000);
         } else if (cli_is(&c, "--warmup")) {
             warmup = cli_int(&c, 0, 100000);
+        } else if (cli_is(&c, "--decode")) {
+            cli_noval(&c);
+            decode = 1;
         } else if (cli_is(&c, "--seqlen")) {
             one_seqlen = cli_int(&c, 1, 1 << 24);
         } else if (cli_is(&c, "--layout")) {
@@ -68,6 +72,8 @@ int cmd_bench(int argc, char **argv)
             unknown_arg(&c);
         }
     }
+    if (decode)
+        return bench_decode(&o, reps, warmup);
     int hds[3] = {64, 128, 256}, nhd = 3;
     if (o.cfg.head_dim) {
         hds[0] = o.cfg.head_dim;

@@ -57,6 +57,8 @@ static void make_label(check_cfg *c)
         n += snprintf(c->label + n, sizeof c->label - (size_t)n, " split");
     if (c->cfg.pack_gqa)
         n += snprintf(c->label + n, sizeof c->label - (size_t)n, " packgqa");
+    if (c->cfg.block_m == 64)
+        n += snprintf(c->label + n, sizeof c->label - (size_t)n, " bm64");
     if (c->cfg.block_n || c->cfg.stages)
         n += snprintf(c->label + n, sizeof c->label - (size_t)n, " bn%d st%d", c->cfg.block_n,
                       c->cfg.stages);
@@ -133,8 +135,9 @@ int check_configs(const common_opts *o, int all, int varlen, int paged, const ch
             for (int si = 0; si < nsup; ++si) {
                 if (sup[si].dtype != FA3_DTYPE_BF16 || sup[si].mask != FA3_MASK_NONE ||
                     sup[si].softcap || sup[si].varlen != vl || sup[si].paged_kv ||
-                    sup[si].split_kv)
-                    continue; /* one entry per head-dim pair (the paged layouts: add_layouts) */
+                    sup[si].split_kv || sup[si].block_m == 64)
+                    continue; /* one entry per head-dim pair (the paged layouts: add_layouts;
+                                 block_m 64: check --block-m 64 CONFIG) */
                 fa3_config probe; /* the pair with the planner's tiles (block_n, stages 0) */
                 fa3_config_init(&probe);
                 probe.head_dim = sup[si].head_dim;

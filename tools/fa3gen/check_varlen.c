@@ -68,6 +68,7 @@ int check_varlen_cases(const check_cfg *cc, const varlen_opts *v, vl_spec *specs
         s.head_dim_v = cc->cfg.head_dim_v;
         s.block_n = cc->cfg.block_n;
         s.stages = cc->cfg.stages;
+        s.block_m = cc->cfg.block_m;
         s.num_heads = cc->num_heads;
         s.num_heads_k = cc->num_heads_k;
         s.varlen = varlen;

@@ -255,6 +255,8 @@ int parse_common(cli *c, common_opts *o)
     } else if (cli_is(c, "--pack-gqa")) {
         cli_noval(c);
         o->cfg.pack_gqa = 1;
+    } else if (cli_is(c, "--block-m")) {
+        o->cfg.block_m = cli_int(c, INT_MIN, INT_MAX);
     } else if (cli_is(c, "--block-n")) {
         o->cfg.block_n = cli_int(c, INT_MIN, INT_MAX);
     } else if (cli_is(c, "--stages")) {

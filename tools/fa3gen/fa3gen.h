@@ -117,6 +117,8 @@ int print_version(void);
 int cmd_gen(int argc, char **argv);   /* gen.c */
 int cmd_check(int argc, char **argv); /* check.c */
 int cmd_bench(int argc, char **argv); /* bench.c */
+/* bench --decode: the decode shapes with o's config (bench_decode.c) */
+int bench_decode(const common_opts *o, int reps, int warmup);
 int cmd_cache(int argc, char **argv); /* cache.c */
 
 /* ---- check's cases (check_cases.c) */
