@@ -547,9 +547,14 @@ FA3_API fa3_status fa3_fwd_workspace_size(const fa3_kernel *kernel, const fa3_fw
 /**
  * The library's choice of cfg's call-shape fields for a call of args's shape on a device of
  * num_sms SMs (the CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT of the device; the H200 has 132):
- * sets cfg->split_kv to 1 where split-KV pays by fa3_fwd_args.num_splits' rule (the query tiles
- * fill under 80% of the SMs and the keys span more than one block_n block; then pass
- * num_splits 0 and fa3_fwd picks the same count), else 0. Reads batch, num_heads,
+ * sets the decode family (pack_gqa 1, block_m 64, split_kv 1: the listed decode configs) where
+ * packing the ratio = num_heads / num_heads_k query heads of a kv head into one tile pays by
+ * FlashAttention-3's rule (the share of a tile's rows used without packing, seqlen_q /
+ * round_up(seqlen_q, block_m), under 0.9 of the share with seqlen_q · ratio rows) or where
+ * seqlen_q <= 64 — for rectangular Q and a ratio dividing 64 (then pass num_splits 0: fa3_fwd
+ * picks the count, maybe 1); else pack_gqa 0, block_m 0 (the planner's) and split_kv 1 where
+ * split-KV pays by fa3_fwd_args.num_splits' rule (the query tiles fill under 80% of the SMs and
+ * the keys span more than one block_n block), else 0. Reads batch, num_heads,
  * num_heads_k and seqlen_q, seqlen_k (rectangular Q; paged: seqlen_k as fa3_fwd takes it) or
  * max_seqlen_q, max_seqlen_k (varlen configs) of args; the other fields of cfg are canonicalized first (their
  * errors as fa3_config_canonicalize's) and left as given. Fields past cfg->struct_size are not

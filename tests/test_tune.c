@@ -1,7 +1,10 @@
 /*
  * test_tune: fa3_fwd_tune, the library's choice of a call's shape-dependent config fields, on
- * hand-computed shapes (no GPU): split_kv where the query tiles leave the SMs idle and the keys
- * span several blocks (varlen: by max_seqlen_q/k), never for prefill or one key block; its errors (NULL, num_sms,
+ * hand-computed shapes (no GPU): the decode family (pack_gqa 1, block_m 64, split_kv 1) for
+ * issue 16's table and where FA3's pack rule pays or 64 rows fit one tile, not for a ratio not
+ * dividing 64, GQA prefill or varlen; split_kv alone where the query tiles leave the SMs idle
+ * and the keys span several blocks (varlen: by max_seqlen_q/k), never for prefill or one key
+ * block; its errors (NULL, num_sms,
  * negative shapes, a bad config: cfg unchanged); fields past an older struct_size untouched.
  * The expected values follow fa3jit.h's rule with the planner's tiles (block_m 128, 192 at
  * head_dim 64; block_n from fa3_config_canonicalize).
@@ -29,50 +32,71 @@ static fa3_fwd_args shape(int batch, int seqlen_q, int seqlen_k, int num_heads, 
     return a;
 }
 
-/* split_kv chosen for cfg (head_dim hd, mask m) and the shape, with 132 SMs */
-static int split_for(int hd, fa3_mask m, int batch, int sq, int sk, int h, int hk)
+/* the fields chosen for cfg (head_dim hd, mask m) and the shape, with 132 SMs, as a code:
+   'd' the decode family (pack_gqa 1, block_m 64, split_kv 1), 's' split-KV alone, '1' one pass */
+static char choice(int hd, fa3_mask m, int batch, int sq, int sk, int h, int hk)
 {
     fa3_config c;
     fa3_config_init(&c);
     c.head_dim = hd;
     c.mask = m;
     c.split_kv = 7; /* overwritten */
+    c.pack_gqa = 5;
+    c.block_m = 32;
     fa3_fwd_args a = shape(batch, sq, sk, h, hk);
     assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
-    assert_true(c.split_kv == 0 || c.split_kv == 1);
     assert_int_equal(c.head_dim, hd); /* other fields as given */
     assert_int_equal(c.block_n, 0);
-    return c.split_kv;
+    if (c.pack_gqa) {
+        assert_int_equal(c.pack_gqa, 1);
+        assert_int_equal(c.block_m, 64);
+        assert_int_equal(c.split_kv, 1);
+        return 'd';
+    }
+    assert_int_equal(c.block_m, 0);
+    assert_true(c.split_kv == 0 || c.split_kv == 1);
+    return c.split_kv ? 's' : '1';
 }
 
-static void test_decode_shapes_split(void **state)
+static void test_decode_shapes(void **state)
 {
     (void)state;
-    /* 1 x 64 heads x 1 m_block = 64 tiles < 0.8 x 132, 1024 key blocks: split */
-    assert_int_equal(split_for(128, FA3_MASK_NONE, 1, 1, 131072, 64, 8), 1);
-    assert_int_equal(split_for(128, FA3_MASK_CAUSAL, 1, 1, 131072, 64, 8), 1);
-    /* 8 x 32 = 256 tiles fill the SMs: no split */
-    assert_int_equal(split_for(128, FA3_MASK_NONE, 8, 4, 65536, 32, 8), 0);
-    /* 105 tiles (< 105.6): split; 106: not */
-    assert_int_equal(split_for(128, FA3_MASK_NONE, 105, 1, 4096, 1, 1), 1);
-    assert_int_equal(split_for(128, FA3_MASK_NONE, 106, 1, 4096, 1, 1), 0);
+    /* issue 16's table: every row the decode family */
+    assert_int_equal(choice(128, FA3_MASK_NONE, 32, 1, 32768, 32, 8), 'd');
+    assert_int_equal(choice(128, FA3_MASK_NONE, 128, 1, 4096, 32, 8), 'd');
+    assert_int_equal(choice(128, FA3_MASK_CAUSAL, 8, 4, 65536, 32, 8), 'd');
+    assert_int_equal(choice(128, FA3_MASK_NONE, 1, 1, 131072, 64, 8), 'd');
+    assert_int_equal(choice(64, FA3_MASK_NONE, 64, 1, 8192, 16, 16), 'd'); /* ratio 1 */
+    /* 64 query rows fit one decode tile; 65 without GQA do not */
+    assert_int_equal(choice(128, FA3_MASK_CAUSAL, 2, 64, 4096, 8, 8), 'd');
+    assert_int_equal(choice(128, FA3_MASK_CAUSAL, 2, 65, 4096, 8, 8), 's'); /* 16 tiles */
+    /* FA3's rule: 100 rows use 0.78 of a 128-row tile, 800 packed 0.96 (> 0.78 / 0.9) */
+    assert_int_equal(choice(128, FA3_MASK_CAUSAL, 8, 100, 4096, 64, 8), 'd');
+    /* 120 rows (0.94) vs 960 packed (1.0): packing does not pay; 8 x 64 tiles fill the SMs */
+    assert_int_equal(choice(128, FA3_MASK_CAUSAL, 8, 120, 4096, 64, 8), '1');
+    /* a ratio not dividing 64 (3): the planner's tile, split where the tiles leave SMs idle */
+    assert_int_equal(choice(128, FA3_MASK_NONE, 1, 1, 131072, 24, 8), 's');
+    assert_int_equal(choice(128, FA3_MASK_NONE, 8, 100, 4096, 24, 8), '1');
+}
+
+static void test_split_only(void **state)
+{
+    (void)state;
+    /* 105 tiles (< 105.6) of 65+ rows: split; 106: not */
+    assert_int_equal(choice(128, FA3_MASK_NONE, 105, 65, 4096, 1, 1), 's');
+    assert_int_equal(choice(128, FA3_MASK_NONE, 106, 65, 4096, 1, 1), '1');
     /* head_dim 64: 192-row tiles; seqlen_q 384 is 2 m_blocks: 2 x 40 heads = 80 tiles: split */
-    assert_int_equal(split_for(64, FA3_MASK_NONE, 1, 384, 8192, 40, 40), 1);
-    assert_int_equal(split_for(64, FA3_MASK_NONE, 1, 385, 8192, 40, 40), 0); /* 3 x 40 */
-}
-
-static void test_no_split(void **state)
-{
-    (void)state;
-    /* prefill: 16 x 16 x 8 = 2048 tiles */
-    assert_int_equal(split_for(128, FA3_MASK_CAUSAL, 16, 1024, 1024, 16, 16), 0);
-    /* the keys fit one block_n block: nothing to split */
-    assert_int_equal(split_for(128, FA3_MASK_NONE, 1, 1, 100, 8, 8), 0);
+    assert_int_equal(choice(64, FA3_MASK_NONE, 1, 384, 8192, 40, 40), 's');
+    assert_int_equal(choice(64, FA3_MASK_NONE, 1, 385, 8192, 40, 40), '1'); /* 3 x 40 */
+    /* prefill: 16 x 16 x 8 = 2048 tiles; GQA prefill does not pack */
+    assert_int_equal(choice(128, FA3_MASK_CAUSAL, 16, 1024, 1024, 16, 16), '1');
+    assert_int_equal(choice(128, FA3_MASK_CAUSAL, 4, 4096, 4096, 32, 8), '1');
+    /* the keys fit one block: no split (65 rows, so not the decode family) */
+    assert_int_equal(choice(128, FA3_MASK_NONE, 1, 65, 100, 8, 8), '1');
     /* empty shapes */
-    assert_int_equal(split_for(128, FA3_MASK_NONE, 0, 1, 4096, 8, 8), 0);
-    assert_int_equal(split_for(128, FA3_MASK_NONE, 1, 0, 4096, 8, 8), 0);
-    assert_int_equal(split_for(128, FA3_MASK_NONE, 1, 1, 0, 8, 8), 0);
-    /* varlen: by max_seqlen_q / max_seqlen_k (seqlen_q is total_q there) */
+    assert_int_equal(choice(128, FA3_MASK_NONE, 0, 100, 4096, 8, 8), '1');
+    assert_int_equal(choice(128, FA3_MASK_NONE, 1, 0, 4096, 8, 8), '1');
+    /* varlen: never the decode family (pack_gqa is rectangular); split by max_seqlen_q / _k */
     fa3_config c;
     fa3_config_init(&c);
     c.varlen = 1;
@@ -81,6 +105,8 @@ static void test_no_split(void **state)
     a.max_seqlen_k = 30000; /* 4 x 16 tiles, 235 key blocks: split */
     assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
     assert_int_equal(c.split_kv, 1);
+    assert_int_equal(c.pack_gqa, 0);
+    assert_int_equal(c.block_m, 0);
     a.max_seqlen_q = 1000; /* 4 x 16 x 8 tiles */
     assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
     assert_int_equal(c.split_kv, 0);
@@ -92,9 +118,11 @@ static void test_no_split(void **state)
     assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_ERR_BAD_SHAPE);
     /* many SMs make a split of a shape that fills 132 */
     fa3_config_init(&c);
-    a = shape(8, 4, 65536, 32, 8); /* 256 tiles */
+    a = shape(8, 200, 65536, 32, 32); /* 512 tiles */
     assert_int_equal(fa3_fwd_tune(&c, &a, 1000), FA3_OK);
     assert_int_equal(c.split_kv, 1);
+    assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
+    assert_int_equal(c.split_kv, 0);
 }
 
 static void test_errors_leave_cfg(void **state)
@@ -139,8 +167,8 @@ static void test_older_struct_size(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_decode_shapes_split),
-        cmocka_unit_test(test_no_split),
+        cmocka_unit_test(test_decode_shapes),
+        cmocka_unit_test(test_split_only),
         cmocka_unit_test(test_errors_leave_cfg),
         cmocka_unit_test(test_older_struct_size),
     };

@@ -84,7 +84,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
                             page_table=None, cache_batch_idx=None, softmax_scale=None,
                             causal=False, window_size=(-1, -1), softcap=0.0, num_splits=0,
                             return_softmax_lse=False, *, q_descale=None, k_descale=None,
-                            v_descale=None, out_dtype=None, check_descales=True):
+                            v_descale=None, out_dtype=None, check_descales=True, pack_gqa=None):
     """FlashAttention-3's flash_attn_with_kvcache (forward, Hopper; no rotary embedding).
 
     q: (batch, seqlen_q, num_heads, head_dim). k_cache / v_cache: (batch_cache, seqlen_cache,
@@ -120,10 +120,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
     page_view_size() picks (speed: 64..256 about that of the contiguous kernel; a seqlen_cache
     with no such divisor is slower). The cache rows past each sequence's keys must hold finite
     values (allocate caches with torch.zeros, not torch.empty): the kernels may load them with
-    the keys before them, and their probability 0 times a NaN is NaN. Forward only.
+    the keys before them, and their probability 0 times a NaN is NaN. pack_gqa (keyword-only):
+    flash_attn_func's (None: the library chooses). Forward only.
     """
     torch = _torch._import_torch("fa3jit.flash_attn_with_kvcache")
     n_splits = _splits.check_num_splits(num_splits)
+    pack_gqa = _splits.check_pack_gqa(pack_gqa)
     _torch._check_tensor(torch, "q", q)
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
         _torch._check_tensor(torch, name, t)
@@ -283,11 +285,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
                                              ctypes.c_void_p(stream)))
         if seqused is None and table is None:           # the whole contiguous cache
             out, lse = _torch._forward(q, kc, vc, softmax_scale, causal, window_size, softcap,
-                                       return_lse, fp8, n_splits)
+                                       return_lse, fp8, n_splits, pack_gqa)
         else:
             out, lse = _varlen.kvcache_forward(q, kc, vc, table, seqused, softmax_scale, causal,
                                                window_size, softcap, return_lse, fp8,
-                                               before_launch=before, num_splits=n_splits)
+                                               before_launch=before, num_splits=n_splits,
+                                               pack_gqa=pack_gqa)
     return (out, lse) if return_lse else out
 
 

@@ -28,20 +28,32 @@ def _sm_count(torch, device) -> int:
     return _sms[idx]
 
 
-def choose(torch, cfg, n, device, batch, seqlen_q, seqlen_k, num_heads, num_heads_k) -> int:
-    """Sets cfg.split_kv for a call of this shape and returns the args' num_splits: n = 1 one
-    pass; n > 1 that many splits; n = 0 the library's choice (fa3_fwd_tune: split-KV where the
-    query tiles leave SMs idle; fa3_fwd then picks the count). Varlen configs (cfg.varlen): pass
-    max_seqlen_q / max_seqlen_k as seqlen_q / seqlen_k."""
+def check_pack_gqa(pack_gqa):
+    """pack_gqa as FlashAttention-3 takes it: None (the library chooses), True or False."""
+    if pack_gqa is not None and not isinstance(pack_gqa, bool):
+        raise TypeError(f"fa3jit: pack_gqa must be None, True or False, got {pack_gqa!r}")
+    return pack_gqa
+
+
+def choose(torch, cfg, n, device, batch, seqlen_q, seqlen_k, num_heads, num_heads_k,
+           pack_gqa=None) -> int:
+    """Sets cfg's call-shape fields (split_kv, pack_gqa, block_m) for a call of this shape and
+    returns the args' num_splits. What the caller leaves open (num_splits 0, pack_gqa None) is
+    the library's choice (fa3_fwd_tune with the device's SM count: the decode family, packed GQA
+    with the 64-row tile and split-KV, for few query rows; split-KV alone where the query tiles
+    leave SMs idle); then n = 1 one pass, n > 1 that many splits, pack_gqa True / False packed or
+    not (fa3_fwd refuses a head ratio that does not divide block_m). Varlen configs (cfg.varlen):
+    pass max_seqlen_q / max_seqlen_k as seqlen_q / seqlen_k."""
+    if n == 0 or pack_gqa is None:
+        a = _lib.new_fwd_args()
+        a.batch, a.seqlen_q, a.seqlen_k = batch, seqlen_q, seqlen_k
+        a.max_seqlen_q, a.max_seqlen_k = seqlen_q, seqlen_k
+        a.num_heads, a.num_heads_k = num_heads, num_heads_k
+        check(lib.fa3_fwd_tune(ctypes.byref(cfg), ctypes.byref(a), _sm_count(torch, device)))
+    if pack_gqa is not None:
+        cfg.pack_gqa = 1 if pack_gqa else 0
     if n == 1:
         cfg.split_kv = 0
-        return n
-    if n > 1:
+    elif n > 1:
         cfg.split_kv = 1
-        return n
-    a = _lib.new_fwd_args()
-    a.batch, a.seqlen_q, a.seqlen_k = batch, seqlen_q, seqlen_k
-    a.max_seqlen_q, a.max_seqlen_k = seqlen_q, seqlen_k
-    a.num_heads, a.num_heads_k = num_heads, num_heads_k
-    check(lib.fa3_fwd_tune(ctypes.byref(cfg), ctypes.byref(a), _sm_count(torch, device)))
-    return 0
+    return n

@@ -169,9 +169,9 @@ def _mask_and_window(causal, window_size, seqlen_q, seqlen_k):
 
 
 def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, fp8,
-             num_splits=1):
+             num_splits=1, pack_gqa=False):
     """fp8: (q_descale, k_descale, v_descale, out_dtype, check_descales) as flash_attn_func;
-    num_splits as flash_attn_func's."""
+    num_splits, pack_gqa as flash_attn_func's."""
     torch = _import_torch()
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_tensor(torch, name, t)
@@ -181,6 +181,7 @@ def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, f
         q.shape[0], k.shape[2])
     check_descales = _args.flag("check_descales", check_descales)
     n_splits = _splits.check_num_splits(num_splits)
+    pack_gqa = _splits.check_pack_gqa(pack_gqa)
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_device(torch, name, t)
     if not (q.device == k.device == v.device):
@@ -230,7 +231,7 @@ def _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, f
     cfg.mask = mask
     cfg.softcap = 1 if cap > 0 else 0
     n_splits = _splits.choose(torch, cfg, n_splits, q.device, batch, seqlen_q, seqlen_k,
-                              num_heads, num_heads_k)
+                              num_heads, num_heads_k, pack_gqa)
     # Compiles on first use of this config (no GPU needed); raises Fa3Error for unsupported
     # head dims before anything is allocated.
     kernel = _core.default_context().kernel_handle(cfg)
@@ -284,9 +285,9 @@ def _get_autograd_fn():
         class _Fa3AttnFunc(torch.autograd.Function):
             @staticmethod
             def forward(ctx, q, k, v, softmax_scale, causal, window_size, softcap, return_lse,
-                        fp8, num_splits):
+                        fp8, num_splits, pack_gqa):
                 out, lse = _forward(q, k, v, softmax_scale, causal, window_size, softcap,
-                                    return_lse, fp8, num_splits)
+                                    return_lse, fp8, num_splits, pack_gqa)
                 if lse is not None:
                     ctx.mark_non_differentiable(lse)
                     return out, lse
@@ -305,7 +306,7 @@ def _get_autograd_fn():
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                     return_lse=False, *, q_descale=None, k_descale=None, v_descale=None,
                     out_dtype=None, check_descales=True, page_table=None, seqused_k=None,
-                    num_splits=0):
+                    num_splits=0, pack_gqa=None):
     """FlashAttention-3 forward on Hopper (sm_90a), FlashAttention's argument names and meaning.
 
     q: (batch, seqlen_q, num_heads, head_dim); k: (batch, seqlen_k, num_heads_k, head_dim);
@@ -341,6 +342,11 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, 
     splits of each query tile's keys, each writing fp32 partials that a second kernel merges
     (the workspace is allocated stream-ordered on the current stream). Not FA3's default (1):
     the library's choice is what makes decode shapes fast without tuning.
+    pack_gqa (keyword-only, FlashAttention-3's): None (the default) = the library chooses; True =
+    the num_heads / num_heads_k query heads of a kv head share each tile (needs the ratio to
+    divide the tile's rows: 64 or 128, 192 at head_dim 64); False = one query head a tile. For
+    few query rows (seqlen_q <= 64, or where packing fills tiles better) the library picks
+    packed GQA with the 64-row decode tile and split-KV (fa3_fwd_tune).
 
     Returns out (batch, seqlen_q, num_heads, head_dim_v) in q's dtype (FP8: out_dtype), or
     (out, lse). Runs asynchronously on the current stream of q's device. Forward only: backward
@@ -353,12 +359,12 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, 
         from . import _varlen
         out, lse = _varlen.kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal,
                                            window_size, softcap, return_lse, fp8,
-                                           num_splits=num_splits)
+                                           num_splits=num_splits, pack_gqa=pack_gqa)
         return (out, lse) if lse is not None else out
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
                                        for t in tensors):
         return _get_autograd_fn().apply(q, k, v, softmax_scale, causal, window_size, softcap,
-                                        return_lse, fp8, num_splits)
+                                        return_lse, fp8, num_splits, pack_gqa)
     out, lse = _forward(q, k, v, softmax_scale, causal, window_size, softcap, return_lse, fp8,
-                        num_splits)
+                        num_splits, pack_gqa)
     return (out, lse) if lse is not None else out

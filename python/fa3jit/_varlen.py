@@ -65,11 +65,11 @@ def _max_seqlen(name, value, bound, what):
 
 def _forward(q, k, v, cu_q, cu_k, max_q, max_k, seqused_k, page_table, softmax_scale, causal,
              window_size, softcap, return_lse, fp8, rect=None, before_launch=None,
-             num_splits=1):
+             num_splits=1, pack_gqa=False):
     """The varlen (or, rect = (batch, seqlen_q), the rectangular-Q paged) call: (out, lse).
     before_launch: called (on q's device) after every check, before the kernel is launched
     (flash_attn_with_kvcache's append), also when there is no query row to compute.
-    num_splits: flash_attn_func's."""
+    num_splits, pack_gqa: flash_attn_func's (pack_gqa for rectangular Q only)."""
     torch = _torch._import_torch("fa3jit.flash_attn_varlen_func")
     paged = page_table is not None
     _check_rank(torch, "q", q, 3, "(total_q, num_heads, head_dim)")
@@ -149,6 +149,10 @@ def _forward(q, k, v, cu_q, cu_k, max_q, max_k, seqused_k, page_table, softmax_s
     mask, wl, wr = _torch._mask_and_window(causal, window_size, max(max_q, 1), max(max_k, 1))
     return_lse = _args.flag("return_lse", return_lse)
     n_splits = _splits.check_num_splits(num_splits)
+    pack_gqa = _splits.check_pack_gqa(pack_gqa)
+    if rect is None and pack_gqa:
+        raise ValueError("fa3jit: pack_gqa=True is not supported with packed variable-length "
+                         "sequences (cu_seqlens_q): pass None or False")
     for name, t in (("q", q), ("k", k), ("v", v)):
         _torch._check_device(torch, name, t)
     if not (q.device == k.device == v.device):
@@ -162,7 +166,7 @@ def _forward(q, k, v, cu_q, cu_k, max_q, max_k, seqused_k, page_table, softmax_s
     cfg.varlen = 1 if rect is None else 0
     cfg.paged_kv = 1 if paged else 0
     n_splits = _splits.choose(torch, cfg, n_splits, q.device, batch, max_q, max_k,
-                              num_heads, num_heads_k)
+                              num_heads, num_heads_k, pack_gqa)
     kernel = _core.default_context().kernel_handle(cfg)
 
     device = q.device
@@ -246,7 +250,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
 
 
 def kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal, window_size, softcap,
-                    return_lse, fp8, before_launch=None, num_splits=1):
+                    return_lse, fp8, before_launch=None, num_splits=1, pack_gqa=False):
     """flash_attn_func with page_table and/or seqused_k: (out, lse) in flash_attn_func's shapes
     (batch, seqlen_q, ...), (batch, num_heads, seqlen_q). before_launch as _forward's (a
     contiguous k/v that cannot be viewed as (batch · seqlen_k) rows is copied by reshape before
@@ -269,7 +273,8 @@ def kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal, windo
                             v.reshape(batch * seqlen_k, *v.shape[2:]), ar * seqlen_q,
                             ar * seqlen_k, seqlen_q, seqlen_k, seqused_k, None, softmax_scale,
                             causal, window_size, softcap, return_lse, fp8,
-                            before_launch=before_launch, num_splits=num_splits)
+                            before_launch=before_launch, num_splits=num_splits,
+                            pack_gqa=None if pack_gqa is None else False)
         if lse is not None:                             # (num_heads, batch · seqlen_q) packed
             lse = lse.reshape(num_heads, batch, seqlen_q).permute(1, 0, 2).contiguous()
     else:
@@ -277,6 +282,7 @@ def kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal, windo
         out, lse = _forward(q2, k, v, None, None, 0, 0, seqused_k, page_table, softmax_scale,
                             causal, window_size, softcap, return_lse, fp8,
                             rect=(batch, seqlen_q),     # lse already (batch, heads, seqlen_q)
-                            before_launch=before_launch, num_splits=num_splits)
+                            before_launch=before_launch, num_splits=num_splits,
+                            pack_gqa=pack_gqa)
     out = out.reshape(batch, seqlen_q, num_heads, out.shape[-1])
     return out, lse

@@ -19,25 +19,37 @@ gpu = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
 
 # ------------------------------------------------------------------ CPU: the choice
 @pytest.mark.parametrize("shape,want", [
-    ((1, 1, 64, 8, 131072), 1),       # 64 tiles on 132 SMs, 1024 key blocks
-    ((32, 1, 32, 8, 32768), 0),       # 1024 tiles
-    ((4, 1, 16, 16, 1000), 1),
-    ((16, 1024, 16, 16, 1024), 0),    # prefill
-    ((1, 1, 8, 8, 100), 0),           # one key block
+    ((1, 1, 64, 8, 131072), (1, 1, 64)),    # decode: packed GQA, the 64-row tile, split-KV
+    ((32, 1, 32, 8, 32768), (1, 1, 64)),
+    ((64, 1, 16, 16, 8192), (1, 1, 64)),    # ratio 1: one row a tile, still the decode tile
+    ((4, 100, 16, 16, 1000), (1, 0, 0)),    # 100 rows, no GQA: split-KV alone (64 tiles)
+    ((16, 1024, 16, 16, 1024), (0, 0, 0)),  # prefill
+    ((4, 4096, 32, 8, 4096), (0, 0, 0)),    # GQA prefill: no packing
+    ((1, 1, 24, 8, 131072), (1, 0, 0)),     # ratio 3 does not divide 64: split-KV alone
 ])
 def test_choose(shape, want):
     _splits._sms[0] = 132
     b, sq, h, hk, sk = shape
     shape = (b, sq, sk, h, hk)                        # choose's order
+    dev = torch.device("cuda", 0)
     cfg = _lib.new_config()
-    n = _splits.choose(torch, cfg, 0, torch.device("cuda", 0), *shape)
-    assert (n, cfg.split_kv) == (0, want)
-    cfg = _lib.new_config()
-    assert _splits.choose(torch, cfg, 5, torch.device("cuda", 0), *shape) == 5
+    assert _splits.choose(torch, cfg, 0, dev, *shape) == 0
+    assert (cfg.split_kv, cfg.pack_gqa, cfg.block_m) == want
+    cfg = _lib.new_config()                           # explicit counts
+    assert _splits.choose(torch, cfg, 5, dev, *shape) == 5
     assert cfg.split_kv == 1
     cfg = _lib.new_config()
-    assert _splits.choose(torch, cfg, 1, torch.device("cuda", 0), *shape) == 1
-    assert cfg.split_kv == 0
+    assert _splits.choose(torch, cfg, 1, dev, *shape) == 1
+    assert cfg.split_kv == 0 and (cfg.pack_gqa, cfg.block_m) == want[1:]
+    cfg = _lib.new_config()                           # explicit packing
+    _splits.choose(torch, cfg, 0, dev, *shape, pack_gqa=False)
+    assert cfg.pack_gqa == 0 and cfg.split_kv == want[0]
+    cfg = _lib.new_config()
+    _splits.choose(torch, cfg, 1, dev, *shape, pack_gqa=False)
+    assert (cfg.split_kv, cfg.pack_gqa, cfg.block_m) == (0, 0, 0)  # one pass, the prefill tile
+    cfg = _lib.new_config()
+    _splits.choose(torch, cfg, 1, dev, *shape, pack_gqa=True)
+    assert (cfg.split_kv, cfg.pack_gqa, cfg.block_m) == (0, 1, 0)
 
 
 def test_choose_varlen():
@@ -61,6 +73,9 @@ def test_num_splits_refused():
     q = torch.zeros(2, 1, 4, 64, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="num_splits 129"):
         fa3jit.flash_attn_func(q, q, q, num_splits=129)
+    for bad in (1, 0, "yes"):
+        with pytest.raises(TypeError, match="pack_gqa must be None, True or False"):
+            fa3jit.flash_attn_func(q, q, q, pack_gqa=bad)
 
 
 # ------------------------------------------------------------------ GPU
@@ -103,10 +118,13 @@ def test_flash_attn_func_splits(shape, causal):
     ref, lse_ref, low = _reference(q, k, v, causal)
     results = {}
     for n in (0, 1, 3, 8):
-        out, lse = fa3jit.flash_attn_func(q, k, v, causal=causal, return_lse=True, num_splits=n)
-        torch.cuda.synchronize()
-        _judge(out, lse, ref, lse_ref, low.permute(0, 1, 2, 3), f"num_splits {n}")
-        results[n] = out.float()
+        for pack in (None, False, True):       # the library's choice (the decode family), not
+            out, lse = fa3jit.flash_attn_func(q, k, v, causal=causal, return_lse=True,
+                                              num_splits=n, pack_gqa=pack)
+            torch.cuda.synchronize()
+            _judge(out, lse, ref, lse_ref, low, f"num_splits {n} pack_gqa {pack}")
+            if pack is None:
+                results[n] = out.float()
     for n in (3, 8):  # the splits agree with one pass within the dtype's rounding of O
         assert (results[n] - results[1]).abs().max().item() <= 2 * (low - ref).abs().max().item() + 1e-3
 

@@ -1,6 +1,6 @@
 /*
  * fa3_fwd_tune (fa3jit.h): the library's choice of a call's shape-dependent config fields —
- * split_kv today (pack_gqa and block_m join it) — from the call's shape and the device's SM
+ * split_kv, pack_gqa and block_m — from the call's shape and the device's SM
  * count, so that a caller who compiles configs per call gets the decode kernels where they pay.
  * Pure host arithmetic over fa3_plan_make's tile sizes; no GPU.
  */
@@ -28,6 +28,8 @@ fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args, int num_sms)
     fa3_config c;
     FA3_TRY(fa3_config_in(cfg, &c)); /* the caller's struct_size bytes, defaults past them */
     c.split_kv = 0;
+    c.pack_gqa = 0;
+    c.block_m = 0;
     FA3_TRY(fa3_config_canonicalize(&c, &c));
     /* varlen: the longest sequence's rows and keys bound every tile (fa3_fwd's count) */
     const int64_t rows = c.varlen ? args->max_seqlen_q : args->seqlen_q;
@@ -37,12 +39,37 @@ fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args, int num_sms)
                           "is negative", args->max_seqlen_q, args->max_seqlen_k);
     fa3_plan plan;
     FA3_TRY(fa3_plan_make(&c, &plan));
-    const int64_t m_blocks = (rows + plan.block_m - 1) / plan.block_m;
-    const int64_t tiles = (int64_t)args->batch * args->num_heads * m_blocks;
-    const int64_t key_blocks = (keys + plan.block_n - 1) / plan.block_n;
-    const int split = fa3_split_heuristic(tiles, key_blocks, num_sms) > 1;
+    const int64_t bm = plan.block_m;
+    const int64_t ratio = args->num_heads_k > 0 && args->num_heads % args->num_heads_k == 0
+                              ? args->num_heads / args->num_heads_k : 0;
+    /* The decode family (pack_gqa 1, block_m 64, split-KV; rectangular Q and a ratio dividing
+       64): where packing pays by FlashAttention-3's rule — the share of a tile's rows used
+       without it, seqlen_q / round_up(seqlen_q, block_m), under 0.9 of the share with seqlen_q ·
+       ratio rows — or where the query rows fit one 64-row tile anyway (ratio 1 included), so
+       that a tile's tensor work per key block is a half (a third at head_dim 64) of the
+       planner's tile's. */
+    int decode = 0;
+    if (!c.varlen && ratio >= 1 && 64 % ratio == 0 && rows > 0) {
+        const int64_t prow = rows * ratio;
+        const double used = (double)rows / (double)(((rows + bm - 1) / bm) * bm);
+        const double used_packed = (double)prow / (double)(((prow + bm - 1) / bm) * bm);
+        decode = rows <= 64 || (ratio > 1 && used < 0.9 * used_packed);
+    }
+    int split = 1;
+    if (!decode) {
+        const int64_t tiles = (int64_t)args->batch * args->num_heads * ((rows + bm - 1) / bm);
+        const int64_t key_blocks = (keys + plan.block_n - 1) / plan.block_n;
+        split = fa3_split_heuristic(tiles, key_blocks, num_sms) > 1;
+    }
     /* fields past the caller's struct_size (an older fa3jit.h) keep their meaning: absent */
-    if (cfg->struct_size >= offsetof(fa3_config, split_kv) + sizeof cfg->split_kv)
-        cfg->split_kv = split;
+#define TUNE_SET(field, value)                                                                 \
+    do {                                                                                       \
+        if (cfg->struct_size >= offsetof(fa3_config, field) + sizeof cfg->field)               \
+            cfg->field = (value);                                                              \
+    } while (0)
+    TUNE_SET(split_kv, split);
+    TUNE_SET(pack_gqa, decode);
+    TUNE_SET(block_m, decode ? 64 : 0);
+#undef TUNE_SET
     return FA3_OK;
 }
