@@ -355,7 +355,8 @@ static void test_pack_fwd(void **state)
         run_case(&g_cases[i]);
 }
 
-/* hd64 (block_m 192) with 32 query heads per kv head: refused before any launch, O untouched. */
+/* hd64 (block_m 192) with 5 query heads per kv head (40 / 8; 192 = 6 x 32 takes ratio 32):
+   refused before any launch, O untouched. */
 static void test_ratio_refused(void **state)
 {
     (void)state;
@@ -366,7 +367,7 @@ static void test_ratio_refused(void **state)
     cfg.pack_gqa = 1;
     fa3_kernel *k;
     CHECK(fa3_jit_get_kernel(g_ctx, &cfg, &k));
-    const int batch = 1, sq = 4, sk = 100, h = 32, hk = 1, hd = 64;
+    const int batch = 1, sq = 4, sk = 100, h = 40, hk = 8, hd = 64;
     const size_t nq = (size_t)batch * sq * h * hd, nk = (size_t)batch * sk * hk * hd;
     CUdeviceptr dq = gpu_alloc(nq * 2), dk = gpu_alloc(nk * 2), dv = gpu_alloc(nk * 2);
     CUdeviceptr dout = gpu_alloc(nq * 2);
@@ -386,10 +387,10 @@ static void test_ratio_refused(void **state)
     fa3_status st = fa3_fwd(k, &a, NULL);
     gpu_sync();
     const char *msg = fa3_last_error_message();
-    printf("hd64 ratio 32: %s: %s\n", fa3_strerror(st), msg);
+    printf("hd64 ratio 5: %s: %s\n", fa3_strerror(st), msg);
     assert_int_equal(st, FA3_ERR_BAD_SHAPE);
-    assert_non_null(strstr(msg, "num_heads 32"));
-    assert_non_null(strstr(msg, "num_heads_k 1"));
+    assert_non_null(strstr(msg, "num_heads 40"));
+    assert_non_null(strstr(msg, "num_heads_k 8"));
     assert_non_null(strstr(msg, "block_m 192"));
     uint16_t *o = malloc(nq * 2);
     assert_non_null(o);
