@@ -47,7 +47,13 @@ fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args, int num_sms)
        without it, seqlen_q / round_up(seqlen_q, block_m), under 0.9 of the share with seqlen_q ·
        ratio rows — or where the query rows fit one 64-row tile anyway (ratio 1 included), so
        that a tile's tensor work per key block is a half (a third at head_dim 64) of the
-       planner's tile's. */
+       planner's tile's. Measured on the H200 (bench/RESULTS.md, session 8; GB/s of K+V, issue
+       16's five decode shapes): the planner's tile one pass 1512/1421/1498/364/2779, split-KV
+       alone 1516/1430/1493/734/2794, block_m 64 one pass 2097/2030/2092/521/4378 (fa3-gen bench
+       --decode, one run); the whole family through flash_attn_func 4361/4257/4301/3683/4257
+       against one pass 1323/1301/1276/371/2545 in one run beside cuDNN 4508/4385/1266/3876/4398
+       and FA4 4472/4048/3108/406/2733. Packing is what the GQA rows need (K/V read once per kv
+       head), split-KV the batch-1 row, the 64-row tile the MHA head_dim 64 row. */
     int decode = 0;
     if (!c.varlen && ratio >= 1 && 64 % ratio == 0 && rows > 0) {
         const int64_t prow = rows * ratio;
