@@ -23,6 +23,34 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+fa3_status bench_time(const fa3_driver *drv, fa3_kernel *kern, const fa3_fwd_args *a,
+                      int warmup, int reps, CUevent *ev, float *ms)
+{
+    fa3_status st = FA3_OK;
+    for (int w = 0; w < warmup && st == FA3_OK; ++w)
+        st = fa3_fwd(kern, a, NULL);
+    if (st == FA3_OK)
+        st = FA3_CU(drv, cuCtxSynchronize());
+    if (st == FA3_OK)
+        st = FA3_CU(drv, cuEventRecord(ev[0], NULL));
+    for (int r = 0; r < reps && st == FA3_OK; ++r) {
+        st = fa3_fwd(kern, a, NULL);
+        if (st == FA3_OK)
+            st = FA3_CU(drv, cuEventRecord(ev[r + 1], NULL));
+    }
+    if (st == FA3_OK)
+        st = FA3_CU(drv, cuEventSynchronize(ev[reps]));
+    for (int r = 0; r < reps && st == FA3_OK; ++r)
+        st = FA3_CU(drv, cuEventElapsedTime(&ms[r], ev[r], ev[r + 1]));
+    return st;
+}
+
+double bench_median(float *ms, int reps)
+{
+    qsort(ms, (size_t)reps, sizeof *ms, cmp_float);
+    return reps % 2 ? ms[reps / 2] : 0.5 * ((double)ms[reps / 2 - 1] + (double)ms[reps / 2]);
+}
+
 int cmd_bench(int argc, char **argv)
 {
     common_opts o;
@@ -226,21 +254,8 @@ int cmd_bench(int argc, char **argv)
                 char what[96];
                 snprintf(what, sizeof what, "hd%d %s seqlen %d: fa3_fwd", hds[h],
                          causals[ci] ? "causal" : "non-causal", seqlen);
-                for (int w = 0; w < warmup && st == FA3_OK; ++w)
-                    st = fa3_fwd(kern, &a, NULL);
                 if (st == FA3_OK)
-                    st = FA3_CU(drv, cuCtxSynchronize());
-                if (st == FA3_OK)
-                    st = FA3_CU(drv, cuEventRecord(ev[0], NULL));
-                for (int r = 0; r < reps && st == FA3_OK; ++r) {
-                    st = fa3_fwd(kern, &a, NULL);
-                    if (st == FA3_OK)
-                        st = FA3_CU(drv, cuEventRecord(ev[r + 1], NULL));
-                }
-                if (st == FA3_OK)
-                    st = FA3_CU(drv, cuEventSynchronize(ev[reps]));
-                for (int r = 0; r < reps && st == FA3_OK; ++r)
-                    st = FA3_CU(drv, cuEventElapsedTime(&ms[r], ev[r], ev[r + 1]));
+                    st = bench_time(drv, kern, &a, warmup, reps, ev, ms);
                 if (st != FA3_OK) {
                     lib_error(st, what);
                     failures++;
@@ -251,9 +266,7 @@ int cmd_bench(int argc, char **argv)
                     st = FA3_OK;
                     continue;
                 }
-                qsort(ms, (size_t)reps, sizeof *ms, cmp_float);
-                double med = reps % 2 ? ms[reps / 2] : 0.5 * ((double)ms[reps / 2 - 1] +
-                                                              (double)ms[reps / 2]);
+                double med = bench_median(ms, reps);
                 double tflops = fa3_fwd_flops(&cfg, &a) / (med * 1e-3) / 1e12;
                 if (json) {
                     printf("%s{\"dtype\": \"%s\", \"head_dim\": %d, \"seqlen\": %d, \"batch\": %d, "

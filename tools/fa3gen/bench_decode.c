@@ -16,12 +16,6 @@
 #include "tools/common/device.h"
 #include "tools/common/numerics.h"
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 /* (batch, seqlen_q, num_heads, num_heads_k, seqlen_k, head_dim) */
 static const int shapes[][6] = {
     {32, 1, 32, 8, 32768, 128}, {128, 1, 32, 8, 4096, 128}, {8, 4, 32, 8, 65536, 128},
@@ -108,21 +102,8 @@ int bench_decode(const common_opts *o, int reps, int warmup)
             a.workspace = (void *)(uintptr_t)ws.p;
             a.workspace_bytes = wbytes;
         }
-        for (int w = 0; w < warmup && st == FA3_OK; ++w)
-            st = fa3_fwd(kern, &a, NULL);
         if (st == FA3_OK)
-            st = FA3_CU(drv, cuCtxSynchronize());
-        if (st == FA3_OK)
-            st = FA3_CU(drv, cuEventRecord(ev[0], NULL));
-        for (int r = 0; r < reps && st == FA3_OK; ++r) {
-            st = fa3_fwd(kern, &a, NULL);
-            if (st == FA3_OK)
-                st = FA3_CU(drv, cuEventRecord(ev[r + 1], NULL));
-        }
-        if (st == FA3_OK)
-            st = FA3_CU(drv, cuEventSynchronize(ev[reps]));
-        for (int r = 0; r < reps && st == FA3_OK; ++r)
-            st = FA3_CU(drv, cuEventElapsedTime(&ms[r], ev[r], ev[r + 1]));
+            st = bench_time(drv, kern, &a, warmup, reps, ev, ms);
         char shape[64], desc[96] = "";
         snprintf(shape, sizeof shape, "b%d sq%d h%d/%d sk%d d%d", B, sq, H, HK, sk, hd);
         if (kern) {
@@ -131,9 +112,7 @@ int bench_decode(const common_opts *o, int reps, int warmup)
                 fa3_config_describe(&info.config, desc, sizeof desc);
         }
         if (st == FA3_OK) {
-            qsort(ms, (size_t)reps, sizeof *ms, cmp_float);
-            const double med = reps % 2 ? ms[reps / 2]
-                                        : 0.5 * ((double)ms[reps / 2 - 1] + (double)ms[reps / 2]);
+            const double med = bench_median(ms, reps);
             const double bytes = 2.0 * (double)nkv * 2.0;
             printf("%-44s %10.1f %9.0f  %s\n", shape, med * 1e3, bytes / (med * 1e-3) / 1e9,
                    desc);

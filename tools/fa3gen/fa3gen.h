@@ -119,6 +119,12 @@ int cmd_check(int argc, char **argv); /* check.c */
 int cmd_bench(int argc, char **argv); /* bench.c */
 /* bench --decode: the decode shapes with o's config (bench_decode.c) */
 int bench_decode(const common_opts *o, int reps, int warmup);
+/* bench's timing (bench.c): warmup launches of fa3_fwd(kern, a), a synchronize, then reps
+   launches each followed by an event (ev: reps + 1 created events), ms[r] the r-th launch's
+   milliseconds; and the median of ms (sorted in place) */
+fa3_status bench_time(const fa3_driver *drv, fa3_kernel *kern, const fa3_fwd_args *a,
+                      int warmup, int reps, CUevent *ev, float *ms);
+double bench_median(float *ms, int reps);
 int cmd_cache(int argc, char **argv); /* cache.c */
 
 /* ---- check's cases (check_cases.c) */
