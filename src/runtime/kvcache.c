@@ -345,23 +345,6 @@ fa3_status fa3_kvcache_validate(const fa3_kvcache_append_args *args, fa3_kvcache
 
 /* ------------------------------------------------------------------ debug read-back */
 
-static fa3_status read_ints(const fa3_driver *d, int32_t *host, const int32_t *src, size_t n,
-                            void *stream, const char *field)
-{
-    fa3_status st;
-    const CUdeviceptr p = (CUdeviceptr)(uintptr_t)src;
-    if (stream) {
-        st = FA3_CU(d, cuMemcpyDtoHAsync(host, p, n * 4, (CUstream)stream));
-        if (st == FA3_OK)
-            st = FA3_CU(d, cuStreamSynchronize((CUstream)stream));
-    } else {
-        st = FA3_CU(d, cuMemcpyDtoH(host, p, n * 4));
-    }
-    if (st != FA3_OK)
-        fa3_appenderr(" (reading args->%s back: %zu int32 at %p)", field, n, (const void *)src);
-    return st;
-}
-
 /* A cache row one new row lands on (slot · rows + row), and whose it is. */
 typedef struct kv_target {
     int64_t at;
@@ -415,10 +398,11 @@ fa3_status fa3_kvcache_check_arrays(const fa3_kvcache_append_args *args, void *s
         free(buf);
         return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory (%zu new rows to check)", n_new);
     }
-    fa3_status st = read_ints(d, lens, a.cache_seqlens, (size_t)a.batch, stream,
-                              "cache_seqlens");
+    fa3_status st = fa3_read_ints(d, lens, a.cache_seqlens, (size_t)a.batch, stream, "",
+                                  "cache_seqlens");
     if (st == FA3_OK && a.cache_batch_idx)
-        st = read_ints(d, idx, a.cache_batch_idx, (size_t)a.batch, stream, "cache_batch_idx");
+        st = fa3_read_ints(d, idx, a.cache_batch_idx, (size_t)a.batch, stream, "",
+                           "cache_batch_idx");
     for (int b = 0; b < a.batch && st == FA3_OK; b++) {
         const int64_t end = (int64_t)lens[b] + a.seqlen_new;
         if (lens[b] < 0) {
@@ -452,8 +436,8 @@ fa3_status fa3_kvcache_check_arrays(const fa3_kvcache_append_args *args, void *s
             continue;
         }
         const int64_t first = lens[b] / a.page_size, last = (end - 1) / a.page_size;
-        st = read_ints(d, pages, a.page_table + (int64_t)b * a.page_table_stride + first,
-                       (size_t)(last - first + 1), stream, "page_table");
+        st = fa3_read_ints(d, pages, a.page_table + (int64_t)b * a.page_table_stride + first,
+                           (size_t)(last - first + 1), stream, "", "page_table");
         for (int64_t q = first; q <= last && st == FA3_OK; q++) {
             const int32_t page = pages[q - first];
             if (page < 0 || page >= a.num_pages) {

@@ -120,6 +120,11 @@ FA3_INTERNAL fa3_status fa3_fwd_validate(const fa3_kernel *kernel, const fa3_fwd
 /* Split-KV's argument rules that need no GPU (fa3_fwd_validate calls it last): num_splits in
    0..FA3_MAX_SPLITS, at most 1 with a split_kv = 0 config; a split config's workspace, when
    given, 256-byte aligned. split.c. */
+/* n int32 of device memory at src into host, blocking (on stream when given: the values a kernel
+   on it will read); on failure the message gains "(<who>reading args-><field> back ...)".
+   The FA3JIT_DEBUG_VARLEN read-backs (varlen.c, kvcache.c). */
+FA3_INTERNAL fa3_status fa3_read_ints(const fa3_driver *d, int32_t *host, const int32_t *src,
+                                      size_t n, void *stream, const char *who, const char *field);
 FA3_INTERNAL fa3_status fa3_split_check_args(const fa3_kernel *kernel, const fa3_fwd_args *args);
 
 /* A split call's resolved splits and partials' layout. */

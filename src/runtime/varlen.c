@@ -169,8 +169,8 @@ fa3_status fa3_fwd_layout_make(const fa3_config *c, const fa3_fwd_args *a, const
 /* ------------------------------------------------------------------ device arrays */
 
 /* n int32 at src into host (blocking, on stream: the values the kernel will read). */
-static fa3_status read_ints(const fa3_driver *d, int32_t *host, const int32_t *src, size_t n,
-                            void *stream, const char *who, const char *field)
+fa3_status fa3_read_ints(const fa3_driver *d, int32_t *host, const int32_t *src, size_t n,
+                         void *stream, const char *who, const char *field)
 {
     fa3_status st;
     const CUdeviceptr p = (CUdeviceptr)(uintptr_t)src;
@@ -235,9 +235,9 @@ fa3_status fa3_fwd_check_varlen_arrays(const fa3_config *c, const fa3_fwd_args *
     int32_t *pages = buf + 3 * ((size_t)batch + 1);
     fa3_status st = FA3_OK;
     if (L.varlen) {
-        st = read_ints(d, cu_q, a->cu_seqlens_q, (size_t)batch + 1, stream, who, "cu_seqlens_q");
+        st = fa3_read_ints(d, cu_q, a->cu_seqlens_q, (size_t)batch + 1, stream, who, "cu_seqlens_q");
         if (st == FA3_OK)
-            st = read_ints(d, cu_k, a->cu_seqlens_k, (size_t)batch + 1, stream, who,
+            st = fa3_read_ints(d, cu_k, a->cu_seqlens_k, (size_t)batch + 1, stream, who,
                            "cu_seqlens_k");
         if (st == FA3_OK)
             st = check_offsets(cu_q, batch, a->seqlen_q, a->max_seqlen_q, who, "cu_seqlens_q",
@@ -250,7 +250,7 @@ fa3_status fa3_fwd_check_varlen_arrays(const fa3_config *c, const fa3_fwd_args *
                                "seqlen_k", "max_seqlen_k");
     }
     if (st == FA3_OK && a->seqused_k)
-        st = read_ints(d, used, a->seqused_k, (size_t)batch, stream, who, "seqused_k");
+        st = fa3_read_ints(d, used, a->seqused_k, (size_t)batch, stream, who, "seqused_k");
     for (int b = 0; b < batch && st == FA3_OK; b++) {
         const int64_t len_k = L.varlen ? (int64_t)cu_k[b + 1] - cu_k[b] : a->seqlen_k;
         int64_t keys = len_k;
@@ -279,7 +279,7 @@ fa3_status fa3_fwd_check_varlen_arrays(const fa3_config *c, const fa3_fwd_args *
             continue;
         /* The pages the sequence's keys use (entries past them are never read). */
         const int64_t used_pages = (keys + a->page_size - 1) / a->page_size;
-        st = read_ints(d, pages, a->page_table + (int64_t)b * a->page_table_stride,
+        st = fa3_read_ints(d, pages, a->page_table + (int64_t)b * a->page_table_stride,
                        (size_t)used_pages, stream, who, "page_table");
         for (int64_t p = 0; p < used_pages && st == FA3_OK; p++)
             if (pages[p] < 0 || pages[p] >= a->num_pages)
