@@ -25,12 +25,11 @@
 
 #include "codegen/tile_order.h"
 #include "runtime/runtime.h"
+#include "fake_kernel.h"
 
 /* A bf16 kernel of head_dim hd with the given flags, without code; fake_free() it. */
 static fa3_kernel *fake_kernel(int hd, int split, int paged, fa3_mask mask)
 {
-    fa3_kernel *k = calloc(1, sizeof *k);
-    assert_non_null(k);
     fa3_config c;
     fa3_config_init(&c);
     c.head_dim = hd;
@@ -38,20 +37,10 @@ static fa3_kernel *fake_kernel(int hd, int split, int paged, fa3_mask mask)
     c.paged_kv = paged;
     c.mask = mask;
     c.pack_gqa = 1;
-    assert_int_equal(fa3_config_canonicalize(&c, &k->cfg), FA3_OK);
-    assert_int_equal(fa3_plan_make(&k->cfg, &k->plan), FA3_OK);
-    k->op = fa3_op_for_config(&k->cfg);
-    pthread_mutex_init(&k->mu, NULL);
-    return k;
+    return fake_kernel_of(&c);
 }
 
-static void fake_free(fa3_kernel *k)
-{
-    pthread_mutex_destroy(&k->mu);
-    free(k);
-}
-
-#define ADDR(n) ((uintptr_t)0x100000000000ull + (uintptr_t)(n) * 0x4000000000ull) /* 256 GiB apart */
+#define ADDR(n) FAKE_ADDR(n)
 
 static fa3_fwd_args args_for(int hd, int batch, int sq, int sk, int h, int hk)
 {
@@ -77,21 +66,6 @@ static fa3_status validate(const fa3_kernel *k, const fa3_fwd_args *a, uint32_t 
     int wl, wr;
     uint32_t t;
     return fa3_fwd_validate(k, a, &scale, &wl, &wr, tiles ? tiles : &t);
-}
-
-/* st is want, and the last message names every word (NULL-terminated). */
-static void expect(fa3_status st, fa3_status want, ...)
-{
-    const char *msg = fa3_last_error_message();
-    printf("  %s: %s\n", fa3_strerror(st), msg);
-    if (st != want)
-        fail_msg("returned %s, expected %s (%s)", fa3_strerror(st), fa3_strerror(want), msg);
-    va_list ap;
-    va_start(ap, want);
-    for (const char *w; (w = va_arg(ap, const char *)) != NULL;)
-        if (!strstr(msg, w))
-            fail_msg("message \"%s\" does not name \"%s\"", msg, w);
-    va_end(ap);
 }
 
 static void test_config_flag(void **state)

@@ -28,33 +28,21 @@
 #include "fa3jit_build_config.h"
 #include "runtime/cache.h"
 #include "runtime/runtime.h"
+#include "fake_kernel.h"
 #include "check.h"
 #include "test_util.h"
 
 /* A bf16 hd128 kernel with the split_kv / varlen flags, without code; fake_free() it. */
 static fa3_kernel *fake_kernel(int split, int varlen)
 {
-    fa3_kernel *k = calloc(1, sizeof *k);
-    assert_non_null(k);
     fa3_config c;
     fa3_config_init(&c);
     c.split_kv = split;
     c.varlen = varlen;
-    assert_int_equal(fa3_config_canonicalize(&c, &k->cfg), FA3_OK);
-    assert_int_equal(fa3_plan_make(&k->cfg, &k->plan), FA3_OK);
-    k->op = fa3_op_for_config(&k->cfg);
-    k->num_parts = 0;
-    pthread_mutex_init(&k->mu, NULL);
-    return k;
+    return fake_kernel_of(&c);
 }
 
-static void fake_free(fa3_kernel *k)
-{
-    pthread_mutex_destroy(&k->mu);
-    free(k);
-}
-
-#define ADDR(n) ((uintptr_t)0x7f0000000000ull + (uintptr_t)(n) * 0x1000000ull)
+#define ADDR(n) FAKE_ADDR(n)
 #define HD 128
 
 /* decode-like: batch 2, 1 query row, 4096 keys, 8 heads over 2 KV heads (varlen: 2 sequences
@@ -89,21 +77,6 @@ static fa3_status validate(const fa3_kernel *k, const fa3_fwd_args *a, uint32_t 
     int wl, wr;
     uint32_t t;
     return fa3_fwd_validate(k, a, &scale, &wl, &wr, tiles ? tiles : &t);
-}
-
-/* st is want, and the last message names every word (NULL-terminated). */
-static void expect(fa3_status st, fa3_status want, ...)
-{
-    const char *msg = fa3_last_error_message();
-    printf("  %s: %s\n", fa3_strerror(st), msg);
-    if (st != want)
-        fail_msg("returned %s, expected %s (%s)", fa3_strerror(st), fa3_strerror(want), msg);
-    va_list ap;
-    va_start(ap, want);
-    for (const char *w; (w = va_arg(ap, const char *)) != NULL;)
-        if (!strstr(msg, w))
-            fail_msg("message \"%s\" does not name \"%s\"", msg, w);
-    va_end(ap);
 }
 
 static void test_config_flag(void **state)

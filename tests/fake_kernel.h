@@ -1,0 +1,25 @@
+/*
+ * Kernels without code, for the CPU tests of the host-side argument checks (test_splitkv_args,
+ * test_pack_gqa_args): fa3_fwd_validate, fa3_split_resolve and friends read only a kernel's
+ * config, plan and operation. Also their message check. Internal headers (runtime.h): link the
+ * static library. Include after <cmocka.h>.
+ */
+#ifndef FA3JIT_TESTS_FAKE_KERNEL_H
+#define FA3JIT_TESTS_FAKE_KERNEL_H
+
+#include <stdint.h>
+
+#include "runtime/runtime.h"
+
+/* A kernel of cfg's canonical form (the test fails if cfg is refused), planned, with its
+   operation and no code (num_parts 0: nothing to launch); fake_free() it. */
+fa3_kernel *fake_kernel_of(const fa3_config *cfg);
+void fake_free(fa3_kernel *k);
+
+/* Device addresses that never overlap (256 GiB apart) for the argument checks. */
+#define FAKE_ADDR(n) ((uintptr_t)0x100000000000ull + (uintptr_t)(n) * 0x4000000000ull)
+
+/* st is want, and fa3_last_error_message names every word of the NULL-terminated list. */
+void expect(fa3_status st, fa3_status want, ...);
+
+#endif
