@@ -71,6 +71,7 @@ typedef struct cons {
     ptx_r s, a, o;              /* arrays: S then P (fp32), P fragments, O accumulators */
     ptx_r h[2];                 /* e4m3: the two e4m3x2 halves of a P fragment */
     ptx_r m[2], l[2], alpha[2]; /* row max, partial row sum, rescale factor of each row */
+    ptx_r rescale;              /* cond_rescale: a pred, some row of the warp took a new max */
     int lab_epilogue;
     /* the loop body's temporaries (see scratch) */
     struct {

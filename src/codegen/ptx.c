@@ -106,7 +106,7 @@ static const struct op_rule {
     {"cvta", "T"},  {"ld", "TA"},    {"st", "AT"},      {"ex2", "T"},     {"lg2", "T"},
     {"tanh", "T"},  {"rcp", "T"},    {"fma", "T"},      {"shfl", "TTB"},  {"bar", "B"},
     {"mbarrier", "X"}, {"bra", "X"}, {"ret", "X"},      {"fence", "X"},   {"setmaxnreg", "X"},
-    {"wgmma", "X"}, {"cp", "X"},     {"prefetch", "X"}, {"prmt", "T"},
+    {"wgmma", "X"}, {"cp", "X"},     {"prefetch", "X"}, {"prmt", "T"},   {"vote", "P"},
 };
 
 /* Class of a PTX type name, 0 if it is not one. */

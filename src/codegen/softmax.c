@@ -96,6 +96,11 @@ void kg_softmax(kgen *g, cons *c, int masked)
     if (masked)
         kg_apply_mask(g, c);
 
+    /* cond_rescale (16-bit P only): the warp keeps every row's max unless one of them grows by
+       more than 8 in the exp2 domain (then P <= 2^8: no bf16/fp16 overflow; LSE and O use the
+       max kept, so they are unchanged); alpha is then exactly 1 and kg_rescale_o skips O's
+       multiply, the branch uniform over the warp (vote.any) */
+    const int cond = p->cond_rescale && !p->fp8;
     for (int r = 0; r < 2; r++) {
         /* the block's row max over the thread's values, then over the row's 4 threads */
         ptx_r bmax = c->tmp.bmax[r], o = c->tmp.shf;
@@ -113,8 +118,24 @@ void kg_softmax(kgen *g, cons *c, int masked)
             INS("shfl.sync.bfly.b32 $, $, %d, 31, -1;", o, bmax, lanes);
             INS("max.f32 $, $, $;", bmax, bmax, o);
         }
+        if (cond && r == 1) {
+            /* some row of the warp: (bmax - m)·c > 8 (-inf - -inf = NaN: no) */
+            ptx_r need = c->tmp.nokey;
+            for (int q = 0; q < 2; q++) {
+                INS("sub.f32 $, $, $;", c->tmp.mz[q], c->tmp.bmax[q], c->m[q]);
+                INS("mul.f32 $, $, $;", c->tmp.mz[q], c->tmp.mz[q], c->scale_log2);
+                INS("setp.gt.f32 $, $, 0f41000000;", q ? need : c->rescale, c->tmp.mz[q]);
+            }
+            INS("or.pred $, $, $;", c->rescale, c->rescale, need); /* 8.0 above */
+            INS("vote.sync.any.pred $, $, -1;", c->rescale, c->rescale);
+        }
+    }
+    for (int r = 0; r < 2; r++) {
+        ptx_r bmax = c->tmp.bmax[r];
         ptx_r mnew = c->tmp.mnew[r], mz = c->tmp.mz[r], none = c->tmp.nokey;
         INS("max.f32 $, $, $;", mnew, bmax, c->m[r]);
+        if (cond) /* the max kept: alpha = 2^0 = 1 */
+            INS("selp.f32 $, $, $, $;", mnew, mnew, c->m[r], c->rescale);
         INS("setp.eq.f32 $, $, " NEG_INF ";", none, mnew);
         INS("selp.f32 $, " ZERO_F ", $, $;", mz, mnew, none);
         INS("sub.rn.f32 $, $, $;", c->alpha[r], c->m[r], mz);
@@ -146,8 +167,13 @@ void kg_rescale_o(kgen *g, cons *c)
 {
     if (g->p->dbg_no_softmax)
         return;
+    const int cond = g->p->cond_rescale && !g->p->fp8, skip = cond ? ptx_label(g->f, "keep_o") : 0;
+    if (cond) /* uniform over the warp (vote.any in kg_softmax) */
+        INS("@!$ bra.uni %s;", c->rescale, ptx_lab(g->f, skip));
     for (int i = 0; i < g->p->hdv_chunks * 32; i++)
         INS("mul.f32 $, $, $;", ptx_at(c->o, i), ptx_at(c->o, i), c->alpha[acc_row(i)]);
+    if (cond)
+        ptx_place(g->f, skip);
 }
 
 /* P fragments. 16-bit: a[4kk+j] = (lo = p[8kk+2j], hi = p[8kk+2j+1]); cvt puts its first source
