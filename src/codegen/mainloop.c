@@ -273,7 +273,8 @@ void kg_consumer(kgen *g)
         c.l[r] = ptx_reg(g->f, PTX_F32, "l");
         c.alpha[r] = ptx_reg(g->f, PTX_F32, "alpha");
     }
-    c.rescale = ptx_reg(g->f, PTX_PRED, "rescale");
+    if (p->cond_rescale && !p->fp8)
+        c.rescale = ptx_reg(g->f, PTX_PRED, "rescale");
     /* the ping-pong barriers: mine (nb_pingpong + cw) and the next consumer's */
     for (int w = 0; w < nwg && nwg > 1; w++)
         ptx_named_bar(g->f, p->nb_pingpong + w, 256);
