@@ -76,6 +76,43 @@ void kg_descales_tile(kgen *g, cons *c)
     }
 }
 
+/* The block's max of row r over the thread's values, then over the row's 4 threads (bmax). */
+static void row_max(kgen *g, cons *c, int r)
+{
+    const int ns = g->p->block_n / 2;
+    ptx_r bmax = c->tmp.bmax[r], o = c->tmp.shf;
+    int first = 1;
+    for (int i = 0; i < ns; i++) {
+        if (acc_row(i) != r)
+            continue;
+        if (first)
+            INS("mov.f32 $, $;", bmax, ptx_at(c->s, i));
+        else
+            INS("max.f32 $, $, $;", bmax, bmax, ptx_at(c->s, i));
+        first = 0;
+    }
+    for (int lanes = 1; lanes <= 2; lanes *= 2) {
+        INS("shfl.sync.bfly.b32 $, $, %d, 31, -1;", o, bmax, lanes);
+        INS("max.f32 $, $, $;", bmax, bmax, o);
+    }
+}
+
+/* Row r's new max m (keep: the old one unless c->rescale), its exp2 offset mz (0 for a row
+   without keys) and alpha = 2^((m_old - mz)·c). */
+static void row_new_max(kgen *g, cons *c, int r, int keep)
+{
+    ptx_r mnew = c->tmp.mnew[r], mz = c->tmp.mz[r], none = c->tmp.nokey;
+    INS("max.f32 $, $, $;", mnew, c->tmp.bmax[r], c->m[r]);
+    if (keep) /* the max kept: alpha = 2^0 = 1 */
+        INS("selp.f32 $, $, $, $;", mnew, mnew, c->m[r], c->rescale);
+    INS("setp.eq.f32 $, $, " NEG_INF ";", none, mnew);
+    INS("selp.f32 $, " ZERO_F ", $, $;", mz, mnew, none);
+    INS("sub.rn.f32 $, $, $;", c->alpha[r], c->m[r], mz);
+    INS("mul.rn.f32 $, $, $;", c->alpha[r], c->alpha[r], c->scale_log2);
+    INS("ex2.approx.ftz.f32 $, $;", c->alpha[r], c->alpha[r]);
+    INS("mov.f32 $, $;", c->m[r], mnew);
+}
+
 void kg_softmax(kgen *g, cons *c, int masked)
 {
     const fa3_plan *p = g->p;
@@ -101,47 +138,24 @@ void kg_softmax(kgen *g, cons *c, int masked)
        max kept, so they are unchanged); alpha is then exactly 1 and kg_rescale_o skips O's
        multiply, the branch uniform over the warp (vote.any) */
     const int cond = p->cond_rescale && !p->fp8;
+    /* row by row (max, then its new max and alpha); cond_rescale: both maxima before the vote */
     for (int r = 0; r < 2; r++) {
-        /* the block's row max over the thread's values, then over the row's 4 threads */
-        ptx_r bmax = c->tmp.bmax[r], o = c->tmp.shf;
-        int first = 1;
-        for (int i = 0; i < ns; i++) {
-            if (acc_row(i) != r)
-                continue;
-            if (first)
-                INS("mov.f32 $, $;", bmax, ptx_at(c->s, i));
-            else
-                INS("max.f32 $, $, $;", bmax, bmax, ptx_at(c->s, i));
-            first = 0;
-        }
-        for (int lanes = 1; lanes <= 2; lanes *= 2) {
-            INS("shfl.sync.bfly.b32 $, $, %d, 31, -1;", o, bmax, lanes);
-            INS("max.f32 $, $, $;", bmax, bmax, o);
-        }
-        if (cond && r == 1) {
-            /* some row of the warp: (bmax - m)·c > 8 (-inf - -inf = NaN: no) */
-            ptx_r need = c->tmp.nokey;
-            for (int q = 0; q < 2; q++) {
-                INS("sub.f32 $, $, $;", c->tmp.mz[q], c->tmp.bmax[q], c->m[q]);
-                INS("mul.f32 $, $, $;", c->tmp.mz[q], c->tmp.mz[q], c->scale_log2);
-                INS("setp.gt.f32 $, $, 0f41000000;", q ? need : c->rescale, c->tmp.mz[q]);
-            }
-            INS("or.pred $, $, $;", c->rescale, c->rescale, need); /* 8.0 above */
-            INS("vote.sync.any.pred $, $, -1;", c->rescale, c->rescale);
-        }
+        row_max(g, c, r);
+        if (!cond)
+            row_new_max(g, c, r, 0);
     }
-    for (int r = 0; r < 2; r++) {
-        ptx_r bmax = c->tmp.bmax[r];
-        ptx_r mnew = c->tmp.mnew[r], mz = c->tmp.mz[r], none = c->tmp.nokey;
-        INS("max.f32 $, $, $;", mnew, bmax, c->m[r]);
-        if (cond) /* the max kept: alpha = 2^0 = 1 */
-            INS("selp.f32 $, $, $, $;", mnew, mnew, c->m[r], c->rescale);
-        INS("setp.eq.f32 $, $, " NEG_INF ";", none, mnew);
-        INS("selp.f32 $, " ZERO_F ", $, $;", mz, mnew, none);
-        INS("sub.rn.f32 $, $, $;", c->alpha[r], c->m[r], mz);
-        INS("mul.rn.f32 $, $, $;", c->alpha[r], c->alpha[r], c->scale_log2);
-        INS("ex2.approx.ftz.f32 $, $;", c->alpha[r], c->alpha[r]);
-        INS("mov.f32 $, $;", c->m[r], mnew);
+    if (cond) {
+        /* some row of the warp: (bmax - m)·c > 8 (-inf - -inf = NaN: no) */
+        ptx_r need = c->tmp.nokey;
+        for (int q = 0; q < 2; q++) {
+            INS("sub.f32 $, $, $;", c->tmp.mz[q], c->tmp.bmax[q], c->m[q]);
+            INS("mul.f32 $, $, $;", c->tmp.mz[q], c->tmp.mz[q], c->scale_log2);
+            INS("setp.gt.f32 $, $, 0f41000000;", q ? need : c->rescale, c->tmp.mz[q]);
+        }
+        INS("or.pred $, $, $;", c->rescale, c->rescale, need); /* 8.0 above */
+        INS("vote.sync.any.pred $, $, -1;", c->rescale, c->rescale);
+        for (int r = 0; r < 2; r++)
+            row_new_max(g, c, r, 1);
     }
     /* p = 2^((s - m_z)·c) (explicit rounding: no contraction into an FMA), partial row sums */
     ptx_r *sum = c->tmp.psum;
