@@ -131,6 +131,22 @@ static void test_num_splits_rules(void **state)
     assert_int_equal(validate(plain, &a, NULL), FA3_OK);
     a.workspace = (void *)ADDR(9);
     assert_int_equal(validate(split, &a, NULL), FA3_OK);
+    /* a workspace over a tensor: refused naming it (a split_kv = 0 config ignores it) */
+    a.workspace = (void *)ADDR(4); /* o */
+    expect(validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "workspace", "overlaps args->o",
+           NULL);
+    assert_int_equal(validate(plain, &a, NULL), FA3_OK);
+    a.workspace = (void *)ADDR(1); /* q */
+    expect(validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "overlaps args->q", NULL);
+    a.workspace = (void *)(ADDR(2) - 256); /* its last 256 bytes... reach into k */
+    a.workspace_bytes = 512;
+    expect(validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "overlaps args->k", NULL);
+    a.workspace_bytes = 256; /* ... or end where k begins */
+    assert_int_equal(validate(split, &a, NULL), FA3_OK);
+    a.workspace = (void *)ADDR(5); /* lse */
+    a.workspace_bytes = 1u << 30;
+    expect(validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "overlaps args->lse", NULL);
+    a.workspace = (void *)ADDR(9);
     fake_free(plain);
     fake_free(split);
 }

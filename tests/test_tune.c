@@ -148,6 +148,31 @@ static void test_errors_leave_cfg(void **state)
     assert_memory_equal(&c, &before, sizeof c);
 }
 
+static void test_args_rules(void **state)
+{
+    (void)state;
+    fa3_config c;
+    fa3_config_init(&c);
+    /* fa3_fwd_args' struct_size rules, as fa3_fwd's */
+    fa3_fwd_args a = shape(1, 1, 131072, 64, 8);
+    a.struct_size = 3;
+    assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fa3_last_error_message(), "struct_size"));
+    a.struct_size = 0;
+    assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_ERR_INVALID_ARGUMENT);
+    /* the largest shapes: no overflow (the counts saturate), one pass or the decode family */
+    a = shape(INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX);
+    assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
+    assert_int_equal(c.split_kv, 0);
+    a = shape(INT32_MAX, 65, INT32_MAX, INT32_MAX, INT32_MAX);
+    assert_int_equal(fa3_fwd_tune(&c, &a, 65535), FA3_OK);
+    assert_int_equal(c.split_kv, 0);
+    a = shape(1, INT32_MAX, INT32_MAX, 64, 8); /* seqlen_q x 8 packed rows */
+    assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
+    assert_int_equal(fa3_fwd_tune(NULL, &a, 132), FA3_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fa3_last_error_message(), "cfg is NULL"));
+}
+
 static void test_older_struct_size(void **state)
 {
     (void)state;
@@ -170,6 +195,7 @@ int main(void)
         cmocka_unit_test(test_decode_shapes),
         cmocka_unit_test(test_split_only),
         cmocka_unit_test(test_errors_leave_cfg),
+        cmocka_unit_test(test_args_rules),
         cmocka_unit_test(test_older_struct_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

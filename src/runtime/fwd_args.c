@@ -220,6 +220,25 @@ static fa3_status check_no_alias(const fa3_fwd_args *a, const fa3_config *c, int
                               (unsigned long long)ia[i].n, (const void *)ia[i].p,
                               fa3_ranges_meet(d, o) ? "o" : "lse");
     }
+    /* split-KV: the caller's workspace takes the fp32 partials while every other array is in
+       use; the whole workspace_bytes are the range (a library-allocated one cannot overlap) */
+    if (c->split_kv && a->workspace && a->workspace_bytes) {
+        const fa3_byte_range w = fa3_bytes_range(a->workspace, (uint64_t)a->workspace_bytes);
+        const char *hit = fa3_ranges_meet(w, q) ? "q" : fa3_ranges_meet(w, k) ? "k"
+                          : fa3_ranges_meet(w, v) ? "v" : fa3_ranges_meet(w, o) ? "o"
+                          : (a->lse && fa3_ranges_meet(w, l)) ? "lse" : NULL;
+        for (int i = 0; i < 3 && !hit; i++)
+            if (ds[i].p && fa3_ranges_meet(w, descale_range(ds[i].p, a)))
+                hit = ds[i].name;
+        for (int i = 0; i < 4 && !hit; i++)
+            if (ia[i].p && fa3_ranges_meet(w, fa3_bytes_range(ia[i].p, 4 * ia[i].n)))
+                hit = ia[i].name;
+        if (hit)
+            return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                              "args->workspace (%zu bytes at %p) overlaps args->%s: split-KV's "
+                              "fp32 partials would be written over it", a->workspace_bytes,
+                              a->workspace, hit);
+    }
     return FA3_OK;
 }
 

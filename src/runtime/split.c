@@ -15,7 +15,7 @@ int fa3_split_heuristic(int64_t tiles, int64_t key_blocks, int num_sms)
 {
     if (tiles < 1 || key_blocks < 1 || num_sms < 1)
         return 1;
-    if (tiles * 10 >= (int64_t)num_sms * 8 || key_blocks == 1)
+    if (tiles >= (int64_t)num_sms || tiles * 10 >= (int64_t)num_sms * 8 || key_blocks == 1)
         return 1; /* the tiles fill the SMs (80%) already, or nothing to split */
     int64_t max_s = key_blocks;
     if (max_s > num_sms)

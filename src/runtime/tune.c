@@ -11,13 +11,27 @@
 #include "runtime/runtime.h"
 #include "runtime/split.h"
 
-fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args, int num_sms)
+/* a·b, saturated at 2^40 (any count that large fills every SM: the rules below only compare
+   tile counts with num_sms · 10) */
+static int64_t sat_mul(int64_t a, int64_t b)
 {
-    if (!cfg || !args)
-        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_fwd_tune: cfg or args is NULL");
+    const int64_t cap = (int64_t)1 << 40;
+    if (a <= 0 || b <= 0)
+        return 0;
+    return a > cap / b ? cap : a * b;
+}
+
+fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args_in, int num_sms)
+{
+    if (!cfg || !args_in)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_fwd_tune: %s is NULL",
+                          !cfg ? "cfg" : "args");
     if (num_sms < 1 || num_sms > 65535)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
                           "fa3_fwd_tune: num_sms %d is out of range (1..65535)", num_sms);
+    fa3_fwd_args a;
+    FA3_TRY(fa3_fwd_args_in(args_in, &a)); /* its struct_size rules, as fa3_fwd's */
+    const fa3_fwd_args *args = &a;
     if (args->batch < 0 || args->seqlen_q < 0 || args->seqlen_k < 0 || args->num_heads < 0 ||
         args->num_heads_k < 0)
         return fa3_seterr(FA3_ERR_BAD_SHAPE, "fa3_fwd_tune: a negative shape field (batch %d, "
@@ -56,14 +70,15 @@ fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args, int num_sms)
        head), split-KV the batch-1 row, the 64-row tile the MHA head_dim 64 row. */
     int decode = 0;
     if (!c.varlen && ratio >= 1 && 64 % ratio == 0 && rows > 0) {
-        const int64_t prow = rows * ratio;
+        const int64_t prow = sat_mul(rows, ratio);
         const double used = (double)rows / (double)(((rows + bm - 1) / bm) * bm);
         const double used_packed = (double)prow / (double)(((prow + bm - 1) / bm) * bm);
         decode = rows <= 64 || (ratio > 1 && used < 0.9 * used_packed);
     }
     int split = 1;
     if (!decode) {
-        const int64_t tiles = (int64_t)args->batch * args->num_heads * ((rows + bm - 1) / bm);
+        const int64_t tiles =
+            sat_mul(sat_mul(args->batch, args->num_heads), (rows + bm - 1) / bm);
         const int64_t key_blocks = (keys + plan.block_n - 1) / plan.block_n;
         split = fa3_split_heuristic(tiles, key_blocks, num_sms) > 1;
     }
