@@ -397,6 +397,7 @@ def _declare(h, path):
     fn("fa3_fwd", st, vp, P(FwdArgs), vp)
     fn("fa3_fwd_flops", ctypes.c_double, P(Config), P(FwdArgs))
     fn("fa3_fwd_tune", st, P(Config), P(FwdArgs), ctypes.c_int)
+    fn("fa3_fwd_workspace_size", st, vp, P(FwdArgs), P(ctypes.c_size_t))
     fn("fa3_quantize_args_init_sized", None, P(QuantizeArgs), sz)
     fn("fa3_quantize_fp8", st, vp, P(QuantizeArgs), vp)
     fn("fa3_hadamard_signs", st, ctypes.c_uint64, ctypes.c_int, P(ctypes.c_float))

@@ -175,9 +175,9 @@ def _forward(q, k, v, cu_q, cu_k, max_q, max_k, seqused_k, page_table, softmax_s
         lse_shape = (num_heads, total_q) if rect is None else (batch, num_heads, seqlen_q)
         lse = (torch.empty(lse_shape, dtype=torch.float32, device=device)
                if return_lse else None)
-        if before_launch is not None:
-            before_launch()
         if total_q == 0 or max_q == 0:
+            if before_launch is not None:
+                before_launch()
             return out, lse                             # no query row: nothing to compute
         if cu_k is None and rect is None:               # paged + seqused_k: lengths unused
             cu_k = torch.zeros(batch + 1, dtype=torch.int32, device=device)
@@ -213,6 +213,12 @@ def _forward(q, k, v, cu_q, cu_k, max_q, max_k, seqused_k, page_table, softmax_s
                                                  for d in descales)
         a.descales_trusted = 0 if check_descales else 1
         a.num_splits = n_splits
+        if before_launch is not None:
+            # every check fa3_fwd makes on the host first (fa3_fwd_workspace_size validates as
+            # it does), so that a refused call has not appended to the cache
+            nbytes = ctypes.c_size_t(0)
+            check(lib.fa3_fwd_workspace_size(kernel, ctypes.byref(a), ctypes.byref(nbytes)))
+            before_launch()
         stream = torch.cuda.current_stream(device).cuda_stream
         check(lib.fa3_fwd(kernel, ctypes.byref(a), ctypes.c_void_p(stream)))
     return out, lse
@@ -259,6 +265,11 @@ def kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal, windo
     torch = _torch._import_torch()
     _torch._check_tensor(torch, "q", q)
     batch, seqlen_q, num_heads, head_dim = q.shape
+    if page_table is None and _splits.check_pack_gqa(pack_gqa):
+        raise ValueError("fa3jit: pack_gqa=True needs rectangular q over a paged (or page-viewed) "
+                         "cache; with seqused_k and a contiguous k/v the call runs as packed "
+                         "sequences, which packed GQA does not take: pass None or False, or a "
+                         "page_table")
     if page_table is None:
         # Contiguous cache with seqused_k: the varlen config over (batch · seqlen) packed rows.
         for name, t in (("k", k), ("v", v)):
@@ -274,7 +285,7 @@ def kvcache_forward(q, k, v, page_table, seqused_k, softmax_scale, causal, windo
                             ar * seqlen_k, seqlen_q, seqlen_k, seqused_k, None, softmax_scale,
                             causal, window_size, softcap, return_lse, fp8,
                             before_launch=before_launch, num_splits=num_splits,
-                            pack_gqa=None if pack_gqa is None else False)
+                            pack_gqa=pack_gqa)
         if lse is not None:                             # (num_heads, batch · seqlen_q) packed
             lse = lse.reshape(num_heads, batch, seqlen_q).permute(1, 0, 2).contiguous()
     else:

@@ -233,3 +233,21 @@ def test_e16_graph_replay_follows_new_values(kind, splits):
         assert same_bits(vc, want_v), f"replay {step}: v_cache"
         judge(q, out, lse, kc, vc, lens, n, lay, dtype, True, f"E16 {kind} replay {step} {lens}")
         prev = lens
+
+
+@gpu
+def test_refused_call_appends_nothing():
+    """A call fa3_fwd refuses on the host (pack_gqa=True with 6 query heads per kv head, which
+    does not divide the 128-row tile) raises before the append: the cache is unchanged."""
+    rng = random.Random(SEED + 31)
+    batch, dtype = 2, torch.bfloat16
+    kc, vc, lay = make_cache(rng, "paged 16", batch, 64, dtype, heads_k=1)
+    q = torch.randn(batch, 1, 6, D, device="cuda", dtype=dtype)
+    k = torch.randn(batch, 1, 1, D, device="cuda", dtype=dtype)
+    v = torch.randn_like(k)
+    before_k, before_v = kc.clone(), vc.clone()
+    lens = torch.tensor([3, 7], dtype=torch.int32, device="cuda")
+    with pytest.raises(fa3jit.Fa3Error, match="must divide the kernel's block_m"):
+        call(q, kc, vc, lay, k, v, lens, False, pack_gqa=True, num_splits=1)
+    torch.cuda.synchronize()
+    assert same_bits(kc, before_k) and same_bits(vc, before_v), "the refused call appended"

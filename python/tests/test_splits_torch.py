@@ -76,6 +76,12 @@ def test_num_splits_refused():
     for bad in (1, 0, "yes"):
         with pytest.raises(TypeError, match="pack_gqa must be None, True or False"):
             fa3jit.flash_attn_func(q, q, q, pack_gqa=bad)
+    # the seqused_k path without pages (packed sequences): type checked, True refused
+    su = torch.zeros(2, dtype=torch.int32)
+    with pytest.raises(TypeError, match="pack_gqa must be None, True or False"):
+        fa3jit.flash_attn_func(q, q, q, seqused_k=su, pack_gqa="yes")
+    with pytest.raises(ValueError, match="pack_gqa=True needs rectangular q"):
+        fa3jit.flash_attn_func(q, q, q, seqused_k=su, pack_gqa=True)
 
 
 # ------------------------------------------------------------------ GPU
