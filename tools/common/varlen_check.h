@@ -32,6 +32,8 @@ typedef struct vl_spec {
     int head_dim, head_dim_v; /* head_dim_v 0: head_dim */
     int block_n, stages;    /* tile overrides of the configs (0: the planner's) */
     int block_m;            /* 64: the decode tile (one consumer warpgroup); 0: the planner's */
+    int split_kv;           /* the config's split_kv (num_splits 0: the library's count) */
+    int pack_gqa;           /* the config's pack_gqa (rectangular Q only) */
     int num_heads, num_heads_k;
     int varlen;             /* 0: rectangular Q (batch, max_q, ...) with paged K/V */
     int page_size;          /* 0: K/V not paged */

@@ -220,6 +220,8 @@ fa3_config vl_spec_config(const vl_spec *s, int flags)
     cfg.block_n = s->block_n;
     cfg.stages = s->stages;
     cfg.block_m = s->block_m;
+    cfg.split_kv = s->split_kv;
+    cfg.pack_gqa = s->pack_gqa;
     cfg.varlen = flags ? s->varlen : 0;
     cfg.paged_kv = flags ? s->page_size > 0 : 0;
     return cfg;

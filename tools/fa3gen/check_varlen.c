@@ -69,6 +69,8 @@ int check_varlen_cases(const check_cfg *cc, const varlen_opts *v, vl_spec *specs
         s.block_n = cc->cfg.block_n;
         s.stages = cc->cfg.stages;
         s.block_m = cc->cfg.block_m;
+        s.split_kv = cc->cfg.split_kv;
+        s.pack_gqa = cc->cfg.pack_gqa;
         s.num_heads = cc->num_heads;
         s.num_heads_k = cc->num_heads_k;
         s.varlen = varlen;
