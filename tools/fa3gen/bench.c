@@ -100,8 +100,18 @@ int cmd_bench(int argc, char **argv)
             unknown_arg(&c);
         }
     }
-    if (decode)
+    if (o.cfg.varlen || o.cfg.paged_kv)
+        usage_error("option '%s' is not supported by bench (its shapes are rectangular, with "
+                    "contiguous K/V)", o.cfg.varlen ? "--varlen" : "--paged-kv");
+    if (decode) {
+        if (causal_sel != 2 || json || one_seqlen || bhsd)
+            usage_error("--decode runs its own shapes (non-causal, bshd, text): it takes no "
+                        "--causal/--non-causal/--both, --json, --seqlen or --layout");
+        if (o.cfg.head_dim && o.cfg.head_dim != 64 && o.cfg.head_dim != 128)
+            usage_error("--decode's shapes have head_dim 64 and 128: --head-dim %d has none",
+                        o.cfg.head_dim);
         return bench_decode(&o, reps, warmup);
+    }
     int hds[3] = {64, 128, 256}, nhd = 3;
     if (o.cfg.head_dim) {
         hds[0] = o.cfg.head_dim;
