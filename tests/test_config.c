@@ -630,7 +630,18 @@ static void test_struct_sizes(void **state)
         assert_int_equal(big[i], 0);
     expect_size_refused(fa3_config_canonicalize(&head, &canon), "newer fa3jit.h", NULL);
 
-    /* fa3_supported_configs: the caller's stride and struct_size */
+    /* fa3_supported_configs: the caller's stride and struct_size; the caller's last message
+       left in place (its refused candidates are not the caller's errors) */
+    {
+        fa3_config bad;
+        fa3_config_init(&bad);
+        bad.head_dim = 100;
+        assert_int_equal(fa3_config_canonicalize(&bad, &bad), FA3_ERR_BAD_HEAD_DIM);
+        char before[256];
+        snprintf(before, sizeof before, "%s", fa3_last_error_message());
+        assert_true(fa3_supported_configs(NULL, 0) > 0);
+        assert_string_equal(fa3_last_error_message(), before);
+    }
     int n = fa3_supported_configs(NULL, 0);
     fa3_config *all = calloc((size_t)n, sizeof *all);
     assert_non_null(all);

@@ -4,6 +4,9 @@
  * config_fields.c). Calls the planner (tile defaults, the fit check) but never the emitter: the
  * emitter calls fa3_config_describe, so fa3_emit_ptx lives in generate.c.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "codegen/codegen.h"
 
 fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
@@ -72,6 +75,10 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
 
 int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
 {
+    /* the caller's last message survives the refused candidates' (fa3jit.h: a successful call
+       leaves it in place) */
+    const char *prev_msg = fa3_last_error_message();
+    char *prev = prev_msg && prev_msg[0] ? strdup(prev_msg) : NULL;
     /* Candidates; fa3_config_canonicalize decides, so the list follows the generator. The
        decode configs are listed as one family: packed GQA (pack_gqa 1, also right for ratio 1)
        with split-KV and the 64-row decode tile (block_m 64), rectangular Q, dense and paged K/V
@@ -109,10 +116,16 @@ int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
                     if (out && n < max &&
                         fa3_config_out((fa3_config *)(void *)((char *)out + (size_t)n *
                                                                                  struct_size),
-                                       struct_size, &canon) != FA3_OK)
+                                       struct_size, &canon) != FA3_OK) {
+                        free(prev); /* the size's error is the caller's now */
                         return -1;
+                    }
                     n++;
                 }
     fa3_clearerr(); /* the refused candidates are not the caller's error */
+    if (prev) {
+        fa3_seterr(FA3_OK, "%s", prev);
+        free(prev);
+    }
     return n;
 }
