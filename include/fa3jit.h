@@ -103,7 +103,7 @@ typedef enum fa3_status {
     FA3_ERR_UNSUPPORTED = 19,     /* valid request this build/device cannot do (e.g. not sm_90) */
     FA3_ERR_BAD_BACKEND = 20,     /* requested compile backend not available in this build */
     FA3_ERR_INTERNAL = 21,        /* generator bug: please report */
-    FA3_ERR_BAD_BLOCK = 22,       /* block_n / stages override invalid */
+    FA3_ERR_BAD_BLOCK = 22,       /* block_m / block_n / stages override invalid */
     FA3_ERR_NO_NVRTC = 23         /* NVRTC (reference kernel) could not be loaded */
 } fa3_status;
 

@@ -228,7 +228,7 @@ const char *fa3_strerror(fa3_status status)
     case FA3_ERR_UNSUPPORTED: return "unsupported on this build or device";
     case FA3_ERR_BAD_BACKEND: return "compile backend not available";
     case FA3_ERR_INTERNAL: return "internal error";
-    case FA3_ERR_BAD_BLOCK: return "invalid block_n or stages";
+    case FA3_ERR_BAD_BLOCK: return "invalid block_m, block_n or stages";
     case FA3_ERR_NO_NVRTC: return "NVRTC not available";
     }
     return "unknown status";
