@@ -616,47 +616,30 @@ int main(void)
                 tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
                 n++;
             }
-    for (int h = 0; h < 6; h++)
-        for (int dt = 0; dt < 3; dt++)
-            for (int v = 0; v < 2; v++) {
-                ptxas_case *pc = &g_cases[n];
-                fa3_config_init(&pc->cfg);
-                pc->cfg.head_dim = hds[h][0];
-                pc->cfg.head_dim_v = hds[h][1];
-                pc->cfg.dtype = (fa3_dtype)dt;
-                pc->cfg.mask = v ? FA3_MASK_LOCAL : FA3_MASK_CAUSAL;
-                pc->cfg.softcap = 1;
-                pc->cfg.split_kv = v;
-                pc->cfg.paged_kv = v;
-                pc->cfg.pack_gqa = 1;
-                pc->must_accept = 1;
-                snprintf(pc->name, sizeof pc->name, "hd%dx%d_%s_%s_softcap%s_packgqa", hds[h][0],
-                         hds[h][1], dts[dt], masks[pc->cfg.mask], v ? "_paged_split" : "");
-                tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
-                n++;
-            }
-    /* the decode family as listed: packed GQA, block_m 64, split-KV */
-    for (int h = 0; h < 6; h++)
-        for (int dt = 0; dt < 3; dt++)
-            for (int v = 0; v < 2; v++) {
-                ptxas_case *pc = &g_cases[n];
-                fa3_config_init(&pc->cfg);
-                pc->cfg.head_dim = hds[h][0];
-                pc->cfg.head_dim_v = hds[h][1];
-                pc->cfg.dtype = (fa3_dtype)dt;
-                pc->cfg.mask = v ? FA3_MASK_LOCAL : FA3_MASK_CAUSAL;
-                pc->cfg.softcap = 1;
-                pc->cfg.split_kv = v;
-                pc->cfg.paged_kv = v;
-                pc->cfg.pack_gqa = 1;
-                pc->cfg.block_m = 64;
-                pc->cfg.split_kv = 1;
-                pc->must_accept = 1;
-                snprintf(pc->name, sizeof pc->name, "hd%dx%d_%s_%s_softcap%s_decode", hds[h][0],
-                         hds[h][1], dts[dt], masks[pc->cfg.mask], v ? "_paged" : "");
-                tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
-                n++;
-            }
+    /* packed GQA (fam 0: causal dense one pass, local paged split), then the decode family as
+       listed (fam 1: packed GQA, block_m 64, split-KV; causal dense, local paged) */
+    for (int fam = 0; fam < 2; fam++)
+        for (int h = 0; h < 6; h++)
+            for (int dt = 0; dt < 3; dt++)
+                for (int v = 0; v < 2; v++) {
+                    ptxas_case *pc = &g_cases[n];
+                    fa3_config_init(&pc->cfg);
+                    pc->cfg.head_dim = hds[h][0];
+                    pc->cfg.head_dim_v = hds[h][1];
+                    pc->cfg.dtype = (fa3_dtype)dt;
+                    pc->cfg.mask = v ? FA3_MASK_LOCAL : FA3_MASK_CAUSAL;
+                    pc->cfg.softcap = 1;
+                    pc->cfg.split_kv = fam || v;
+                    pc->cfg.paged_kv = v;
+                    pc->cfg.pack_gqa = 1;
+                    pc->cfg.block_m = fam ? 64 : 0;
+                    pc->must_accept = 1;
+                    snprintf(pc->name, sizeof pc->name, "hd%dx%d_%s_%s_softcap%s_%s", hds[h][0],
+                             hds[h][1], dts[dt], masks[pc->cfg.mask],
+                             v ? (fam ? "_paged" : "_paged_split") : "", fam ? "decode" : "packgqa");
+                    tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
+                    n++;
+                }
     if (n != NCASES) {
         printf("%d cases made, %d declared\n", n, (int)NCASES);
         return 1;
