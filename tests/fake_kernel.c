@@ -35,6 +35,33 @@ void fake_free(fa3_kernel *k)
     free(k);
 }
 
+fa3_fwd_args fake_args(int hd, int batch, int seqlen_q, int seqlen_k, int num_heads,
+                       int num_heads_k)
+{
+    fa3_fwd_args a;
+    fa3_fwd_args_init(&a);
+    a.q = (const void *)FAKE_ADDR(1);
+    a.k = (const void *)FAKE_ADDR(2);
+    a.v = (const void *)FAKE_ADDR(3);
+    a.o = (void *)FAKE_ADDR(4);
+    a.lse = (float *)FAKE_ADDR(5);
+    a.batch = batch;
+    a.seqlen_q = seqlen_q;
+    a.seqlen_k = seqlen_k;
+    a.num_heads = num_heads;
+    a.num_heads_k = num_heads_k;
+    fa3_fwd_args_set_contiguous(&a, hd, hd);
+    return a;
+}
+
+fa3_status fake_validate(const fa3_kernel *k, const fa3_fwd_args *a, uint32_t *tiles)
+{
+    float scale;
+    int wl, wr;
+    uint32_t t;
+    return fa3_fwd_validate(k, a, &scale, &wl, &wr, tiles ? tiles : &t);
+}
+
 void expect(fa3_status st, fa3_status want, ...)
 {
     const char *msg = fa3_last_error_message();

@@ -19,6 +19,14 @@ void fake_free(fa3_kernel *k);
 /* Device addresses that never overlap (256 GiB apart) for the argument checks. */
 #define FAKE_ADDR(n) ((uintptr_t)0x100000000000ull + (uintptr_t)(n) * 0x4000000000ull)
 
+/* Contiguous (batch, seqlen, heads, hd) Q/K/V/O and an LSE at FAKE_ADDR(1..5), of the shape
+   given (head_dim_v = hd). */
+fa3_fwd_args fake_args(int hd, int batch, int seqlen_q, int seqlen_k, int num_heads,
+                       int num_heads_k);
+
+/* fa3_fwd_validate of k and a; *tiles (may be NULL) the tile count it computes. */
+fa3_status fake_validate(const fa3_kernel *k, const fa3_fwd_args *a, uint32_t *tiles);
+
 /* st is want, and fa3_last_error_message names every word of the NULL-terminated list. */
 void expect(fa3_status st, fa3_status want, ...);
 

@@ -44,28 +44,7 @@ static fa3_kernel *fake_kernel(int hd, int split, int paged, fa3_mask mask)
 
 static fa3_fwd_args args_for(int hd, int batch, int sq, int sk, int h, int hk)
 {
-    fa3_fwd_args a;
-    fa3_fwd_args_init(&a);
-    a.q = (const void *)ADDR(1);
-    a.k = (const void *)ADDR(2);
-    a.v = (const void *)ADDR(3);
-    a.o = (void *)ADDR(4);
-    a.lse = (float *)ADDR(5);
-    a.batch = batch;
-    a.seqlen_q = sq;
-    a.seqlen_k = sk;
-    a.num_heads = h;
-    a.num_heads_k = hk;
-    fa3_fwd_args_set_contiguous(&a, hd, hd);
-    return a;
-}
-
-static fa3_status validate(const fa3_kernel *k, const fa3_fwd_args *a, uint32_t *tiles)
-{
-    float scale;
-    int wl, wr;
-    uint32_t t;
-    return fa3_fwd_validate(k, a, &scale, &wl, &wr, tiles ? tiles : &t);
+    return fake_args(hd, batch, sq, sk, h, hk);
 }
 
 static void test_config_flag(void **state)
@@ -147,7 +126,7 @@ static void test_tiles_and_ratio(void **state)
         fa3_fwd_args a = args_for(128, cases[i].batch, cases[i].sq, 1000, cases[i].h,
                                   cases[i].hk);
         uint32_t tiles = 0;
-        fa3_status vs = validate(k, &a, &tiles);
+        fa3_status vs = fake_validate(k, &a, &tiles);
         if (vs != FA3_OK)
             fail_msg("case %zu: %s", i, fa3_last_error_message());
         printf("  batch %d seqlen_q %d heads %d/%d: %u tiles\n", cases[i].batch, cases[i].sq,
@@ -156,24 +135,24 @@ static void test_tiles_and_ratio(void **state)
     }
     /* ratios that do not divide block_m: named with both head counts and block_m */
     fa3_fwd_args a = args_for(128, 2, 4, 1000, 24, 8); /* ratio 3 */
-    expect(validate(k, &a, NULL), FA3_ERR_BAD_SHAPE, "num_heads 24", "num_heads_k 8",
+    expect(fake_validate(k, &a, NULL), FA3_ERR_BAD_SHAPE, "num_heads 24", "num_heads_k 8",
            "block_m 128", "pack_gqa", NULL);
     a = args_for(128, 2, 4, 1000, 256, 1); /* ratio 256 > block_m */
-    expect(validate(k, &a, NULL), FA3_ERR_BAD_SHAPE, "num_heads 256", "num_heads_k 1",
+    expect(fake_validate(k, &a, NULL), FA3_ERR_BAD_SHAPE, "num_heads 256", "num_heads_k 1",
            "block_m 128", NULL);
     /* hd64 (block_m 192): ratio 3 divides it, 5 does not */
     a = args_for(64, 2, 4, 1000, 24, 8);
-    assert_int_equal(validate(k64, &a, NULL), FA3_OK);
+    assert_int_equal(fake_validate(k64, &a, NULL), FA3_OK);
     a = args_for(64, 2, 4, 1000, 40, 8); /* ratio 5 */
-    expect(validate(k64, &a, NULL), FA3_ERR_BAD_SHAPE, "num_heads 40", "num_heads_k 8",
+    expect(fake_validate(k64, &a, NULL), FA3_ERR_BAD_SHAPE, "num_heads 40", "num_heads_k 8",
            "block_m 192", NULL);
     uint32_t tiles = 0;
     a = args_for(64, 1, 100, 1000, 48, 8); /* ratio 6: 600 rows, 4 tiles of 192 */
-    assert_int_equal(validate(k64, &a, &tiles), FA3_OK);
+    assert_int_equal(fake_validate(k64, &a, &tiles), FA3_OK);
     assert_int_equal(tiles, 8 * 4);
     /* the packed rows stay in 32 bits */
     a = args_for(128, 1, 20000000, 1000, 128, 1); /* 2.56e9 rows */
-    expect(validate(k, &a, NULL), FA3_ERR_BAD_SHAPE, "seqlen_q 20000000", "128", "2^31", NULL);
+    expect(fake_validate(k, &a, NULL), FA3_ERR_BAD_SHAPE, "seqlen_q 20000000", "128", "2^31", NULL);
     fake_free(k);
     fake_free(k64);
 }
@@ -185,7 +164,7 @@ static void test_split_layout(void **state)
     fa3_fwd_args a = args_for(128, 4, 2, 8192, 32, 8);
     a.num_splits = 5;
     uint32_t tiles = 0;
-    assert_int_equal(validate(k, &a, &tiles), FA3_OK);
+    assert_int_equal(fake_validate(k, &a, &tiles), FA3_OK);
     assert_int_equal(tiles, 4 * 8);
     fa3_split_info si;
     assert_int_equal(fa3_split_resolve(k, &a, tiles, 132, &si), FA3_OK);

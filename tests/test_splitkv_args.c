@@ -49,19 +49,7 @@ static fa3_kernel *fake_kernel(int split, int varlen)
    packed into 3 query rows, max 2, 5000 key rows) */
 static fa3_fwd_args good_args(int varlen)
 {
-    fa3_fwd_args a;
-    fa3_fwd_args_init(&a);
-    a.q = (const void *)ADDR(1);
-    a.k = (const void *)ADDR(2);
-    a.v = (const void *)ADDR(3);
-    a.o = (void *)ADDR(4);
-    a.lse = (float *)ADDR(5);
-    a.batch = 2;
-    a.seqlen_q = varlen ? 3 : 1;
-    a.seqlen_k = varlen ? 5000 : 4096;
-    a.num_heads = 8;
-    a.num_heads_k = 2;
-    fa3_fwd_args_set_contiguous(&a, HD, HD);
+    fa3_fwd_args a = fake_args(HD, 2, varlen ? 3 : 1, varlen ? 5000 : 4096, 8, 2);
     if (varlen) {
         a.cu_seqlens_q = (const int32_t *)ADDR(6);
         a.cu_seqlens_k = (const int32_t *)ADDR(7);
@@ -69,14 +57,6 @@ static fa3_fwd_args good_args(int varlen)
         a.max_seqlen_k = 4096;
     }
     return a;
-}
-
-static fa3_status validate(const fa3_kernel *k, const fa3_fwd_args *a, uint32_t *tiles)
-{
-    float scale;
-    int wl, wr;
-    uint32_t t;
-    return fa3_fwd_validate(k, a, &scale, &wl, &wr, tiles ? tiles : &t);
 }
 
 static void test_config_flag(void **state)
@@ -109,43 +89,43 @@ static void test_num_splits_rules(void **state)
     (void)state;
     fa3_kernel *plain = fake_kernel(0, 0), *split = fake_kernel(1, 0);
     fa3_fwd_args a = good_args(0);
-    assert_int_equal(validate(plain, &a, NULL), FA3_OK); /* 0: one pass */
+    assert_int_equal(fake_validate(plain, &a, NULL), FA3_OK); /* 0: one pass */
     a.num_splits = 1;
-    assert_int_equal(validate(plain, &a, NULL), FA3_OK);
+    assert_int_equal(fake_validate(plain, &a, NULL), FA3_OK);
     a.num_splits = 4;
-    expect(validate(plain, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "num_splits 4", "split_kv",
+    expect(fake_validate(plain, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "num_splits 4", "split_kv",
            NULL);
-    assert_int_equal(validate(split, &a, NULL), FA3_OK);
+    assert_int_equal(fake_validate(split, &a, NULL), FA3_OK);
     a.num_splits = -1;
-    expect(validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "num_splits -1", "128", NULL);
-    expect(validate(plain, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "num_splits -1", NULL);
+    expect(fake_validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "num_splits -1", "128", NULL);
+    expect(fake_validate(plain, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "num_splits -1", NULL);
     a.num_splits = 129;
-    expect(validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "num_splits 129", "128", NULL);
+    expect(fake_validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "num_splits 129", "128", NULL);
     a.num_splits = 128;
-    assert_int_equal(validate(split, &a, NULL), FA3_OK);
+    assert_int_equal(fake_validate(split, &a, NULL), FA3_OK);
     /* the workspace: 256-byte aligned; ignored by a split_kv = 0 config */
     a.workspace = (void *)(ADDR(9) + 128);
     a.workspace_bytes = 1u << 30;
-    expect(validate(split, &a, NULL), FA3_ERR_BAD_ALIGNMENT, "workspace", "256", NULL);
+    expect(fake_validate(split, &a, NULL), FA3_ERR_BAD_ALIGNMENT, "workspace", "256", NULL);
     a.num_splits = 1;
-    assert_int_equal(validate(plain, &a, NULL), FA3_OK);
+    assert_int_equal(fake_validate(plain, &a, NULL), FA3_OK);
     a.workspace = (void *)ADDR(9);
-    assert_int_equal(validate(split, &a, NULL), FA3_OK);
+    assert_int_equal(fake_validate(split, &a, NULL), FA3_OK);
     /* a workspace over a tensor: refused naming it (a split_kv = 0 config ignores it) */
     a.workspace = (void *)ADDR(4); /* o */
-    expect(validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "workspace", "overlaps args->o",
-           NULL);
-    assert_int_equal(validate(plain, &a, NULL), FA3_OK);
+    expect(fake_validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "workspace",
+           "overlaps args->o", NULL);
+    assert_int_equal(fake_validate(plain, &a, NULL), FA3_OK);
     a.workspace = (void *)ADDR(1); /* q */
-    expect(validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "overlaps args->q", NULL);
+    expect(fake_validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "overlaps args->q", NULL);
     a.workspace = (void *)(ADDR(2) - 256); /* its last 256 bytes... reach into k */
     a.workspace_bytes = 512;
-    expect(validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "overlaps args->k", NULL);
+    expect(fake_validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "overlaps args->k", NULL);
     a.workspace_bytes = 256; /* ... or end where k begins */
-    assert_int_equal(validate(split, &a, NULL), FA3_OK);
+    assert_int_equal(fake_validate(split, &a, NULL), FA3_OK);
     a.workspace = (void *)ADDR(5); /* lse */
     a.workspace_bytes = 1u << 30;
-    expect(validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "overlaps args->lse", NULL);
+    expect(fake_validate(split, &a, NULL), FA3_ERR_INVALID_ARGUMENT, "overlaps args->lse", NULL);
     a.workspace = (void *)ADDR(9);
     fake_free(plain);
     fake_free(split);
@@ -159,7 +139,7 @@ static void test_resolve_layout(void **state)
         fa3_fwd_args a = good_args(varlen);
         uint32_t tiles = 0;
         a.num_splits = 7;
-        assert_int_equal(validate(k, &a, &tiles), FA3_OK);
+        assert_int_equal(fake_validate(k, &a, &tiles), FA3_OK);
         fa3_split_info si;
         assert_int_equal(fa3_split_resolve(k, &a, tiles, 132, &si), FA3_OK);
         const int64_t rows = varlen ? 8 * 3 : 2 * 8 * 1; /* as the LSE output */
