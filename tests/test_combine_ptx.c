@@ -26,6 +26,7 @@
 #include "codegen/generate.h"
 #include "runtime/split.h"
 #include "tools/common/numerics.h"
+#include "combine_ref.h"
 
 /* ------------------------------------------------------------------ the interpreter */
 
@@ -482,7 +483,6 @@ static void run_case(const ccase *c, uint64_t seed)
             run_warp(&g_prog, &g_warp);
         }
 
-    const double ulp = c->dt == FA3_DTYPE_FP16 ? 0x1p-11 : 0x1p-8;
     long bad = 0;
     double worst = 0;
     unsigned char *seen = calloc(o_elems, 1);
@@ -502,15 +502,8 @@ static void run_case(const ccase *c, uint64_t seed)
                 printf("  row %d: LSE written past the sequences\n", row);
             continue;
         }
-        double m = -INFINITY;
-        for (int s = 0; s < ns; s++)
-            m = fmax(m, (double)lp[(size_t)s * rows + row]);
-        double sum = 0, ref_lse = -INFINITY;
-        if (m != -INFINITY) {
-            for (int s = 0; s < ns; s++)
-                sum += exp((double)lp[(size_t)s * rows + row] - m);
-            ref_lse = m + log(sum);
-        }
+        const double ref_lse = combine_ref_lse(lp, ns, rows, row);
+        const double m = ref_lse; /* -inf exactly when every split is */
         if (c->with_lse) {
             const int ok = m == -INFINITY ? (isinf(lse[row]) && lse[row] < 0)
                                           : fabs(lse[row] - ref_lse) <= 4e-6 * (1 + fabs(ref_lse));
@@ -520,19 +513,10 @@ static void run_case(const ccase *c, uint64_t seed)
             printf("  row %d: LSE written though NULL\n", row);
         }
         for (int j = 0; j < hdv; j++) {
-            double ref = 0, mag = 0;
-            for (int s = 0; s < ns && m != -INFINITY; s++) {
-                const double l = lp[(size_t)s * rows + row];
-                if (l == -INFINITY)
-                    continue;
-                const double wt = exp(l - ref_lse), x = op[((size_t)s * rows + row) * hdv + j];
-                ref += wt * x;
-                mag += wt * fabs(x);
-            }
+            double mag;
+            const double ref = combine_ref_o(op, lp, ns, rows, hdv, row, j, ref_lse, &mag);
             const double got = dtype_to_f32(c->dt, o[base + (size_t)j]);
-            /* fp16 below 2^-14 is subnormal: its spacing 2^-24 is the rounding floor there */
-            const double floor = c->dt == FA3_DTYPE_FP16 ? 0x1p-24 : 1e-30;
-            const double err = fabs(got - ref), tol = ulp * fabs(ref) + 1e-5 * mag + floor;
+            const double err = fabs(got - ref), tol = combine_tol(c->dt, ref, mag);
             if (!(err <= tol) && bad++ < 5)
                 printf("  row %d col %d: O %.7g, expected %.7g\n", row, j, got, ref);
             if (err / tol > worst)

@@ -24,6 +24,7 @@
 
 #include "gpu_util.h"
 #include "check.h"
+#include "combine_ref.h"
 
 static int g_skipped;
 static fa3_context *g_ctx;
@@ -115,7 +116,6 @@ static void run_case(const combine_case *c)
     gpu_download(lse, d_lse, (size_t)rows * 4);
 
     /* the host merge, in fp64, and the comparison */
-    const double ulp = c->dtype == FA3_DTYPE_FP16 ? 0x1p-11 : 0x1p-8;
     long bad = 0, checked = 0, untouched = 0;
     double worst = 0;
     unsigned char *seen = calloc(o_elems, 1);
@@ -138,15 +138,8 @@ static void run_case(const combine_case *c)
             untouched++;
             continue;
         }
-        double m = -INFINITY;
-        for (int s = 0; s < ns; s++)
-            m = fmax(m, (double)lp[(size_t)s * rows + row]);
-        double sum = 0, ref_lse = -INFINITY;
-        if (m != -INFINITY) {
-            for (int s = 0; s < ns; s++)
-                sum += exp((double)lp[(size_t)s * rows + row] - m);
-            ref_lse = m + log(sum);
-        }
+        const double ref_lse = combine_ref_lse(lp, ns, rows, row);
+        const double m = ref_lse; /* -inf exactly when every split is */
         if (c->with_lse) {
             const double d = fabs((double)lse[row] - ref_lse);
             const int ok = m == -INFINITY ? (isinf(lse[row]) && lse[row] < 0)
@@ -155,19 +148,10 @@ static void run_case(const combine_case *c)
                 printf("  row %d: LSE %.9g, expected %.9g\n", row, (double)lse[row], ref_lse);
         }
         for (int j = 0; j < hdv; j++) {
-            double ref = 0, mag = 0;
-            for (int s = 0; s < ns && m != -INFINITY; s++) {
-                const double l = lp[(size_t)s * rows + row];
-                if (l == -INFINITY)
-                    continue;
-                const double w = exp(l - ref_lse), x = op[((size_t)s * rows + row) * hdv + j];
-                ref += w * x;
-                mag += w * fabs(x);
-            }
+            double mag;
+            const double ref = combine_ref_o(op, lp, ns, rows, hdv, row, j, ref_lse, &mag);
             const double got = dtype_to_f32(c->dtype, o[base + (size_t)j]);
-            /* fp16 below 2^-14 is subnormal: its spacing 2^-24 is the rounding floor there */
-            const double floor = c->dtype == FA3_DTYPE_FP16 ? 0x1p-24 : 1e-30;
-            const double err = fabs(got - ref), tol = ulp * fabs(ref) + 1e-5 * mag + floor;
+            const double err = fabs(got - ref), tol = combine_tol(c->dtype, ref, mag);
             checked++;
             if (!(err <= tol) && bad++ < 5)
                 printf("  row %d col %d: O %.7g, expected %.7g (tolerance %.3g)\n", row, j, got,
