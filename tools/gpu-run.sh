@@ -37,6 +37,17 @@ ab_variants() {
   local v=AB_VARIANTS_$1
   echo "${!v:-${AB_VARIANTS:-wg3=0 dbg_no_softmax=1}}"
 }
+# sass_check TAG FLAGS...: compiles the kernel of FLAGS and checks its SASS: setmaxnreg kept
+# (two USETMAXREG), no local memory (LDL/STL); a failure fails the run
+sass_check() {
+  local tag=$1; shift
+  $gen --emit-cubin /tmp/k.cubin "$@" >/dev/null || rc=1
+  local s n_set n_ldl
+  s=$(cuobjdump -sass /tmp/k.cubin)
+  n_set=$(grep -c USETMAXREG <<<"$s"); n_ldl=$(grep -c -E '\b(LDL|STL)\b' <<<"$s")
+  echo "$tag $*: USETMAXREG $n_set LDL/STL $n_ldl"
+  [ "$n_set" -ge 2 ] && [ "$n_ldl" -eq 0 ] || rc=1
+}
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
 $gen --version
 for step in $steps; do
@@ -70,11 +81,7 @@ for step in $steps; do
     logged test_splitkv 560 40 "$root/.gpu/test_splitkv"
     for f in "--head-dim 128" "--head-dim 64 --causal" "--head-dim 256 --causal --paged-kv" \
              "--head-dim 128 --dtype e4m3 --local --softcap"; do
-      $gen --emit-cubin /tmp/k.cubin $f --split-kv >/dev/null || rc=1
-      s=$(cuobjdump -sass /tmp/k.cubin)
-      n_set=$(grep -c USETMAXREG <<<"$s"); n_ldl=$(grep -c -E '\b(LDL|STL)\b' <<<"$s")
-      echo "split $f: USETMAXREG $n_set LDL/STL $n_ldl"
-      [ "$n_set" -ge 2 ] && [ "$n_ldl" -eq 0 ] || rc=1
+      sass_check split $f --split-kv
     done
     # the combine kernel alone (fp64 host merge), then fa3_fwd of split configs end to end
     logged test_splitkv_combine 300 25 "$root/.gpu/test_splitkv_combine"
@@ -85,11 +92,7 @@ for step in $steps; do
     logged test_pack_gqa 300 25 "$root/.gpu/test_pack_gqa"
     for f in "--head-dim 128" "--head-dim 64 --causal" "--head-dim 256 --causal --paged-kv --split-kv" \
              "--head-dim 128 --dtype e4m3 --local --softcap --split-kv"; do
-      $gen --emit-cubin /tmp/k.cubin $f --pack-gqa >/dev/null || rc=1
-      s=$(cuobjdump -sass /tmp/k.cubin)
-      n_set=$(grep -c USETMAXREG <<<"$s"); n_ldl=$(grep -c -E '\b(LDL|STL)\b' <<<"$s")
-      echo "packgqa $f: USETMAXREG $n_set LDL/STL $n_ldl"
-      [ "$n_set" -ge 2 ] && [ "$n_ldl" -eq 0 ] || rc=1
+      sass_check packgqa $f --pack-gqa
     done
     logged check_packgqa 400 15 $gen check --pack-gqa ;;
   kvcache) # KV-cache append (C: bit for bit, broken contracts, debug read-back) and
@@ -217,11 +220,7 @@ for step in $steps; do
     logged test_block_m64 120 40 "$root/.gpu/test_block_m64"
     for f in "--head-dim 128" "--head-dim 64 --causal" "--head-dim 256 --causal --paged-kv" \
              "--head-dim 128 --dtype e4m3 --local --softcap" "--head-dim 128 --split-kv"; do
-      $gen --emit-cubin /tmp/k.cubin $f --block-m 64 >/dev/null || rc=1
-      s=$(cuobjdump -sass /tmp/k.cubin)
-      n_set=$(grep -c USETMAXREG <<<"$s"); n_ldl=$(grep -c -E '\b(LDL|STL)\b' <<<"$s")
-      echo "bm64 $f: USETMAXREG $n_set LDL/STL $n_ldl"
-      [ "$n_set" -ge 2 ] && [ "$n_ldl" -eq 0 ] || rc=1
+      sass_check bm64 $f --block-m 64
     done
     logged check_bm64 300 15 $gen check --block-m 64
     logged check_bm64_paged16 300 15 $gen check --block-m 64 --paged 16
