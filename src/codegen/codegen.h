@@ -43,6 +43,8 @@ typedef struct fa3_plan {
     int cond_rescale;      /* bf16/fp16 A/B knob (FA4's choice): a warp keeps its rows' max, and
                               skips O's rescale, while no row's max grows by more than 2^8 in
                               the exp2 domain (P then stays below 2^8) */
+    int fast_exp;          /* bf16/fp16 A/B knob: p = 2^fma(s, c_r, -off) (one FMA a score) with
+                              the offset's rounding carried exactly (softmax.c) */
     int dbg_no_softmax;    /* timing only (wrong results): P = S, no softcap/mask/max/exp/sum/
                               rescale */
     int o_stage;           /* O staged in shared memory and stored with TMA when the runtime finds

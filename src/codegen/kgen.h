@@ -71,6 +71,7 @@ typedef struct cons {
     ptx_r s, a, o;              /* arrays: S then P (fp32), P fragments, O accumulators */
     ptx_r h[2];                 /* e4m3: the two e4m3x2 halves of a P fragment */
     ptx_r m[2], l[2], alpha[2]; /* row max, partial row sum, rescale factor of each row */
+    ptx_r e[2];                 /* fast_exp: the offset's rounding, m·c_r - off (exact) */
     ptx_r rescale;              /* cond_rescale: a pred, some row of the warp took a new max */
     int lab_epilogue;
     /* the loop body's temporaries (see scratch) */
@@ -78,6 +79,7 @@ typedef struct cons {
         ptx_r dq, dk, dv;             /* wgmma descriptors of one k-step */
         ptx_r koff, voff, kaddr, vaddr; /* ring offsets and operand addresses */
         ptx_r bmax[2], shf, mnew[2], mz[2], psum[2], nokey; /* softmax */
+        ptx_r cr[2], noff[2], enew[2], c2, big; /* fast_exp */
         ptx_r col0, lanecol, rlast[2], rfirst[2]; /* mask */
         ptx_r done, need, bk0, bk1, qlast; /* loop control, mask decision, Q release */
     } tmp;

@@ -18,7 +18,8 @@
    - dbg_no_vt=1 (e4m3, timing only, wrong results): the producer threads skip the V transpose's
      loads, permutes and stores (its waits and arrivals stay), the cost of the transpose;
    - cond_rescale=1 (bf16/fp16; e4m3 ignores it: its P offset leaves no headroom): FA4's
-     conditional O rescale (softmax.c), not yet measured.
+     conditional O rescale (softmax.c), not yet measured;
+   - fast_exp=1 (bf16/fp16): one FMA a score (softmax.c, "fast_exp"), not yet measured.
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -33,6 +34,7 @@ static const struct knob {
     {"dbg_no_softmax", offsetof(fa3_plan, dbg_no_softmax), 0, 1},
     {"dbg_no_vt", offsetof(fa3_plan, dbg_no_vt), 0, 1},
     {"cond_rescale", offsetof(fa3_plan, cond_rescale), 0, 1},
+    {"fast_exp", offsetof(fa3_plan, fast_exp), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])
 

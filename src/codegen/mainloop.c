@@ -275,6 +275,16 @@ void kg_consumer(kgen *g)
     }
     if (p->cond_rescale && !p->fp8)
         c.rescale = ptx_reg(g->f, PTX_PRED, "rescale");
+    if (p->fast_exp && !p->fp8) {
+        for (int r = 0; r < 2; r++) {
+            c.e[r] = ptx_reg(g->f, PTX_F32, "e");
+            c.tmp.cr[r] = ptx_reg(g->f, PTX_F32, "cr");
+            c.tmp.noff[r] = ptx_reg(g->f, PTX_F32, "noff");
+            c.tmp.enew[r] = ptx_reg(g->f, PTX_F32, "enew");
+        }
+        c.tmp.c2 = ptx_reg(g->f, PTX_F32, "c2");
+        c.tmp.big = ptx_reg(g->f, PTX_PRED, "big");
+    }
     /* the ping-pong barriers: mine (nb_pingpong + cw) and the next consumer's */
     for (int w = 0; w < nwg && nwg > 1; w++)
         ptx_named_bar(g->f, p->nb_pingpong + w, 256);
@@ -302,6 +312,8 @@ void kg_consumer(kgen *g)
     for (int r = 0; r < 2; r++) {
         INS("mov.f32 $, " NEG_INF ";", c.m[r]);
         INS("mov.f32 $, " ZERO_F ";", c.l[r]);
+        if (p->fast_exp && !p->fp8)
+            INS("mov.f32 $, " ZERO_F ";", c.e[r]);
     }
     kg_rows_init(g, &c);
     ptx_r empty = ptx_reg(g->f, PTX_PRED, "notile");

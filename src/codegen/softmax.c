@@ -107,6 +107,35 @@ static void row_new_max(kgen *g, cons *c, int r, int keep)
         INS("selp.f32 $, $, $, $;", mnew, mnew, c->m[r], c->rescale);
     INS("setp.eq.f32 $, $, " NEG_INF ";", none, mnew);
     INS("selp.f32 $, " ZERO_F ", $, $;", mz, mnew, none);
+    if (g->p->fast_exp && !g->p->fp8) {
+        /* fast_exp: p = 2^fma(s, c_r, -off), one FMA a score, where off = RU(mz·c) (rounded up:
+           p <= 1 at every magnitude) and its rounding e = mz·c - off (exact: the error of a
+           rounded product is a float) enters alpha and the LSE, so the blocks' weights agree
+           exactly. Beyond |mz·c| >= 2^27 (fp16 2^26) the rounding (up to an ulp, 16 / 8) would
+           take p at the max below 2^-16 (fp16 2^-8): such rows take c_r = c2, the power of two
+           <= c, with off = mz·c2 exact (p = 1 at the max, e = 0). Their exponents are then up
+           to 2x too small in magnitude, which the fp32 scores' own error there (each key's
+           weight moves by 2^(2^-22·c·Σ|q·k|) >= 2^32 / 2^16 at the threshold: test_magnitude's
+           rule) exceeds for every key that can weigh (x >= -30 / -24). */
+        ptx_r cr = c->tmp.cr[r], noff = c->tmp.noff[r], enew = c->tmp.enew[r];
+        ptx_r big = c->tmp.big, t = c->tmp.bmax[r];
+        INS("mul.rp.f32 $, $, $;", enew, mz, c->scale_log2);
+        INS("abs.f32 $, $;", noff, enew);
+        INS("setp.ge.f32 $, $, %s;", big, noff,
+            g->p->cfg.dtype == FA3_DTYPE_FP16 ? "0f4C800000" /* 2^26 */ : "0f4D000000" /* 2^27 */);
+        INS("selp.f32 $, $, $, $;", cr, c->tmp.c2, c->scale_log2, big);
+        INS("mul.rn.f32 $, $, $;", noff, mz, c->tmp.c2);
+        INS("selp.f32 $, $, $, $;", noff, noff, enew, big);
+        INS("neg.f32 $, $;", noff, noff);
+        INS("fma.rn.f32 $, $, $, $;", enew, mz, cr, noff);
+        INS("sub.rn.f32 $, $, $;", c->alpha[r], c->m[r], mz);
+        INS("sub.rn.f32 $, $, $;", t, enew, c->e[r]);
+        INS("fma.rn.f32 $, $, $, $;", c->alpha[r], c->alpha[r], cr, t);
+        INS("ex2.approx.ftz.f32 $, $;", c->alpha[r], c->alpha[r]);
+        INS("mov.f32 $, $;", c->m[r], mnew);
+        INS("mov.f32 $, $;", c->e[r], enew);
+        return;
+    }
     INS("sub.rn.f32 $, $, $;", c->alpha[r], c->m[r], mz);
     INS("mul.rn.f32 $, $, $;", c->alpha[r], c->alpha[r], c->scale_log2);
     INS("ex2.approx.ftz.f32 $, $;", c->alpha[r], c->alpha[r]);
@@ -137,7 +166,9 @@ void kg_softmax(kgen *g, cons *c, int masked)
        more than 8 in the exp2 domain (then P <= 2^8: no bf16/fp16 overflow; LSE and O use the
        max kept, so they are unchanged); alpha is then exactly 1 and kg_rescale_o skips O's
        multiply, the branch uniform over the warp (vote.any) */
-    const int cond = p->cond_rescale && !p->fp8;
+    const int cond = p->cond_rescale && !p->fp8, fast = p->fast_exp && !p->fp8;
+    if (fast) /* c2: the power of two <= c (c > 0: fwd_args.c) */
+        INS("and.b32 $, $, 0xFF800000;", c->tmp.c2, c->scale_log2);
     /* row by row (max, then its new max and alpha); cond_rescale: both maxima before the vote */
     for (int r = 0; r < 2; r++) {
         row_max(g, c, r);
@@ -164,6 +195,12 @@ void kg_softmax(kgen *g, cons *c, int masked)
     for (int i = 0; i < ns; i++) {
         const int r = acc_row(i);
         ptx_r x = ptx_at(c->s, i);
+        if (fast) {
+            INS("fma.rn.f32 $, $, $, $;", x, x, c->tmp.cr[r], c->tmp.noff[r]);
+            INS("ex2.approx.ftz.f32 $, $;", x, x);
+            INS("add.f32 $, $, $;", sum[r], sum[r], x);
+            continue;
+        }
         INS("sub.rn.f32 $, $, $;", x, x, c->tmp.mz[r]);
         if (p->fp8) /* the exponent offset in the same rounding step */
             INS("fma.rn.f32 $, $, $, " FP8_P_OFFSET ";", x, x, c->scale_log2);
