@@ -26,7 +26,12 @@
 static const char *hash_file;
 
 /* The knob sets of FA3JIT_PLAN_DEBUG the planner keeps ("" = the default plan). */
-static const char *const knob_sets[] = {"", "wg3=0", "dbg_no_o_store=1", "dbg_no_softmax=1"};
+static const char *const knob_sets[] = {"",
+                                        "wg3=0",
+                                        "dbg_no_o_store=1",
+                                        "dbg_no_softmax=1",
+                                        "fast_exp=0",
+                                        "fast_exp=0,cond_rescale=0"};
 #define NKNOBS (sizeof knob_sets / sizeof knob_sets[0])
 
 /* Tile overrides (config fields): block_n / stages on some head dims. */
@@ -37,7 +42,7 @@ static const struct {
 #define NTILES (sizeof tiles / sizeof tiles[0])
 
 typedef struct entry {
-    char name[96];
+    char name[160];
     unsigned long long hash;
     int seen;
 } entry;
@@ -97,7 +102,7 @@ static entry *load(size_t *n)
             e = g;
             cap *= 2;
         }
-        if (sscanf(line, "%95s %llx", e[*n].name, &e[*n].hash) == 2)
+        if (sscanf(line, "%159s %llx", e[*n].name, &e[*n].hash) == 2)
             (*n)++;
     }
     fclose(f);
@@ -131,7 +136,7 @@ static void test_hashes(void **state)
     int changed = 0, missing = 0, cases = 0;
     for (int i = 0; i < ntotal; i++)
         for (size_t k = 0; k < (i < ncfg ? NKNOBS : 1); k++) {
-            char name[96];
+            char name[160];
             assert_int_equal(make_name(name, sizeof name, &cfgs[i], knob_sets[k]), 0);
             unsigned long long h = 0;
             if (ptx_hash(&cfgs[i], knob_sets[k], &h) != 0)

@@ -40,10 +40,10 @@ typedef struct fa3_plan {
                               registers predicated off at run time */
     int wg3;               /* 1: three consumer warpgroups (block_m 192) for head_dim 64 */
     int dbg_no_vt;         /* e4m3, timing only (wrong results): no V transpose work */
-    int cond_rescale;      /* bf16/fp16 A/B knob (FA4's choice): a warp keeps its rows' max, and
+    int cond_rescale;      /* bf16/fp16 (FA4's choice; default 1): a warp keeps its rows' max, and
                               skips O's rescale, while no row's max grows by more than 2^8 in
                               the exp2 domain (P then stays below 2^8) */
-    int fast_exp;          /* bf16/fp16 A/B knob: p = 2^fma(s, c_r, -off) (one FMA a score) with
+    int fast_exp;          /* bf16/fp16 (default 1): p = 2^fma(s, c_r, -off) (one FMA a score) with
                               the offset's rounding carried exactly (softmax.c) */
     int dbg_no_softmax;    /* timing only (wrong results): P = S, no softcap/mask/max/exp/sum/
                               rescale */

@@ -277,7 +277,7 @@ static void store_lse(kgen *g, cons *c, int lab_end)
         }
         INS("setp.ge.s32 $, $, $;", past, qr, c->t.sq);
         INS("@$ bra %s;", past, ptx_lab(g->f, lab));
-        INS("lg2.approx.f32 $, $;", lg, c->l[r]);
+        INS("lg2.approx.f32 $, $;", lg, c->l_lse[r]);
         if (g->p->fp8) /* l carries P's 2^8 (softmax.c) */
             INS("add.f32 $, $, 0fC1000000;", lg, lg);
         if (g->p->fast_exp && !g->p->fp8) /* l's weights were 2^e too large (softmax.c) */
@@ -352,7 +352,7 @@ static void store_partials(kgen *g, cons *c, const ptx_r inv[2])
         ptx_r lg = ptx_reg(g->f, PTX_F32, "lg"), ln = ptx_reg(g->f, PTX_F32, "ln");
         ptx_r v = ptx_reg(g->f, PTX_F32, "lse"), out = ptx_reg(g->f, PTX_F32, "lse");
         ptx_r seen = ptx_reg(g->f, PTX_PRED, "seen");
-        INS("lg2.approx.f32 $, $;", lg, c->l[r]);
+        INS("lg2.approx.f32 $, $;", lg, c->l_lse[r]);
         if (p->fp8) /* l carries P's 2^8 (softmax.c) */
             INS("add.f32 $, $, 0fC1000000;", lg, lg);
         if (g->p->fast_exp && !g->p->fp8) /* l's weights were 2^e too large (softmax.c) */
@@ -394,6 +394,10 @@ void kg_epilogue(kgen *g, cons *c)
             ptx_r o = ptx_reg(g->f, PTX_F32, "lsh");
             INS("shfl.sync.bfly.b32 $, $, %d, 31, -1;", o, c->l[r], lanes);
             INS("add.f32 $, $, $;", c->l[r], c->l[r], o);
+            if (c->l_lse[r].id != c->l[r].id) {
+                INS("shfl.sync.bfly.b32 $, $, %d, 31, -1;", o, c->l_lse[r], lanes);
+                INS("add.f32 $, $, $;", c->l_lse[r], c->l_lse[r], o);
+            }
         }
         ptx_r pos = ptx_reg(g->f, PTX_PRED, "lpos"), rc = ptx_reg(g->f, PTX_F32, "rcp");
         inv[r] = ptx_reg(g->f, PTX_F32, "linv");

@@ -72,6 +72,9 @@ typedef struct cons {
     ptx_r h[2];                 /* e4m3: the two e4m3x2 halves of a P fragment */
     ptx_r m[2], l[2], alpha[2]; /* row max, partial row sum, rescale factor of each row */
     ptx_r e[2];                 /* fast_exp: the offset's rounding, m·c_r - off (exact) */
+    ptx_r own_max;              /* fast_exp: 1.0 in one thread of a row's four, else 0 */
+    ptx_r l_lse[2];             /* fast_exp with cond_rescale: l without the P-rounding correction
+                                   (softmax.c), for the LSE; otherwise the LSE takes l */
     ptx_r rescale;              /* cond_rescale: a pred, some row of the warp took a new max */
     int lab_epilogue;
     /* the loop body's temporaries (see scratch) */
@@ -79,7 +82,7 @@ typedef struct cons {
         ptx_r dq, dk, dv;             /* wgmma descriptors of one k-step */
         ptx_r koff, voff, kaddr, vaddr; /* ring offsets and operand addresses */
         ptx_r bmax[2], shf, mnew[2], mz[2], psum[2], nokey; /* softmax */
-        ptx_r cr[2], noff[2], enew[2], c2, big; /* fast_exp */
+        ptx_r cr[2], noff[2], enew[2], c2, big, p16; /* fast_exp */
         ptx_r col0, lanecol, rlast[2], rfirst[2]; /* mask */
         ptx_r done, need, bk0, bk1, qlast; /* loop control, mask decision, Q release */
     } tmp;

@@ -17,9 +17,10 @@
      predicated off at run time;
    - dbg_no_vt=1 (e4m3, timing only, wrong results): the producer threads skip the V transpose's
      loads, permutes and stores (its waits and arrivals stay), the cost of the transpose;
-   - cond_rescale=1 (bf16/fp16; e4m3 ignores it: its P offset leaves no headroom): FA4's
-     conditional O rescale (softmax.c), not yet measured;
-   - fast_exp=1 (bf16/fp16): one FMA a score (softmax.c, "fast_exp"), not yet measured.
+   - cond_rescale=0 (bf16/fp16; e4m3 has neither: its P offset leaves no headroom): without
+     FA4's conditional O rescale (softmax.c);
+   - fast_exp=0 (bf16/fp16): the exponent as (s - m)·c, a sub and a mul a score, instead of one
+     FMA (softmax.c); plan.c has the A/B of both.
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded

@@ -272,6 +272,8 @@ void kg_consumer(kgen *g)
         c.m[r] = ptx_reg(g->f, PTX_F32, "m");
         c.l[r] = ptx_reg(g->f, PTX_F32, "l");
         c.alpha[r] = ptx_reg(g->f, PTX_F32, "alpha");
+        c.l_lse[r] = p->fast_exp && p->cond_rescale && !p->fp8 ? ptx_reg(g->f, PTX_F32, "llse")
+                                                               : c.l[r];
     }
     if (p->cond_rescale && !p->fp8)
         c.rescale = ptx_reg(g->f, PTX_PRED, "rescale");
@@ -284,6 +286,12 @@ void kg_consumer(kgen *g)
         }
         c.tmp.c2 = ptx_reg(g->f, PTX_F32, "c2");
         c.tmp.big = ptx_reg(g->f, PTX_PRED, "big");
+        c.tmp.p16 = ptx_reg(g->f, PTX_B16, "p16");
+        c.own_max = ptx_reg(g->f, PTX_F32, "ownmax");
+        ptx_r q = ptx_reg(g->f, PTX_B32, "lq"), z = ptx_reg(g->f, PTX_PRED, "lq0");
+        INS("and.b32 $, $, 3;", q, g->lane);
+        INS("setp.eq.u32 $, $, 0;", z, q);
+        INS("selp.f32 $, " ONE_F ", " ZERO_F ", $;", c.own_max, z);
     }
     /* the ping-pong barriers: mine (nb_pingpong + cw) and the next consumer's */
     for (int w = 0; w < nwg && nwg > 1; w++)
@@ -314,6 +322,8 @@ void kg_consumer(kgen *g)
         INS("mov.f32 $, " ZERO_F ";", c.l[r]);
         if (p->fast_exp && !p->fp8)
             INS("mov.f32 $, " ZERO_F ";", c.e[r]);
+        if (c.l_lse[r].id != c.l[r].id)
+            INS("mov.f32 $, " ZERO_F ";", c.l_lse[r]);
     }
     kg_rows_init(g, &c);
     ptx_r empty = ptx_reg(g->f, PTX_PRED, "notile");

@@ -118,7 +118,7 @@ static int type_cls(const char *t, size_t n)
     } types[] = {{"pred", PTX_PRED}, {"b32", PTX_B32},   {"u32", PTX_B32},    {"s32", PTX_B32},
                  {"b64", PTX_B64},   {"u64", PTX_B64},   {"s64", PTX_B64},    {"f32", PTX_F32},
                  {"bf16x2", PTX_B32}, {"f16x2", PTX_B32}, {"b16", PTX_B16},
-                 {"e4m3x2", PTX_B16}};
+                 {"e4m3x2", PTX_B16}, {"bf16", PTX_B16},  {"f16", PTX_B16}};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (strlen(types[i].t) == n && !memcmp(types[i].t, t, n))
             return types[i].cls;

@@ -118,7 +118,7 @@ static void row_new_max(kgen *g, cons *c, int r, int keep)
            weight moves by 2^(2^-22·c·Σ|q·k|) >= 2^32 / 2^16 at the threshold: test_magnitude's
            rule) exceeds for every key that can weigh (x >= -30 / -24). */
         ptx_r cr = c->tmp.cr[r], noff = c->tmp.noff[r], enew = c->tmp.enew[r];
-        ptx_r big = c->tmp.big, t = c->tmp.bmax[r];
+        ptx_r big = c->tmp.big, t = c->tmp.shf; /* shf: free after row_max */
         INS("mul.rp.f32 $, $, $;", enew, mz, c->scale_log2);
         INS("abs.f32 $, $;", noff, enew);
         INS("setp.ge.f32 $, $, %s;", big, noff,
@@ -208,6 +208,26 @@ void kg_softmax(kgen *g, cons *c, int masked)
             INS("mul.rn.f32 $, $, $;", x, x, c->scale_log2);
         INS("ex2.approx.ftz.f32 $, $;", x, x);
         INS("add.f32 $, $, $;", sum[r], sum[r], x);
+    }
+    if (c->l_lse[0].id != c->l[0].id) /* the LSE's l: P's rounding at a kept max (up to 2^8) is not
+                                   the scores' (test_magnitude's LSE rule) */
+        for (int r = 0; r < 2; r++)
+            INS("fma.rn.f32 $, $, $, $;", c->l_lse[r], c->l_lse[r], c->alpha[r], sum[r]);
+    if (fast) {
+        const char *t1 = g->cvt[0] == 'f' ? "f16" : "bf16"; /* P's dtype (g->cvt: its pairs) */
+        /* l takes the block max's weight as the PV sees it, rounded to P's dtype: p at the max
+           is 2^e, not 1, and a row that one key dominates would otherwise get O = v·P/p, off by
+           P's rounding (an ulp of O at large scores, test_magnitude). One thread of the row's
+           four adds the difference (own_max: 1 for lane % 4 == 0, else 0). */
+        for (int r = 0; r < 2; r++) {
+            ptx_r x = c->tmp.mz[r], y = c->tmp.shf;
+            INS("fma.rn.f32 $, $, $, $;", x, c->tmp.bmax[r], c->tmp.cr[r], c->tmp.noff[r]);
+            INS("ex2.approx.ftz.f32 $, $;", x, x);
+            INS("cvt.rn.%s.f32 $, $;", t1, c->tmp.p16, x);
+            INS("cvt.f32.%s $, $;", t1, y, c->tmp.p16);
+            INS("sub.rn.f32 $, $, $;", y, y, x);
+            INS("fma.rn.f32 $, $, $, $;", sum[r], y, c->own_max, sum[r]);
+        }
     }
     for (int r = 0; r < 2; r++)
         INS("fma.rn.f32 $, $, $, $;", c->l[r], c->l[r], c->alpha[r], sum[r]);
