@@ -120,3 +120,26 @@ def table_lines(rows, peers):
             cells.append(fmt(r.get("ratio_best"), ".2f"))
         out.append("| " + " | ".join(cells) + " |")
     return out
+
+
+def spread(runs):
+    return f"{min(runs):.0f}-{max(runs):.0f}" if runs else "n/a"
+
+
+def row_line(row, peers):
+    """The line printed as each shape is done: TFLOP/s and ratios, the rounds' spread where there
+    are several, each --variants column with its ratio to the faster peer."""
+    text = (f"{row['dtype']} hd{row['head_dim']:<3} {'causal' if row['causal'] else 'full  '} "
+            f"{row['seqlen']:6d}  fa3jit {row['fa3jit']:6.1f}")
+    for p in peers:
+        text += f"  {PEER_LABELS[p]} {fmt(row.get(p)):>6} x{fmt(row.get(f'ratio_{p}'), '.2f')}"
+    if len(peers) > 1:
+        text += f"  max x{fmt(row.get('ratio_best'), '.2f')}"
+    if len(row["fa3jit_runs"]) > 1:
+        text += "  (" + ", ".join([f"fa3jit {spread(row['fa3jit_runs'])}"] + [
+            f"{PEER_LABELS[p]} {spread(row.get(f'{p}_runs'))}" for p in peers]) + ")"
+    best = row.get(row["best_peer"]) if row.get("best_peer") else None
+    for v, runs in row.get("variants", {}).items():
+        t = statistics.median(runs) if runs else None
+        text += f"  [{v}] {fmt(t):>6} x{fmt(ratio(t, best), '.2f')}"
+    return text

@@ -2,11 +2,16 @@
 the ratios with n/a, the summary statistics and the table (meson test 'bench_compare', or
 `python3 -m pytest bench/test_compare.py`). Also imports compare.py, whose torch imports stay
 inside its functions."""
+import contextlib
+import io
+import json
 import os
 import random
 import statistics
 import sys
+import tempfile
 import unittest
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -151,12 +156,130 @@ class Table(unittest.TestCase):
         self.assertTrue(line.endswith("| 250.0 | 1.20 |"), line)
 
 
+class RowLine(unittest.TestCase):
+    def test_line(self):
+        r = row(512, 300.0, cudnn=250.0, fa4=None)
+        r.update(fa3jit_runs=[290.0, 300.0, 310.0], cudnn_runs=[250.0], fa4_runs=[],
+                 variants={"wg3=0": [330.0, 320.0], "x=1": []})
+        self.assertEqual(cr.row_line(r, ["cudnn", "fa4"]),
+                         "bf16 hd128 full      512  fa3jit  300.0  cuDNN  250.0 x1.20  FA4    n/a "
+                         "xn/a  max x1.20  (fa3jit 290-310, cuDNN 250-250, FA4 n/a)"
+                         "  [wg3=0]  325.0 x1.30  [x=1]    n/a xn/a")
+
+
 class CompareModule(unittest.TestCase):
     def test_imports_without_torch_and_keeps_its_api(self):
-        for name in ("graph_ms", "sweep_shape", "tflops", "fa3_gen_bench"):
+        for name in ("graph_ms", "sweep_shape", "tflops", "fa3_gen_bench", "fa4_tflops",
+                     "fa4_import", "choose_peers", "column_timers"):
             self.assertTrue(callable(getattr(compare, name)), name)
         self.assertAlmostEqual(compare.tflops(1, 16, 16384, 128, False, 1000.0),
                                4.0 * 16 * 16384 ** 2 * 128 / 1e12)
+
+    def test_peers_choice(self):
+        fa4, why = compare.fa4_import()
+        if fa4 is None:  # this machine (no FA4): the default leaves it out, naming it is an error
+            self.assertEqual(compare.choose_peers(None), (["cudnn"], None))
+            with self.assertRaises(SystemExit) as e:
+                compare.choose_peers("cudnn,fa4")
+            self.assertIn("flash_attn.cute", str(e.exception.code))
+        self.assertEqual(compare.choose_peers("cudnn"), (["cudnn"], None))
+        with self.assertRaises(SystemExit):
+            compare.choose_peers("cudnn,fa3")
+
+    def test_columns_rotate_with_the_peers(self):
+        cols = list(compare.column_timers("bf16", 128, ["wg3=0"], ["cudnn", "fa4"], "bhsd", True))
+        self.assertEqual(cols, ["fa3jit", "[wg3=0]", "cudnn", "fa4"])
+        self.assertEqual(list(compare.column_timers("bf16", 128, [], ["fa4"], "bhsd", False)),
+                         ["fa4"])
+
+
+class MainWithFakeTimers(unittest.TestCase):
+    """compare.main end to end, every library's timer replaced by a fake that logs its calls."""
+
+    def run_main(self, argv, fa4_na=()):
+        calls = []
+
+        def gen_bench(gen, args, env=None):
+            calls.append(("fa3-gen",) + tuple(args))
+            return {(s, c): 450.0 for s in (512, 1024, 2048) for c in (False, True)}
+
+        def fake(name):
+            def f(dtype, hd, s, causal, *rest, **kw):
+                calls.append((name + (f"[{rest[0]}]" if name == "fa3jit" and rest and rest[0]
+                                      else ""), dtype, hd, s, causal))
+                if name == "fa4" and (hd, s) in fa4_na:
+                    compare.FA4_NA[(dtype, hd, s, causal)] = "NotImplementedError: fake"
+                    return None
+                return {"fa3jit": 500.0, "cudnn": 400.0, "fa4": 520.0}[name] * (2 if causal else 1)
+            return f
+        compare.FA4_NA.clear()
+        out = io.StringIO()
+        with tempfile.TemporaryDirectory() as tmp, \
+                mock.patch.object(compare, "fa3_python_tflops", fake("fa3jit")), \
+                mock.patch.object(compare, "fa3_gen_bench", gen_bench), \
+                mock.patch.object(compare, "cudnn_tflops", fake("cudnn")), \
+                mock.patch.object(compare, "fa4_tflops", fake("fa4")), \
+                mock.patch.object(compare, "fa4_import", lambda: (object(), "flash-attn-4 fake")), \
+                mock.patch.object(compare, "peer_versions", lambda p, f: "fakes"), \
+                contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            rc = compare.main(argv + ["--json", os.path.join(tmp, "c.json")])
+            with open(os.path.join(tmp, "c.json")) as f:
+                rows = json.load(f)
+        self.assertEqual(rc, 0)
+        return calls, rows, out.getvalue()
+
+    def test_three_columns_rotated_per_shape(self):
+        calls, rows, text = self.run_main(
+            ["--dtypes", "bf16", "--head-dims", "64,256", "--seqlens", "512,4096", "--repeat", "3"],
+            fa4_na={(256, 4096)})
+        self.assertEqual(len(rows), 8)
+        per_shape = {}
+        for c in calls:
+            per_shape.setdefault(c[1:], []).append(c[0])
+        for shape, order in per_shape.items():
+            self.assertEqual(len(order), 9, shape)
+            rounds = [order[i:i + 3] for i in (0, 3, 6)]
+            for place in range(3):
+                self.assertEqual(sorted(r[place] for r in rounds), ["cudnn", "fa3jit", "fa4"],
+                                 f"{shape}: place {place} over the rounds {rounds}")
+        na = [r for r in rows if r["fa4"] is None]
+        self.assertEqual([(r["head_dim"], r["seqlen"]) for r in na], [(256, 4096)] * 2)
+        self.assertEqual(na[0]["fa4_error"], "NotImplementedError: fake")
+        self.assertEqual(na[0]["best_peer"], "cudnn")
+        r = rows[0]
+        self.assertEqual((r["fa3jit"], r["cudnn"], r["fa4"]), (500.0, 400.0, 520.0))
+        self.assertEqual(len(r["fa4_runs"]), 3)
+        self.assertAlmostEqual(r["ratio_fa4"], 500 / 520)
+        self.assertAlmostEqual(r["ratio_best"], 500 / 520)
+        self.assertAlmostEqual(r["ratio"], 500 / 400)
+        self.assertIn("| bf16 | 256 | no | 4096 | 500.0 | 400.0 | n/a | 1.25 | n/a | 1.25 |", text)
+        self.assertIn("all rows: fa3jit >= 1.00x max(cuDNN, FA4) on 2 of 8 rows", text)
+        self.assertIn("seqlen >= 4096: fa3jit >= 1.00x max(cuDNN, FA4) on 2 of 4 rows", text)
+
+    def test_variants_and_one_peer(self):
+        calls, rows, text = self.run_main(
+            ["--dtypes", "fp16", "--head-dims", "128", "--seqlens", "1024", "--repeat", "3",
+             "--peers", "fa4", "--variants", "wg3=0;dbg_no_softmax=1"])
+        cols = {c[0] for c in calls}
+        self.assertEqual(cols, {"fa3jit", "fa3jit[wg3=0]", "fa3jit[dbg_no_softmax=1]", "fa4"})
+        self.assertEqual(len(calls), 2 * 3 * 4)
+        self.assertNotIn("cudnn", rows[0])
+        self.assertIsNone(rows[0]["ratio"])
+        self.assertEqual(rows[0]["variants"]["wg3=0"], [500.0] * 3)
+        self.assertIn("| fa3jit TFLOP/s | FA4 TFLOP/s | fa3jit/FA4 |", text)
+
+    def test_bench_timer(self):
+        calls, rows, text = self.run_main(
+            ["--fa3-timer", "bench", "--dtypes", "bf16", "--head-dims", "64", "--seqlens",
+             "512,4096", "--repeat", "2", "--layout", "bhsd"])
+        self.assertEqual(calls.count(("fa3-gen", "--dtype", "bf16", "--head-dim", "64", "--both",
+                                      "--layout", "bhsd")), 2)
+        self.assertEqual(len(rows), 2, "seqlen 4096: not in fa3-gen's output, no row")
+        self.assertEqual([c[0] for c in calls if c[0] != "fa3-gen"][:4],
+                         ["cudnn", "fa4", "fa4", "cudnn"])
+        self.assertEqual(rows[0]["fa3jit_runs"], [450.0, 450.0])
+        self.assertIn("| bf16 | 64 | no | 512 | 450.0 | 400.0 | 520.0 | 1.12 | 0.87 | 0.87 |",
+                      text)
 
 
 if __name__ == "__main__":
