@@ -21,7 +21,8 @@ one call of each (fa3jit.flash_attn_func, SDPA, FA4's flash_attn_func) captured 
 and replayed under triton's do_bench (median, warmup 25 ms, rep 100 ms, L2 flushed before each
 replay), so that host-side costs (Python, ctypes, tensor maps, CuTeDSL's argument handling) stay
 out of all times; each library's first call of a config (fa3jit's JIT, FA4's 1-5 s CuTeDSL
-compile) is made before the capture, outside the timing. --l2 warm times 10 calls back to back per
+compile) is made before the capture, outside the timing, FA4's for all shapes of a head_dim
+before its rounds (fa4_warm: no seconds of idle GPU between two libraries' timings). --l2 warm times 10 calls back to back per
 replay instead of do_bench's one call after an L2 flush. "bench" times fa3jit with `fa3-gen
 bench` (one process runs all shapes of a head_dim back to back, no L2 flush) and cuDNN and FA4
 with do_bench directly (L2 flushed before each call).
@@ -184,12 +185,13 @@ def fa4_import():
     return flash_attn_func, about
 
 
-def fa4_tflops(dtype, hd, seqlen, causal, graph=True):
+def fa4_tflops(dtype, hd, seqlen, causal, graph=True, warm_only=False):
     """FA4's flash_attn_func on (batch, seqlen, heads, head_dim) contiguous tensors (its layout,
     whatever --layout says), timed as fa3jit is: from a CUDA graph (graph_ms), or with graph=False
     (--fa3-timer bench) under do_bench directly, as cuDNN is there. Its first call of a config
-    compiles (CuTeDSL, 1-5 s) and is made here, outside the capture and the timing. None (n/a)
-    where FA4 refuses the shape or fails; the reason is kept in FA4_NA and printed once."""
+    compiles (CuTeDSL, 1-5 s) and is made here, outside the capture and the timing (warm_only:
+    that call alone, see fa4_warm). None (n/a) where FA4 refuses the shape or fails; the reason is
+    kept in FA4_NA and printed once."""
     import torch
     from flash_attn.cute import flash_attn_func
     from triton.testing import do_bench
@@ -202,6 +204,8 @@ def fa4_tflops(dtype, hd, seqlen, causal, graph=True):
     try:
         fn()
         torch.cuda.synchronize()
+        if warm_only:
+            return None
         ms = graph_ms(fn) if graph else do_bench(fn, warmup=25, rep=100, return_mode="median")
     except Exception as e:  # noqa: BLE001 - an unsupported shape says why, in its n/a cell
         why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
@@ -242,6 +246,15 @@ def gemm_tflops(dtype, n=8192):
     a, b = (torch.randn(n, n, device="cuda", dtype=tdt) for _ in range(2))
     ms = graph_ms(lambda: torch.matmul(a, b))
     return 2.0 * n ** 3 / (ms * 1e-3) / 1e12
+
+
+def fa4_warm(dtype, hd, seqlens):
+    """FA4's first call of every shape of one dtype and head_dim, before the timed rounds: its
+    compiles (1-5 s a config) would otherwise leave the GPU idle, and cooling, between two
+    libraries' timings of a shape. A shape that fails here reads n/a (FA4_NA)."""
+    for causal in (False, True):
+        for s in seqlens:
+            fa4_tflops(dtype, hd, s, causal, warm_only=True)
 
 
 def parse_args(argv=None):
@@ -332,6 +345,8 @@ def time_rounds(a, dtype, hd, seqlens, timers, python_timer):
     runs: --fa3-timer bench: one {(seqlen, causal): TFLOP/s} per fa3-gen process, gemm: --gemm
     TFLOP/s per round)."""
     times, runs, gemm = {}, [], []
+    if "fa4" in timers:
+        fa4_warm(dtype, hd, seqlens)
     for rnd in range(max(1, a.repeat)):
         if python_timer and a.gemm:
             gemm.append(gemm_tflops(dtype))

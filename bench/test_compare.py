@@ -205,10 +205,13 @@ class MainWithFakeTimers(unittest.TestCase):
 
         def fake(name):
             def f(dtype, hd, s, causal, *rest, **kw):
+                warm = kw.get("warm_only")
                 calls.append((name + (f"[{rest[0]}]" if name == "fa3jit" and rest and rest[0]
-                                      else ""), dtype, hd, s, causal))
+                                      else "") + ("-warm" if warm else ""), dtype, hd, s, causal))
                 if name == "fa4" and (hd, s) in fa4_na:
                     compare.FA4_NA[(dtype, hd, s, causal)] = "NotImplementedError: fake"
+                    return None
+                if warm:
                     return None
                 return {"fa3jit": 500.0, "cudnn": 400.0, "fa4": 520.0}[name] * (2 if causal else 1)
             return f
@@ -233,6 +236,11 @@ class MainWithFakeTimers(unittest.TestCase):
             ["--dtypes", "bf16", "--head-dims", "64,256", "--seqlens", "512,4096", "--repeat", "3"],
             fa4_na={(256, 4096)})
         self.assertEqual(len(rows), 8)
+        for hd in (64, 256):  # FA4's compiles: every shape once, before that head_dim's rounds
+            mine = [i for i, c in enumerate(calls) if c[2] == hd]
+            warm = [i for i in mine if calls[i][0] == "fa4-warm"]
+            self.assertEqual(warm, mine[:4], hd)
+        calls = [c for c in calls if c[0] != "fa4-warm"]
         per_shape = {}
         for c in calls:
             per_shape.setdefault(c[1:], []).append(c[0])
@@ -261,8 +269,9 @@ class MainWithFakeTimers(unittest.TestCase):
             ["--dtypes", "fp16", "--head-dims", "128", "--seqlens", "1024", "--repeat", "3",
              "--peers", "fa4", "--variants", "wg3=0;dbg_no_softmax=1"])
         cols = {c[0] for c in calls}
-        self.assertEqual(cols, {"fa3jit", "fa3jit[wg3=0]", "fa3jit[dbg_no_softmax=1]", "fa4"})
-        self.assertEqual(len(calls), 2 * 3 * 4)
+        self.assertEqual(cols, {"fa3jit", "fa3jit[wg3=0]", "fa3jit[dbg_no_softmax=1]", "fa4",
+                                "fa4-warm"})
+        self.assertEqual(len(calls), 2 + 2 * 3 * 4)
         self.assertNotIn("cudnn", rows[0])
         self.assertIsNone(rows[0]["ratio"])
         self.assertEqual(rows[0]["variants"]["wg3=0"], [500.0] * 3)
@@ -275,7 +284,7 @@ class MainWithFakeTimers(unittest.TestCase):
         self.assertEqual(calls.count(("fa3-gen", "--dtype", "bf16", "--head-dim", "64", "--both",
                                       "--layout", "bhsd")), 2)
         self.assertEqual(len(rows), 2, "seqlen 4096: not in fa3-gen's output, no row")
-        self.assertEqual([c[0] for c in calls if c[0] != "fa3-gen"][:4],
+        self.assertEqual([c[0] for c in calls if c[0] not in ("fa3-gen", "fa4-warm")][:4],
                          ["cudnn", "fa4", "fa4", "cudnn"])
         self.assertEqual(rows[0]["fa3jit_runs"], [450.0, 450.0])
         self.assertIn("| bf16 | 64 | no | 512 | 450.0 | 400.0 | 520.0 | 1.12 | 0.87 | 0.87 |",
