@@ -1,35 +1,56 @@
 #!/usr/bin/env python3
-"""Times fa3jit (through `fa3-gen bench --json`) and cuDNN fused attention (PyTorch SDPA) on the
-same shapes in the same device run, and prints a markdown table with the ratio.
+"""Times fa3jit, cuDNN fused attention (PyTorch SDPA) and FA4 (flash-attn-4 4.0.0b36, CuTeDSL:
+`from flash_attn.cute import flash_attn_func`, the peers of ../shared/peers/README.md) on the same
+shapes in the same device run, and prints a markdown table with fa3jit's ratio to each and to the
+faster of the two.
 
 Shapes: the FlashAttention-3 paper sweep, batch*seqlen = 16384, num_heads*head_dim = 2048.
-cuDNN is timed with triton.testing.do_bench (median, warmup 25 ms, rep 100 ms) on random normal
-inputs. Memory layout (--layout): "mixed" (default, the tables in bench/RESULTS.md until
-2026-11-29): fa3jit (batch, seqlen, heads, head_dim) contiguous as FlashAttention takes it, cuDNN
-(batch, heads, seqlen, head_dim) contiguous as in ../shared/baselines/h200-sdpa.json; "bshd" or
-"bhsd": both libraries on that layout (cuDNN through a transposed view for bshd).
+Inputs: random normal, fresh tensors for every timing. Memory layout (--layout): "mixed"
+(default, the tables in bench/RESULTS.md until 2026-11-29): fa3jit (batch, seqlen, heads,
+head_dim) contiguous as FlashAttention takes it, cuDNN (batch, heads, seqlen, head_dim)
+contiguous as in ../shared/baselines/h200-sdpa.json; "bshd" or "bhsd": fa3jit and cuDNN on that
+layout (cuDNN through a transposed view for bshd). FA4 always takes (batch, seqlen, heads,
+head_dim) contiguous, its own layout.
 FLOPs: 4*batch*heads*seqlen^2*head_dim, halved for causal (the same count fa3-gen uses).
---repeat N: each library measured N times, alternating, and the median kept: fa3-gen bench in N
-processes (one kernel's speed moved up to 15% between processes on some shapes), cuDNN on N
-fresh sets of tensors.
---fa3-timer: "bench" times fa3jit with `fa3-gen bench` (one process runs all shapes of
-a head_dim back to back, no L2 flush) and cuDNN with do_bench (L2 flushed before each call);
-"python" (default) times both the same way, in this process, fa3jit right before cuDNN on each shape: one
-call of each (fa3jit.flash_attn_func, SDPA) captured in a CUDA graph and replayed under do_bench,
-so that host-side costs (Python, ctypes, tensor maps) stay out of both times; --l2 warm times
-10 calls back to back per replay instead of do_bench's one call after an L2 flush. The H200's SM clock moved between 1485 and
-1980 MHz within one run (nvidia-smi, 0.5 s samples) and the first of three rounds ran fastest
-for both libraries (52 and 62 of 72 shapes), so the per-shape alternation compares the two
-at the same clock.
+
+--peers cudnn,fa4 (default: cuDNN, and FA4 where it imports; `source .peers/a/env.sh` puts it on
+PYTHONPATH): the peers timed. Naming fa4 when it does not import is an error; a shape FA4 refuses
+(or fails on) reads n/a, with its reason printed once and kept in the JSON row (fa4_error).
+--fa3-timer: "python" (default) times every library the same way, in this process: per shape,
+one call of each (fa3jit.flash_attn_func, SDPA, FA4's flash_attn_func) captured in a CUDA graph
+and replayed under triton's do_bench (median, warmup 25 ms, rep 100 ms, L2 flushed before each
+replay), so that host-side costs (Python, ctypes, tensor maps, CuTeDSL's argument handling) stay
+out of all times; each library's first call of a config (fa3jit's JIT, FA4's 1-5 s CuTeDSL
+compile) is made before the capture, outside the timing, FA4's for all shapes of a head_dim
+before its rounds (fa4_warm: no seconds of idle GPU between two libraries' timings). --l2 warm times 10 calls back to back per
+replay instead of do_bench's one call after an L2 flush. "bench" times fa3jit with `fa3-gen
+bench` (one process runs all shapes of a head_dim back to back, no L2 flush) and cuDNN and FA4
+with do_bench directly (L2 flushed before each call).
+--repeat N: N rounds, the median kept; within a round each shape's columns (fa3jit, its
+--variants, cuDNN, FA4) are timed one after the other in an order rotated by one place each round
+(and each shape), so that over N = the number of columns rounds each column stands once in every
+place. The H200's SM clock moved between 1485 and 1980 MHz within one run (nvidia-smi, 0.5 s
+samples) and the first of three rounds ran fastest for both libraries (52 and 62 of 72 shapes):
+the per-shape rotation compares them at the same clock. (--fa3-timer bench: fa3-gen bench in N
+processes, one kernel's speed moved up to 15% between processes on some shapes; the peers'
+order rotated per shape.)
+
+Printed: a line per shape as it is done (TFLOP/s, ratios, the rounds' spread), then the table
+(dtype, head_dim, causal, seqlen, fa3jit / cuDNN / FA4 TFLOP/s, fa3jit/cuDNN, fa3jit/FA4,
+fa3jit/max(cuDNN,FA4); n/a where a peer did not run), then summary lines: on how many rows
+fa3jit >= 1.0x the faster peer, the median of fa3jit / faster peer and its minimum with the row,
+over all rows and split at seqlen 4096 (bench/compare_report.py, tested by bench/test_compare.py).
+--json: the rows, each with the medians, every round's values (<library>_runs), ratio_cudnn,
+ratio_fa4, best_peer, ratio_best ("ratio": fa3jit / cuDNN, as before).
 
 --variants "knob=v;knob=v,knob2=v" (python timer): extra fa3jit columns, each kernel planned
-with that FA3JIT_PLAN_DEBUG setting, timed beside the default in an order rotated each round.
+with that FA3JIT_PLAN_DEBUG setting, timed beside the default in the rotated order.
 --gemm (python timer): a cuBLAS 8192^3 product per head_dim and round, timed the same way.
 
 usage: bench/compare.py [--fa3-gen build/fa3-gen] [--dtypes bf16,fp16] [--head-dims 64,128,256]
                         [--seqlens 512,...,16384] [--layout mixed|bshd|bhsd] [--repeat 1]
-                        [--fa3-timer bench|python] [--l2 flush|warm] [--variants V;V]
-                        [--gemm] [--json OUT.json]
+                        [--peers cudnn,fa4] [--fa3-timer bench|python] [--l2 flush|warm]
+                        [--variants V;V] [--gemm] [--json OUT.json]
 """
 import argparse
 import json
@@ -37,6 +58,7 @@ import statistics
 import subprocess
 import sys
 
+import compare_report as report
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 
@@ -145,6 +167,60 @@ def fa3_python_tflops(dtype, hd, seqlen, causal, variant=""):
     return tflops(b, h, seqlen, hd, causal, ms)
 
 
+FA4_NA = {}  # (dtype, head_dim, seqlen, causal) -> why FA4 did not run that shape
+
+
+def fa4_import():
+    """(flash_attn_func, "flash-attn-4 <version>") of FA4 (CuTeDSL), or (None, why its import
+    failed): the peers' wheels, on PYTHONPATH after `source .peers/a/env.sh`."""
+    try:
+        from flash_attn.cute import flash_attn_func
+    except Exception as e:  # noqa: BLE001 - ImportError, or the DSL's own errors while loading
+        return None, f"{type(e).__name__}: {e}"
+    try:
+        from importlib.metadata import version
+        about = "flash-attn-4 " + version("flash-attn-4")
+    except Exception:  # noqa: BLE001 - installed without its dist-info
+        about = "flash_attn " + str(getattr(sys.modules.get("flash_attn"), "__version__", "?"))
+    return flash_attn_func, about
+
+
+def fa4_tflops(dtype, hd, seqlen, causal, graph=True, warm_only=False):
+    """FA4's flash_attn_func on (batch, seqlen, heads, head_dim) contiguous tensors (its layout,
+    whatever --layout says), timed as fa3jit is: from a CUDA graph (graph_ms), or with graph=False
+    (--fa3-timer bench) under do_bench directly, as cuDNN is there. Its first call of a config
+    compiles (CuTeDSL, 1-5 s) and is made here, outside the capture and the timing (warm_only:
+    that call alone, see fa4_warm). None (n/a) where FA4 refuses the shape or fails; the reason is
+    kept in FA4_NA and printed once."""
+    import torch
+    from flash_attn.cute import flash_attn_func
+    from triton.testing import do_bench
+    key = (dtype, hd, seqlen, causal)
+    if key in FA4_NA:
+        return None
+    tdt, b, h = sweep_shape(dtype, hd, seqlen)
+    q, k, v = (torch.randn(b, seqlen, h, hd, device="cuda", dtype=tdt) for _ in range(3))
+    fn = lambda: flash_attn_func(q, k, v, causal=causal)  # (out, lse) or out: either is timed
+    try:
+        fn()
+        torch.cuda.synchronize()
+        if warm_only:
+            return None
+        ms = graph_ms(fn) if graph else do_bench(fn, warmup=25, rep=100, return_mode="median")
+    except Exception as e:  # noqa: BLE001 - an unsupported shape says why, in its n/a cell
+        why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
+        if why not in FA4_NA.values():
+            print(f"FA4 n/a on {dtype} hd{hd} {'causal' if causal else 'full'} {seqlen}: {why}",
+                  file=sys.stderr, flush=True)
+        FA4_NA[key] = why
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001 - a sticky error shows again in the next library
+            pass
+        return None
+    return tflops(b, h, seqlen, hd, causal, ms)
+
+
 def check_variant(variant):
     """Exits on a knob name knobs.c does not know (the library would warn, then time the default
     kernel)."""
@@ -172,7 +248,16 @@ def gemm_tflops(dtype, n=8192):
     return 2.0 * n ** 3 / (ms * 1e-3) / 1e12
 
 
-def main():
+def fa4_warm(dtype, hd, seqlens):
+    """FA4's first call of every shape of one dtype and head_dim, before the timed rounds: its
+    compiles (1-5 s a config) would otherwise leave the GPU idle, and cooling, between two
+    libraries' timings of a shape. A shape that fails here reads n/a (FA4_NA)."""
+    for causal in (False, True):
+        for s in seqlens:
+            fa4_tflops(dtype, hd, s, causal, warm_only=True)
+
+
+def parse_args(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--fa3-gen", default="build/fa3-gen")
     ap.add_argument("--dtypes", default="bf16,fp16")
@@ -181,6 +266,10 @@ def main():
     ap.add_argument("--json", default=None, help="write all rows to this file")
     ap.add_argument("--layout", default="mixed", choices=["mixed", "bshd", "bhsd"])
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--peers", default=None,
+                    help="comma-separated: cudnn, fa4 (or none); default cudnn, and fa4 where "
+                    "`from flash_attn.cute import flash_attn_func` works. Naming fa4 makes its "
+                    "import failure an error")
     ap.add_argument("--fa3-timer", choices=["bench", "python"], default="python",
                     help="python: the library fa3jit's Python layer loads ($FA3JIT_LIBRARY, which "
                     "tools/gpu-run.sh points at the carried build; --fa3-gen is not used)")
@@ -188,101 +277,157 @@ def main():
                     help="--fa3-timer python: L2 flushed before each call, or calls back to back")
     ap.add_argument("--variants", default="",
                     help="--fa3-timer python: ';'-separated FA3JIT_PLAN_DEBUG settings, each timed "
-                    "as an extra fa3jit column beside the default, the columns' order rotated "
+                    "as an extra fa3jit column beside the default, all columns' order rotated "
                     "each round (same-run A/B); balanced when --repeat is a multiple of the "
-                    "number of fa3jit columns")
+                    "number of columns")
     ap.add_argument("--gemm", action="store_true",
                     help="--fa3-timer python: also time a cuBLAS 8192^3 product per head_dim and "
                     "round, the same way (the card's tensor-core ceiling in this run)")
-    a = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def choose_peers(text):
+    """(peers, FA4's "name version" or None) for --peers text (None: the default); exits naming
+    what is wrong where a named peer cannot run."""
+    if text is None:
+        fa4, about = fa4_import()
+        if fa4 is None:
+            print(f"compare.py: FA4 left out: `from flash_attn.cute import flash_attn_func` "
+                  f"failed ({about}); ../shared/peers/README.md says how to bring it", 
+                  file=sys.stderr)
+            return ["cudnn"], None
+        return ["cudnn", "fa4"], about
+    try:
+        peers = report.parse_peers(text)
+    except ValueError as e:
+        sys.exit(f"compare.py: {e}")
+    if "fa4" not in peers:
+        return peers, None
+    fa4, about = fa4_import()
+    if fa4 is None:
+        sys.exit(f"compare.py: --peers {text!r} asks for FA4, but `from flash_attn.cute import "
+                 f"flash_attn_func` failed: {about}. On the GPU machine, with .peers/a and "
+                 ".peers/b sent: bash .peers/a/gpu-setup.sh; source .peers/a/env.sh "
+                 "(../shared/peers/README.md)")
+    return peers, about
+
+
+def peer_versions(peers, fa4_about):
+    """The peers as the run's first line names them: cuDNN's and PyTorch's versions, FA4's."""
+    import torch
+    names = []
+    if "cudnn" in peers:
+        names.append(f"cuDNN {torch.backends.cudnn.version()} (PyTorch {torch.__version__} SDPA)")
+    if "fa4" in peers:
+        names.append(f"FA4 ({fa4_about})")
+    return ", ".join(names) or "no peer"
+
+
+def column_timers(dtype, hd, variants, peers, sdpa_layout, python_timer):
+    """{column: f(seqlen, causal) -> TFLOP/s or None}: fa3jit and its variants (python timer
+    only: `fa3-gen bench` runs apart), then the peers."""
+    graph = python_timer
+    timers = {}
+    if python_timer:
+        timers["fa3jit"] = lambda s, c: fa3_python_tflops(dtype, hd, s, c)
+        for v in variants:
+            timers[f"[{v}]"] = lambda s, c, v=v: fa3_python_tflops(dtype, hd, s, c, v)
+    if "cudnn" in peers:
+        timers["cudnn"] = lambda s, c: cudnn_tflops(dtype, hd, s, c, sdpa_layout, graph=graph)
+    if "fa4" in peers:
+        timers["fa4"] = lambda s, c: fa4_tflops(dtype, hd, s, c, graph=graph)
+    return timers
+
+
+def time_rounds(a, dtype, hd, seqlens, timers, python_timer):
+    """--repeat rounds over the shapes of one dtype and head_dim, each shape's columns in an order
+    rotated each round. (times: {(column, seqlen, causal): [TFLOP/s of each round it ran]},
+    runs: --fa3-timer bench: one {(seqlen, causal): TFLOP/s} per fa3-gen process, gemm: --gemm
+    TFLOP/s per round)."""
+    times, runs, gemm = {}, [], []
+    if "fa4" in timers:
+        fa4_warm(dtype, hd, seqlens)
+    for rnd in range(max(1, a.repeat)):
+        if python_timer and a.gemm:
+            gemm.append(gemm_tflops(dtype))
+        if not python_timer:
+            args = ["--dtype", dtype, "--head-dim", str(hd), "--both"]
+            runs.append(fa3_gen_bench(a.fa3_gen, args + (["--layout", "bhsd"]
+                                                         if a.layout == "bhsd" else [])))
+        shapes = [(s, c) for c in (False, True) for s in seqlens
+                  if python_timer or (s, c) in runs[-1]]
+        for i, (s, causal) in enumerate(shapes):
+            for col in report.rotated(timers, rnd, shift=i):
+                t = timers[col](s, causal)
+                if t is not None:
+                    times.setdefault((col, s, causal), []).append(t)
+    return times, runs, gemm
+
+
+def make_row(dtype, hd, s, causal, fa3_runs, times, peers, variants, gemm):
+    """One shape's JSON row: medians over the rounds, the rounds' values, ratios (n/a: None)."""
+    r = dict(dtype=dtype, head_dim=hd, seqlen=s, causal=causal,
+             fa3jit=statistics.median(fa3_runs), fa3jit_runs=fa3_runs)
+    for p in peers:
+        t = times.get((p, s, causal), [])
+        r[p], r[f"{p}_runs"] = (statistics.median(t) if t else None), t
+    if "fa4" in peers and (dtype, hd, s, causal) in FA4_NA:
+        r["fa4_error"] = FA4_NA[(dtype, hd, s, causal)]
+    report.add_ratios(r, peers)
+    if gemm:
+        r["gemm_runs"] = gemm
+    r["variants"] = {v: times.get((f"[{v}]", s, causal), []) for v in variants}
+    return r
+
+
+def main(argv=None):
+    a = parse_args(argv)
     variants = [v for v in a.variants.split(";") if v]
     if (variants or a.gemm) and a.fa3_timer != "python":
         sys.exit("compare.py: --variants and --gemm need --fa3-timer python")
     for v in variants:
         check_variant(v)
-    if variants and a.repeat % (1 + len(variants)):
-        print(f"compare.py: warning: {a.repeat} rounds for {1 + len(variants)} fa3jit columns: "
-              "not every column is timed first equally often", file=sys.stderr)
     global L2_MODE
     L2_MODE = a.l2
     if a.l2 == "warm" and a.fa3_timer != "python":
         sys.exit("compare.py: --l2 warm needs --fa3-timer python (fa3-gen bench runs warm, "
                  "cuDNN's do_bench flushes L2)")
-    if a.fa3_timer == "python":
+    python_timer = a.fa3_timer == "python"
+    if python_timer:
         if a.layout == "bhsd":
             sys.exit("compare.py: --fa3-timer python takes fa3jit's (batch, seqlen, heads, "
                      "head_dim) tensors: use --layout mixed or bshd")
         sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] /
                                "python"))
+    peers, fa4_about = choose_peers(a.peers)
+    ncols = (1 + len(variants) if python_timer else 0) + len(peers)
+    if ncols > 1 and a.repeat % ncols:
+        print(f"compare.py: warning: {a.repeat} rounds for {ncols} columns: not every column is "
+              "timed in every place equally often on a shape", file=sys.stderr)
+    print(f"fa3jit vs {peer_versions(peers, fa4_about)}; timer {a.fa3_timer}, L2 {a.l2}, layout "
+          f"{a.layout}, {max(1, a.repeat)} rounds", flush=True)
     seqlens = [int(s) for s in a.seqlens.split(",")]
     rows = []
     for dtype in a.dtypes.split(","):
         for hd in (int(x) for x in a.head_dims.split(",")):
-            args = ["--dtype", dtype, "--head-dim", str(hd), "--both"]
-            if a.layout == "bhsd":
-                args += ["--layout", "bhsd"]
-            sdpa_layout = "bshd" if a.layout == "bshd" else "bhsd"
-            runs = []  # one {(seqlen, causal): tflops} per fa3-gen process (or python round)
-            cudnn = {}  # (seqlen, causal) -> [tflops per repeat]
-            var = {}  # (variant, seqlen, causal) -> [tflops per repeat]
-            gemm = []
-            for rnd in range(max(1, a.repeat)):
-                if a.fa3_timer == "python":
-                    runs.append({})
-                    if a.gemm:
-                        gemm.append(gemm_tflops(dtype))
-                    # the fa3jit columns in an order rotated each round (the first timing of a
-                    # shape read 2-4% low in one run)
-                    order = [""] + variants
-                    order = order[rnd % len(order):] + order[:rnd % len(order)]
-                    for causal in (False, True):
-                        for s in seqlens:
-                            for v in order:
-                                t = fa3_python_tflops(dtype, hd, s, causal, v)
-                                if v:
-                                    var.setdefault((v, s, causal), []).append(t)
-                                else:
-                                    runs[-1][(s, causal)] = t
-                            cudnn.setdefault((s, causal), []).append(cudnn_tflops(
-                                dtype, hd, s, causal, sdpa_layout, graph=True))
-                    continue
-                runs.append(fa3_gen_bench(a.fa3_gen, args))
-                for key in runs[-1]:
-                    if key[0] in seqlens:
-                        cudnn.setdefault(key, []).append(cudnn_tflops(
-                            dtype, hd, key[0], key[1], sdpa_layout))
-            fa3 = {key: statistics.median(r[key] for r in runs if key in r) for key in cudnn}
+            timers = column_timers(dtype, hd, variants, peers,
+                                   "bshd" if a.layout == "bshd" else "bhsd", python_timer)
+            times, runs, gemm = time_rounds(a, dtype, hd, seqlens, timers, python_timer)
             if gemm:
                 print(f"{dtype} hd{hd:<3} cuBLAS 8192^3 GEMM {statistics.median(gemm):6.1f} "
                       f"TFLOP/s ({min(gemm):.0f}-{max(gemm):.0f})", flush=True)
             for causal in (False, True):
                 for s in seqlens:
-                    if (s, causal) not in fa3:
-                        continue
-                    c = statistics.median(cudnn[(s, causal)])
-                    runs_fa3 = [r[(s, causal)] for r in runs if (s, causal) in r]
-                    rows.append(dict(dtype=dtype, head_dim=hd, seqlen=s, causal=causal,
-                                     fa3jit=fa3[(s, causal)], cudnn=c, ratio=fa3[(s, causal)] / c,
-                                     fa3jit_runs=runs_fa3, cudnn_runs=cudnn[(s, causal)]))
-                    r = rows[-1]
-                    if gemm:
-                        r["gemm_runs"] = gemm
-                    r["variants"] = {v: var[(v, s, causal)] for v in variants}
-                    vtext = "".join(f"  [{v}] {statistics.median(var[(v, s, causal)]):6.1f} "
-                                    f"x{statistics.median(var[(v, s, causal)]) / c:.2f}"
-                                    for v in variants)
-                    spread = (f"  (fa3jit {min(runs_fa3):.0f}-{max(runs_fa3):.0f}, cuDNN "
-                              f"{min(r['cudnn_runs']):.0f}-{max(r['cudnn_runs']):.0f})"
-                              if len(runs_fa3) > 1 else "")
-                    print(f"{dtype} hd{hd:<3} {'causal' if causal else 'full  '} {s:6d}  "
-                          f"fa3jit {r['fa3jit']:6.1f}  cuDNN {r['cudnn']:6.1f}  x{r['ratio']:.2f}"
-                          + spread + vtext, flush=True)
+                    fa3_runs = (times.get(("fa3jit", s, causal), []) if python_timer else
+                                [r[(s, causal)] for r in runs if (s, causal) in r])
+                    if fa3_runs:
+                        rows.append(make_row(dtype, hd, s, causal, fa3_runs, times, peers,
+                                             variants, gemm))
+                        print(report.row_line(rows[-1], peers), flush=True)
     print()
-    print("| dtype | head_dim | causal | seqlen | fa3jit TFLOP/s | cuDNN TFLOP/s | ratio |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['dtype']} | {r['head_dim']} | {'yes' if r['causal'] else 'no'} | {r['seqlen']} | "
-              f"{r['fa3jit']:.1f} | {r['cudnn']:.1f} | {r['ratio']:.2f} |")
+    print("\n".join(report.table_lines(rows, peers)))
+    print()
+    print("\n".join(report.summary_lines(rows, peers)))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the H200 (device tool, carry [".gpu"]): SASS check of the shipped kernels, the GPU test
-# ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN in
-# the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
+# ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN
+# and FA4 in the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
 # fp8 varlen varlenbench checkvarlen splitkv kvcache
 # sanitize_e18 decode checksplit splitpy packgqa blockm64. FA3JIT_BENCH_DTYPES picks compare's dtypes;
@@ -47,6 +47,19 @@ sass_check() {
   n_set=$(grep -c USETMAXREG <<<"$s"); n_ldl=$(grep -c -E '\b(LDL|STL)\b' <<<"$s")
   echo "$tag $*: USETMAXREG $n_set LDL/STL $n_ldl"
   [ "$n_set" -ge 2 ] && [ "$n_ldl" -eq 0 ] || rc=1
+}
+# peers_setup STEP WHAT: installs the peers (FA4, the cudnn frontend: ../shared/peers/README.md)
+# from .peers/a and .peers/b when they were sent, and sets $peer_path to the PYTHONPATH that
+# .peers/a/env.sh gives (empty, with a line saying WHAT follows, where they cannot be set up)
+peers_setup() {
+  peer_path=
+  if [ ! -f "$root/.peers/a/gpu-setup.sh" ]; then
+    echo "$1: no .peers/a on this machine: $2"
+  elif (cd "$root" && bash .peers/a/gpu-setup.sh); then
+    peer_path=$(bash -c 'source "$1" && echo "$PYTHONPATH"' _ "$root/.peers/a/env.sh")
+  else
+    echo "$1: the peers' setup failed (above): $2"
+  fi
 }
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
 $gen --version
@@ -109,14 +122,24 @@ for step in $steps; do
     logged check_paged1 400 15 $gen check --paged 1 --varlen --head-dim 128 ;;
   check) logged check 400 30 $gen check ;;
   pytest) logged pytest 400 15 bash -c 'cd "$1" && python3 -m pytest python/tests -q -rs' _ "$root" ;;
-  compare) # both libraries replayed from CUDA graphs under do_bench in one process, per shape in turn,
-    # median of COMPARE_REPEAT (3) rounds; COMPARE_FA3_TIMER=bench: fa3jit by `fa3-gen bench`
-    # instead (short bursts: reads high, see docs/notes.md); COMPARE_L2=warm: back-to-back calls;
-    # COMPARE_VARIANTS="knob=v;knob=v,knob2=v": extra fa3jit columns (same-run A/B, fair timing);
-    # COMPARE_GEMM=1: a cuBLAS 8192^3 product timed the same way; COMPARE_HEAD_DIMS, COMPARE_SEQLENS
-    # (unset variables leave compare.py's own defaults; only the repeat count differs: 3 here)
+  compare) # fa3jit, cuDNN and FA4 replayed from CUDA graphs under do_bench in one process, per shape
+    # in turn, the columns' order rotated each round, median of COMPARE_REPEAT (3) rounds. FA4 comes
+    # from the peers (.peers/a and .peers/b sent first, ../shared/peers/README.md): once they are
+    # set up it is required (--peers cudnn,fa4: an FA4 that does not import fails the step);
+    # without them, or where their setup failed (said above), FA4 runs only if it imports anyway
+    # (a PYTHONPATH from .peers/a/env.sh sourced before), else its column is left out, said so;
+    # COMPARE_PEERS overrides (cudnn, fa4, cudnn,fa4 or none). COMPARE_FA3_TIMER=bench: fa3jit by
+    # `fa3-gen bench` instead (short bursts: reads high, see docs/notes.md); COMPARE_L2=warm:
+    # back-to-back calls; COMPARE_VARIANTS="knob=v;knob=v,knob2=v": extra fa3jit columns (same-run
+    # A/B, fair timing); COMPARE_GEMM=1: a cuBLAS 8192^3 product timed the same way;
+    # COMPARE_HEAD_DIMS, COMPARE_SEQLENS (unset variables leave compare.py's own defaults; only the
+    # repeat count differs: 3 here)
+    peers_setup compare "FA4 only if it imports from the PYTHONPATH given"
+    cmp_peers=${COMPARE_PEERS:-${peer_path:+cudnn,fa4}}
     smi_start compare
-    logged compare 560 45 python3 "$root/bench/compare.py" --fa3-gen $gen --repeat "${COMPARE_REPEAT:-3}" \
+    logged compare 560 45 env ${peer_path:+PYTHONPATH="$peer_path"} \
+      python3 "$root/bench/compare.py" --fa3-gen $gen --repeat "${COMPARE_REPEAT:-3}" \
+      ${cmp_peers:+--peers "$cmp_peers"} \
       ${FA3JIT_BENCH_DTYPES:+--dtypes "$FA3JIT_BENCH_DTYPES"} \
       ${FA3JIT_BENCH_LAYOUT:+--layout "$FA3JIT_BENCH_LAYOUT"} \
       ${COMPARE_FA3_TIMER:+--fa3-timer "$COMPARE_FA3_TIMER"} ${COMPARE_L2:+--l2 "$COMPARE_L2"} \
@@ -124,8 +147,8 @@ for step in $steps; do
       ${COMPARE_VARIANTS:+--variants "$COMPARE_VARIANTS"} $([ "${COMPARE_GEMM:-0}" = 1 ] && echo --gemm) \
       --json "$out/compare.json"
     kill $smi ;;
-  compare_layouts) # both libraries on the same layout, bshd then bhsd (bf16; fa3jit by fa3-gen bench,
-    # whose --layout bhsd the Python layer lacks)
+  compare_layouts) # fa3jit and cuDNN on the same layout, bshd then bhsd (bf16; fa3jit by fa3-gen
+    # bench, whose --layout bhsd the Python layer lacks; FA4, where it imports, on its own bshd)
     for l in bshd bhsd; do
       echo "--- layout $l"
       timeout 300 python3 "$root/bench/compare.py" --fa3-gen $gen --dtypes bf16 --layout $l \
@@ -178,16 +201,7 @@ for step in $steps; do
     # rounds; FP8_HEAD_DIMS, FP8_SEQLENS narrow it; FP8_ACC_ARGS: extra accuracy options, e.g.
     # "--seed 5"). cuDNN FP8 needs the peers' cudnn frontend: .peers/a and .peers/b sent to this
     # machine first (../shared/peers/README.md); without them its column says what is missing.
-    peer_path=
-    if [ -f "$root/.peers/a/gpu-setup.sh" ]; then
-      if (cd "$root" && bash .peers/a/gpu-setup.sh); then
-        peer_path=$(bash -c 'source "$1" && echo "$PYTHONPATH"' _ "$root/.peers/a/env.sh")
-      else
-        echo "fp8: the peers' setup failed (above): cuDNN FP8 will be reported missing"
-      fi
-    else
-      echo "fp8: no .peers/a on this machine: cuDNN FP8 will be reported missing"
-    fi
+    peers_setup fp8 "cuDNN FP8 will be reported missing"
     logged fp8_accuracy 120 30 env ${peer_path:+PYTHONPATH="$peer_path"} \
       python3 "$root/bench/fp8_accuracy.py" ${FP8_ACC_ARGS:-} --json "$out/fp8_accuracy.json"
     smi_start fp8
