@@ -45,6 +45,9 @@ typedef struct fa3_plan {
                               the exp2 domain (P then stays below 2^8) */
     int fast_exp;          /* bf16/fp16 (default 1): p = 2^fma(s, c_r, -off) (one FMA a score) with
                               the offset's rounding carried exactly (softmax.c) */
+    int pack_first;        /* A/B knob: P packed before O's rescale (FA4's order), not after */
+    int tree_reduce;       /* A/B knob: row max and (fast_exp) row sums over 4 accumulators each
+                              (FA4's max), not one chain */
     int dbg_no_softmax;    /* timing only (wrong results): P = S, no softcap/mask/max/exp/sum/
                               rescale */
     int o_stage;           /* O staged in shared memory and stored with TMA when the runtime finds

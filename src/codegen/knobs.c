@@ -20,7 +20,16 @@
    - cond_rescale=0 (bf16/fp16; e4m3 has neither: its P offset leaves no headroom): without
      FA4's conditional O rescale (softmax.c);
    - fast_exp=0 (bf16/fp16): the exponent as (s - m)·c, a sub and a mul a score, instead of one
-     FMA (softmax.c); plan.c has the A/B of both.
+     FMA (softmax.c); plan.c has the A/B of both;
+   - tree_reduce=1: the row max (and with fast_exp the row sums) over 4 accumulators instead of
+     one dependent chain (softmax.c);
+   - pack_first=1: the loop body packs P before it rescales O (FA4's order; with cond_rescale
+     the pack then sits before the rescale's branch). Both measured in session 9 (call 8,
+     bench/RESULTS.md), not yet the default: pack_first=1,tree_reduce=1 / default, bf16, median
+     over the sweep rows: hd64 0.989, hd128 1.022 (1.038 at seqlen >= 4096), hd256 1.008;
+     tree_reduce=1 alone 0.991 / 1.007 / 1.012. Correct on the H200 in fa3-gen check (234
+     cases) and test_magnitude's sweep; test_every_config, test_gpu and test_edge have not run
+     with them (device time), so the planner does not take them yet.
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -36,6 +45,8 @@ static const struct knob {
     {"dbg_no_vt", offsetof(fa3_plan, dbg_no_vt), 0, 1},
     {"cond_rescale", offsetof(fa3_plan, cond_rescale), 0, 1},
     {"fast_exp", offsetof(fa3_plan, fast_exp), 0, 1},
+    {"tree_reduce", offsetof(fa3_plan, tree_reduce), 0, 1},
+    {"pack_first", offsetof(fa3_plan, pack_first), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])
 

@@ -198,8 +198,13 @@ static void block_body(kgen *g, cons *c, int masked, int lab_loop)
     kg_softmax(g, c, masked);
     INS("wgmma.wait_group.sync.aligned 0;");
     v_release(g, c);
-    kg_rescale_o(g, c);
-    kg_pack_p(g, c);
+    if (g->p->pack_first) {
+        kg_pack_p(g, c);
+        kg_rescale_o(g, c);
+    } else {
+        kg_rescale_o(g, c);
+        kg_pack_p(g, c);
+    }
     kg_pipe_assign(g, &c->pps, c->ps);
     kg_pipe_advance(g, &c->ps);
     INS("add.u32 $, $, 1;", c->it, c->it);
@@ -253,6 +258,11 @@ void kg_consumer(kgen *g)
         c.tmp.rfirst[r] = ptx_reg(g->f, PTX_B32, "rfirst");
     }
     c.tmp.shf = ptx_reg(g->f, PTX_F32, "shf");
+    for (int r = 0; r < 2 && p->tree_reduce; r++)
+        for (int k = 0; k < 3; k++) {
+            c.tmp.racc[r][k] = ptx_reg(g->f, PTX_F32, "racc");
+            c.tmp.sacc[r][k] = ptx_reg(g->f, PTX_F32, "sacc");
+        }
     if (p->fp8) {
         c.h[0] = ptx_reg(g->f, PTX_B16, "plo");
         c.h[1] = ptx_reg(g->f, PTX_B16, "phi");

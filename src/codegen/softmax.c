@@ -81,15 +81,25 @@ static void row_max(kgen *g, cons *c, int r)
 {
     const int ns = g->p->block_n / 2;
     ptx_r bmax = c->tmp.bmax[r], o = c->tmp.shf;
-    int first = 1;
+    /* tree_reduce: the row's j-th value into accumulator j % 4 (max is exact in any order) */
+    const int nacc = g->p->tree_reduce ? 4 : 1;
+    ptx_r acc[4] = {bmax};
+    for (int k = 1; k < nacc; k++)
+        acc[k] = c->tmp.racc[r][k - 1];
+    int j = 0;
     for (int i = 0; i < ns; i++) {
         if (acc_row(i) != r)
             continue;
-        if (first)
-            INS("mov.f32 $, $;", bmax, ptx_at(c->s, i));
+        if (j < nacc)
+            INS("mov.f32 $, $;", acc[j % nacc], ptx_at(c->s, i));
         else
-            INS("max.f32 $, $, $;", bmax, bmax, ptx_at(c->s, i));
-        first = 0;
+            INS("max.f32 $, $, $;", acc[j % nacc], acc[j % nacc], ptx_at(c->s, i));
+        j++;
+    }
+    if (nacc == 4) {
+        INS("max.f32 $, $, $;", acc[0], acc[0], acc[1]);
+        INS("max.f32 $, $, $;", acc[2], acc[2], acc[3]);
+        INS("max.f32 $, $, $;", acc[0], acc[0], acc[2]);
     }
     for (int lanes = 1; lanes <= 2; lanes *= 2) {
         INS("shfl.sync.bfly.b32 $, $, %d, 31, -1;", o, bmax, lanes);
@@ -190,15 +200,28 @@ void kg_softmax(kgen *g, cons *c, int masked)
     }
     /* p = 2^((s - m_z)·c) (explicit rounding: no contraction into an FMA), partial row sums */
     ptx_r *sum = c->tmp.psum;
-    INS("mov.f32 $, " ZERO_F ";", sum[0]);
-    INS("mov.f32 $, " ZERO_F ";", sum[1]);
+    /* tree_reduce (fast_exp): the row's j-th p into partial sum j % 4 */
+    const int nsum = fast && p->tree_reduce ? 4 : 1;
+    ptx_r part[2][4] = {{sum[0]}, {sum[1]}};
+    for (int r = 0; r < 2; r++)
+        for (int k = 1; k < nsum; k++)
+            part[r][k] = c->tmp.sacc[r][k - 1];
+    int seen[2] = {0, 0};
+    if (nsum == 1) {
+        INS("mov.f32 $, " ZERO_F ";", sum[0]);
+        INS("mov.f32 $, " ZERO_F ";", sum[1]);
+    }
     for (int i = 0; i < ns; i++) {
         const int r = acc_row(i);
         ptx_r x = ptx_at(c->s, i);
         if (fast) {
             INS("fma.rn.f32 $, $, $, $;", x, x, c->tmp.cr[r], c->tmp.noff[r]);
             INS("ex2.approx.ftz.f32 $, $;", x, x);
-            INS("add.f32 $, $, $;", sum[r], sum[r], x);
+            const int k = seen[r]++ % nsum;
+            if (nsum > 1 && seen[r] <= nsum)
+                INS("mov.f32 $, $;", part[r][k], x);
+            else
+                INS("add.f32 $, $, $;", part[r][k], part[r][k], x);
             continue;
         }
         INS("sub.rn.f32 $, $, $;", x, x, c->tmp.mz[r]);
@@ -208,6 +231,11 @@ void kg_softmax(kgen *g, cons *c, int masked)
             INS("mul.rn.f32 $, $, $;", x, x, c->scale_log2);
         INS("ex2.approx.ftz.f32 $, $;", x, x);
         INS("add.f32 $, $, $;", sum[r], sum[r], x);
+    }
+    for (int r = 0; r < 2 && nsum == 4; r++) {
+        INS("add.f32 $, $, $;", part[r][0], part[r][0], part[r][1]);
+        INS("add.f32 $, $, $;", part[r][2], part[r][2], part[r][3]);
+        INS("add.f32 $, $, $;", part[r][0], part[r][0], part[r][2]);
     }
     if (c->l_lse[0].id != c->l[0].id) /* the LSE's l: P's rounding at a kept max (up to 2^8) is not
                                    the scores' (test_magnitude's LSE rule) */
