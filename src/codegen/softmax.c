@@ -5,14 +5,16 @@
  *
  * Softcap first (tanh.approx(s·score_mul)), then the mask (blockinfo.c), the row max over the
  * thread's values and shfl.bfly 1, 2; m_z = m_new, or 0 while the row has seen no key (no
- * (-inf)-(-inf)); alpha = 2^((m_old - m_z)·c), p = 2^((s - m_z)·c) with c = scale_log2
- * (softmax_scale·log2 e, or softcap·log2 e); thread-partial row sums in fp32.
+ * (-inf)-(-inf)); c = scale_log2 (softmax_scale·log2 e, or softcap·log2 e); thread-partial row
+ * sums in fp32.
  *
- * The max is subtracted before the scaling, on purpose: FA3's single FMA 2^(s·c - round(m·c))
- * carries the rounding of m·c (half an ulp: 4096 at |m·c| = 1e11) into the exponent, so large
- * scores gave p = inf or 0 and O = NaN (issue 12; docs/notes.md has the cost, 2-5% at hd64/128,
- * and the variants measured). max.f32 ignores a NaN operand, but p = ex2(NaN) = NaN keeps a NaN
- * row NaN (edge case E14).
+ * bf16/fp16 (fast_exp, the default; row_new_max has the details): p = 2^fma(s, c_r, -off), one
+ * FMA a score, with off = RU(m_z·c) and its exact rounding e carried into alpha and the LSE.
+ * e4m3 and fast_exp=0: p = 2^((s - m_z)·c), alpha = 2^((m_old - m_z)·c): the max subtracted
+ * before the scaling. FA3's single FMA 2^(s·c - round(m·c)) without e carries the rounding of
+ * m·c (half an ulp: 4096 at |m·c| = 1e11) into the exponent, so large scores gave p = inf or 0
+ * and O = NaN (issue 12; docs/notes.md has both forms' costs). max.f32 ignores a NaN operand,
+ * but p = ex2(NaN) = NaN keeps a NaN row NaN (edge case E14).
  */
 #include "codegen/kgen.h"
 #include "kernel_abi.h"
