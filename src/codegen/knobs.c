@@ -29,7 +29,10 @@
      over the sweep rows: hd64 0.989, hd128 1.022 (1.038 at seqlen >= 4096), hd256 1.008;
      tree_reduce=1 alone 0.991 / 1.007 / 1.012. Correct on the H200 in fa3-gen check (234
      cases) and test_magnitude's sweep; test_every_config, test_gpu and test_edge have not run
-     with them (device time), so the planner does not take them yet.
+     with them (device time), so the planner does not take them yet;
+   - one_body=1 (causal/local; no effect without a mask): the key-block loop's one body is the
+     masked one (mainloop.c): ptxas ~30% cheaper (hd128/256 causal, issue 17), each unmasked
+     block pays the mask's compares; not yet measured on the GPU.
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -47,6 +50,7 @@ static const struct knob {
     {"fast_exp", offsetof(fa3_plan, fast_exp), 0, 1},
     {"tree_reduce", offsetof(fa3_plan, tree_reduce), 0, 1},
     {"pack_first", offsetof(fa3_plan, pack_first), 0, 1},
+    {"one_body", offsetof(fa3_plan, one_body), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])
 

@@ -10,7 +10,8 @@
  *      O += P_{j-1}·V_{j-1} (wgmma RS, V MN-major) together; wait_group 1 (S ready) → release
  *      K; softmax of S while PV runs; wait_group 0 → release V_{j-1}; O *= alpha; pack P. Blocks
  *      that need the mask (blockinfo.c; decided at the loop top, where no wgmma is in flight)
- *      take a masked copy of this body;
+ *      take a masked copy of this body (knob one_body: every block takes it, one body in the
+ *      PTX);
  *   3. the last PV alone; release V; the epilogue (epilogue.c).
  * No control flow may sit between a wgmma and its wait: a branch around a wgmma serializes every
  * wgmma (C7514), and a branch or label inside the stage makes ptxas move the wait up to it.
@@ -375,11 +376,15 @@ void kg_consumer(kgen *g)
     INS("sub.s32 $, $, $;", c.n, c.t.nmax, c.it);
     INS("sub.s32 $, $, 1;", c.n, c.n);
     const int lab_masked = ptx_label(g->f, "cons_masked");
-    if (windows) {
+    /* one_body (knob): the masked body alone, for every block (the mask leaves a block inside
+       every row's window unchanged) */
+    const int one = windows && p->one_body;
+    if (windows && !one) {
         ptx_r need = kg_block_needs_mask(g, &c);
         INS("@$ bra %s;", need, ptx_lab(g->f, lab_masked));
     }
-    block_body(g, &c, 0, lab_loop);
+    if (!one)
+        block_body(g, &c, 0, lab_loop);
     if (windows) {
         ptx_place(g->f, lab_masked);
         block_body(g, &c, 1, lab_loop);
