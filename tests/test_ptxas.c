@@ -76,7 +76,7 @@ typedef struct ptxas_case {
    no diagnostic, 255 registers, at its introduction (a one-off sweep, docs/kernel.md).
    NDECODE: the listed decode family (pack_gqa 1, block_m 64, split-KV), every head-dim pair and
    dtype, causal softcap dense and local softcap paged. */
-enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 6, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
+enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 7, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
        NCOMBINE = 5 * 2 * 2, NPACK = 6 * 3 * 2, NBM64 = 6 * 3 * 4, NDECODE = 6 * 3 * 2,
        NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NPACK + NBM64 +
                 NDECODE };
@@ -519,7 +519,7 @@ int main(void)
     /* knob variants that change the code (knobs.c): two consumer warpgroups for head_dim 64,
        the timing-only kernels without the softmax and without the O store, the softmax before
        fast_exp and cond_rescale, P packed first with the 4-accumulator reductions, the masked
-       loop body alone */
+       loop body alone, 8 of a row's exponentials by polynomial */
     static const struct { int hd, hdv, mask; } kv[NKNOB] = {
         {64, 64, 1}, {64, 64, 2}, {192, 192, 2}, {256, 256, 1}};
     static const struct { const char *knobs, *tag; } ks[NKNOBSETS] = {
@@ -528,7 +528,8 @@ int main(void)
         {"dbg_no_o_store=1", "dbg_no_o_store1"},
         {"fast_exp=0,cond_rescale=0", "old_softmax"},
         {"pack_first=1,tree_reduce=1", "pack_first_tree_reduce"},
-        {"one_body=1", "one_body1"}};
+        {"one_body=1", "one_body1"},
+        {"ex2_emu=8", "ex2_emu8"}};
     for (int k = 0; k < NKNOBSETS; k++)
         for (int i = 0; i < NKNOB; i++) {
             ptxas_case *pc = &g_cases[n];

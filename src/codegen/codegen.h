@@ -49,6 +49,9 @@ typedef struct fa3_plan {
     int one_body;          /* causal/local A/B knob: every key block after the first takes the
                               masked body (the mask is a no-op inside the window); the PTX holds
                               one loop body instead of two: ~30% less ptxas time (issue 17) */
+    int ex2_emu;           /* A/B knob (fast_exp): the last ex2_emu exponentials of each row's
+                              block_n/4 in a thread, in unmasked blocks, by an FMA-pipe
+                              polynomial instead of MUFU.EX2 (FA4's Blackwell trick) */
     int tree_reduce;       /* A/B knob: row max and (fast_exp) row sums over 4 accumulators each
                               (FA4's max), not one chain */
     int dbg_no_softmax;    /* timing only (wrong results): P = S, no softcap/mask/max/exp/sum/

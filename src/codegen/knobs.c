@@ -32,7 +32,11 @@
      with them (device time), so the planner does not take them yet;
    - one_body=1 (causal/local; no effect without a mask): the key-block loop's one body is the
      masked one (mainloop.c): ptxas ~30% cheaper (hd128/256 causal, issue 17), each unmasked
-     block pays the mask's compares; not yet measured on the GPU.
+     block pays the mask's compares; not yet measured on the GPU;
+   - ex2_emu=N (bf16/fp16 with fast_exp, 0..16): in unmasked blocks the last N exponentials of
+     each row a thread holds by a degree-3 polynomial on the FMA pipe (softmax.c), to unload the
+     MUFU pipe where it bounds the loop (hd64 on paper: docs/notes.md session 9); not yet
+     measured on the GPU.
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -51,6 +55,7 @@ static const struct knob {
     {"tree_reduce", offsetof(fa3_plan, tree_reduce), 0, 1},
     {"pack_first", offsetof(fa3_plan, pack_first), 0, 1},
     {"one_body", offsetof(fa3_plan, one_body), 0, 1},
+    {"ex2_emu", offsetof(fa3_plan, ex2_emu), 0, 16},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])
 

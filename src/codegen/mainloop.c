@@ -259,6 +259,10 @@ void kg_consumer(kgen *g)
         c.tmp.rfirst[r] = ptx_reg(g->f, PTX_B32, "rfirst");
     }
     c.tmp.shf = ptx_reg(g->f, PTX_F32, "shf");
+    for (int k = 0; k < 3 && p->ex2_emu; k++)
+        c.tmp.emu[k] = ptx_reg(g->f, PTX_F32, "emu");
+    for (int k = 0; k < 2 && p->ex2_emu; k++)
+        c.tmp.emu_i[k] = ptx_reg(g->f, PTX_B32, "emui");
     for (int r = 0; r < 2 && p->tree_reduce; r++)
         for (int k = 0; k < 3; k++) {
             c.tmp.racc[r][k] = ptx_reg(g->f, PTX_F32, "racc");

@@ -109,6 +109,30 @@ static void row_max(kgen *g, cons *c, int r)
     }
 }
 
+/* x = 2^x on the FMA pipe (ex2_emu): x clamped to [-126, ...] keeping NaN, j = round(x) by
+   the 1.5·2^23 shift, f = x - j in [-0.5, 0.5], 2^f by a degree-3 polynomial (relative error
+   7.5e-5, fitted to minimize it on that interval; P's bf16/fp16 rounding is 2e-3/4.9e-4) and
+   2^j added to its exponent field (the shifted bits of x + 1.5·2^23: their low bits are j, and
+   1.5·2^23's own bits vanish in the shift). Below -126 the result is 2^-126·2^f rather than 0,
+   which only unmasked blocks (no -inf keys from the mask) may accept. */
+static void ex2_poly(kgen *g, cons *c, ptx_r x)
+{
+    ptx_r t = c->tmp.emu[0], j = c->tmp.emu[1], q = c->tmp.emu[2];
+    INS("max.NaN.f32 $, $, 0fC2FC0000;", x, x); /* -126 */
+    INS("add.rn.f32 $, $, 0f4B400000;", t, x);  /* 1.5·2^23 */
+    INS("sub.rn.f32 $, $, 0f4B400000;", j, t);
+    INS("sub.rn.f32 $, $, $;", x, x, j);        /* f */
+    INS("fma.rn.f32 $, $, 0f3D61FBB0, 0f3E786F0D;", q, x);
+    INS("fma.rn.f32 $, $, $, 0f3F31798D;", q, q, x);
+    INS("fma.rn.f32 $, $, $, 0f3F7FFB49;", q, q, x);
+    ptx_r ti = c->tmp.emu_i[0], qi = c->tmp.emu_i[1]; /* the bits, as integers */
+    INS("mov.b32 $, $;", ti, t);
+    INS("mov.b32 $, $;", qi, q);
+    INS("shl.b32 $, $, 23;", ti, ti);
+    INS("add.s32 $, $, $;", qi, qi, ti);
+    INS("mov.b32 $, $;", x, qi);
+}
+
 /* Row r's new max m (keep: the old one unless c->rescale), its exp2 offset mz (0 for a row
    without keys) and alpha = 2^((m_old - mz)·c). */
 static void row_new_max(kgen *g, cons *c, int r, int keep)
@@ -218,7 +242,10 @@ void kg_softmax(kgen *g, cons *c, int masked)
         ptx_r x = ptx_at(c->s, i);
         if (fast) {
             INS("fma.rn.f32 $, $, $, $;", x, x, c->tmp.cr[r], c->tmp.noff[r]);
-            INS("ex2.approx.ftz.f32 $, $;", x, x);
+            if (!masked && seen[r] >= p->block_n / 4 - p->ex2_emu) /* the row's last ex2_emu */
+                ex2_poly(g, c, x);
+            else
+                INS("ex2.approx.ftz.f32 $, $;", x, x);
             const int k = seen[r]++ % nsum;
             if (nsum > 1 && seen[r] <= nsum)
                 INS("mov.f32 $, $;", part[r][k], x);
