@@ -130,12 +130,13 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
     p->wg3 = !p->fp8; /* e4m3: two consumers (not yet measured otherwise) */
     /* The softmax's exponent as one FMA a score (fast_exp) and FA4's conditional O rescale
        (cond_rescale), bf16/fp16 (softmax.c has both and why they stay exact at every
-       magnitude). Same-run A/B on the H200 (bench/compare.py --variants, graph replay, 3 rounds
-       rotated, 2026-12-01 session 9 call 2, bf16, fa3jit / cuDNN): at 16k non-causal
-       hd64/128/256 the old kernel 1.07/1.02/1.07, fast_exp 1.14/1.03/1.06, both 1.14/1.05/1.09;
-       causal 16k 1.03/1.05/1.12 -> 1.09/1.08/1.16; at 512-1024 within -3..+4%. The loop body
-       loses 36-38 of 499-559 SASS instructions at hd64/128 (12 of 541 at hd256: there the O
-       rescale's 128 multiplies are what cond_rescale skips). */
+       magnitude). Same-run A/B on the H200 of the committed form (bench/compare.py --variants,
+       graph replay, 3 rounds rotated, bf16 + fp16, 2026-12-01 session 9 call 6), default / old
+       kernel, median over the sweep's rows: hd64/128/256 1.006/1.011/1.008, at seqlen >= 4096
+       1.018/1.012/1.026; default / fast_exp alone (cond_rescale=0) at >= 4096
+       1.016/1.012/1.045. The loop body loses 22-23 of 499-559 SASS instructions at
+       hd64/128, none at hd256 (there cond_rescale skips the O rescale's 128 multiplies at run
+       time). */
     p->fast_exp = p->cond_rescale = !p->fp8;
     if (!quiet)
         fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
