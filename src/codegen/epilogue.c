@@ -280,7 +280,7 @@ static void store_lse(kgen *g, cons *c, int lab_end)
         INS("lg2.approx.f32 $, $;", lg, c->l_lse[r]);
         if (g->p->fp8) /* l carries P's 2^8 (softmax.c) */
             INS("add.f32 $, $, 0fC1000000;", lg, lg);
-        if (g->p->fast_exp && !g->p->fp8) /* l's weights were 2^e too large (softmax.c) */
+        if (g->p->fast_exp) /* l's weights were 2^e too large (softmax.c) */
             INS("sub.f32 $, $, $;", lg, lg, c->e[r]);
         INS("mul.f32 $, $, 0f3F317218;", ln, lg); /* ln(2) */
         INS("fma.rn.f32 $, $, $, $;", v, c->m[r], c->lse_mul, ln);
@@ -355,7 +355,7 @@ static void store_partials(kgen *g, cons *c, const ptx_r inv[2])
         INS("lg2.approx.f32 $, $;", lg, c->l_lse[r]);
         if (p->fp8) /* l carries P's 2^8 (softmax.c) */
             INS("add.f32 $, $, 0fC1000000;", lg, lg);
-        if (g->p->fast_exp && !g->p->fp8) /* l's weights were 2^e too large (softmax.c) */
+        if (g->p->fast_exp) /* l's weights were 2^e too large (softmax.c) */
             INS("sub.f32 $, $, $;", lg, lg, c->e[r]);
         INS("mul.f32 $, $, 0f3F317218;", ln, lg); /* ln(2) */
         INS("fma.rn.f32 $, $, $, $;", v, c->m[r], c->lse_mul, ln);

@@ -287,12 +287,12 @@ void kg_consumer(kgen *g)
         c.m[r] = ptx_reg(g->f, PTX_F32, "m");
         c.l[r] = ptx_reg(g->f, PTX_F32, "l");
         c.alpha[r] = ptx_reg(g->f, PTX_F32, "alpha");
-        c.l_lse[r] = p->fast_exp && p->cond_rescale && !p->fp8 ? ptx_reg(g->f, PTX_F32, "llse")
+        c.l_lse[r] = p->fast_exp && p->cond_rescale ? ptx_reg(g->f, PTX_F32, "llse")
                                                                : c.l[r];
     }
-    if (p->cond_rescale && !p->fp8)
+    if (p->cond_rescale)
         c.rescale = ptx_reg(g->f, PTX_PRED, "rescale");
-    if (p->fast_exp && !p->fp8) {
+    if (p->fast_exp) {
         for (int r = 0; r < 2; r++) {
             c.e[r] = ptx_reg(g->f, PTX_F32, "e");
             c.tmp.cr[r] = ptx_reg(g->f, PTX_F32, "cr");
@@ -335,7 +335,7 @@ void kg_consumer(kgen *g)
     for (int r = 0; r < 2; r++) {
         INS("mov.f32 $, " NEG_INF ";", c.m[r]);
         INS("mov.f32 $, " ZERO_F ";", c.l[r]);
-        if (p->fast_exp && !p->fp8)
+        if (p->fast_exp)
             INS("mov.f32 $, " ZERO_F ";", c.e[r]);
         if (c.l_lse[r].id != c.l[r].id)
             INS("mov.f32 $, " ZERO_F ";", c.l_lse[r]);

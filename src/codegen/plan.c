@@ -140,6 +140,9 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
     p->fast_exp = p->cond_rescale = !p->fp8;
     if (!quiet)
         fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
+    if (p->fp8) /* e4m3 takes neither, whatever the knobs: its P offset (2^8) leaves no headroom
+                   for a kept max, and its exponent keeps the (s - m)·c form */
+        p->fast_exp = p->cond_rescale = 0;
     if (p->fp8 && p->block_n % 64)
         return REFUSE("block_n %d is invalid for e4m3 (a multiple of 64: the V transpose gives "
                       "each producer warp 16-key groups)", p->block_n);

@@ -143,7 +143,7 @@ static void row_new_max(kgen *g, cons *c, int r, int keep)
         INS("selp.f32 $, $, $, $;", mnew, mnew, c->m[r], c->rescale);
     INS("setp.eq.f32 $, $, " NEG_INF ";", none, mnew);
     INS("selp.f32 $, " ZERO_F ", $, $;", mz, mnew, none);
-    if (g->p->fast_exp && !g->p->fp8) {
+    if (g->p->fast_exp) {
         /* fast_exp: p = 2^fma(s, c_r, -off), one FMA a score, where off = RU(mz·c) (rounded up:
            p <= 1 at every magnitude) and its rounding e = mz·c - off (exact: the error of a
            rounded product is a float) enters alpha and the LSE, so the blocks' weights agree
@@ -202,7 +202,7 @@ void kg_softmax(kgen *g, cons *c, int masked)
        more than 8 in the exp2 domain (then P <= 2^8: no bf16/fp16 overflow; LSE and O use the
        max kept, so they are unchanged); alpha is then exactly 1 and kg_rescale_o skips O's
        multiply, the branch uniform over the warp (vote.any) */
-    const int cond = p->cond_rescale && !p->fp8, fast = p->fast_exp && !p->fp8;
+    const int cond = p->cond_rescale, fast = p->fast_exp;
     if (fast) /* c2: the power of two <= c (c > 0: fwd_args.c) */
         INS("and.b32 $, $, 0xFF800000;", c->tmp.c2, c->scale_log2);
     /* row by row (max, then its new max and alpha); cond_rescale: both maxima before the vote */
@@ -224,7 +224,8 @@ void kg_softmax(kgen *g, cons *c, int masked)
         for (int r = 0; r < 2; r++)
             row_new_max(g, c, r, 1);
     }
-    /* p = 2^((s - m_z)·c) (explicit rounding: no contraction into an FMA), partial row sums */
+    /* p = 2^fma(s, c_r, -off) (fast_exp) or 2^((s - m_z)·c) (explicit rounding: no contraction
+       into an FMA), partial row sums */
     ptx_r *sum = c->tmp.psum;
     /* tree_reduce (fast_exp): the row's j-th p into partial sum j % 4 */
     const int nsum = fast && p->tree_reduce ? 4 : 1;
@@ -295,7 +296,7 @@ void kg_rescale_o(kgen *g, cons *c)
 {
     if (g->p->dbg_no_softmax)
         return;
-    const int cond = g->p->cond_rescale && !g->p->fp8, skip = cond ? ptx_label(g->f, "keep_o") : 0;
+    const int cond = g->p->cond_rescale, skip = cond ? ptx_label(g->f, "keep_o") : 0;
     if (cond) /* uniform over the warp (vote.any in kg_softmax) */
         INS("@!$ bra.uni %s;", c->rescale, ptx_lab(g->f, skip));
     for (int i = 0; i < g->p->hdv_chunks * 32; i++)
