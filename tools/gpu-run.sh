@@ -13,7 +13,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dest=${OUT:-/tmp/fa3jit-gpu}; out=$(mktemp -d /tmp/fa3jit-logs.XXXX); mkdir -p "$dest"
 export LD_LIBRARY_PATH=$root/.gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 lib=$(ls "$root"/.gpu/libfa3jit.so* | head -n 1) # named by its SONAME (gpu-bundle.sh)
-export FA3JIT_CACHE_DIR=$(mktemp -d) FA3JIT_LIBRARY=$lib
+# FA3JIT_CACHE_DIR given: kept between calls while the machine is warm
+export FA3JIT_CACHE_DIR=${FA3JIT_CACHE_DIR:-$(mktemp -d)} FA3JIT_LIBRARY=$lib
+mkdir -p "$FA3JIT_CACHE_DIR"
 gen=$root/.gpu/fa3-gen
 steps=${*:-tests edge magnitude quantize check pytest checkall compare sass sanitize}
 rc=0

@@ -358,22 +358,29 @@ static int target_cmp(const void *x, const void *y)
                                                                   : (a->i < b->i ? -1 : 1);
 }
 
-/* No two new rows on one cache row (sorted targets t of n new rows): a write race. */
+/* No two new rows on one cache row (sorted targets t of n new rows): a write race. Of the
+ * colliding pairs, the one whose first row comes first in (sequence, row) order is named, so the
+ * message does not depend on where the pages lie. */
 static fa3_status check_targets(kv_target *t, size_t n, const fa3_kvcache_append_args *a)
 {
     qsort(t, n, sizeof *t, target_cmp);
     const int64_t rows = a->page_table ? a->page_size : a->seqlen_cache;
+    size_t hit = 0;
     for (size_t k = 1; k < n; k++)
-        if (t[k].at == t[k - 1].at)
-            return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
-                              "sequence %d's new row %d and sequence %d's new row %d land on the "
-                              "same cache row (row %lld of %s %lld): the new rows of two "
-                              "sequences must not share a cache row (%s)", t[k - 1].b,
-                              t[k - 1].i, t[k].b, t[k].i, (long long)(t[k].at % rows),
-                              a->page_table ? "page" : "cache entry", (long long)(t[k].at / rows),
-                              a->page_table ? "args->page_table shares the page"
-                                            : "args->cache_batch_idx repeats the entry");
-    return FA3_OK;
+        if (t[k].at == t[k - 1].at &&
+            (!hit || t[k - 1].b < t[hit - 1].b ||
+             (t[k - 1].b == t[hit - 1].b && t[k - 1].i < t[hit - 1].i)))
+            hit = k;
+    if (!hit)
+        return FA3_OK;
+    return fa3_seterr(FA3_ERR_INVALID_ARGUMENT,
+                      "sequence %d's new row %d and sequence %d's new row %d land on the same "
+                      "cache row (row %lld of %s %lld): the new rows of two sequences must not "
+                      "share a cache row (%s)", t[hit - 1].b, t[hit - 1].i, t[hit].b, t[hit].i,
+                      (long long)(t[hit].at % rows), a->page_table ? "page" : "cache entry",
+                      (long long)(t[hit].at / rows),
+                      a->page_table ? "args->page_table shares the page"
+                                    : "args->cache_batch_idx repeats the entry");
 }
 
 fa3_status fa3_kvcache_check_arrays(const fa3_kvcache_append_args *args, void *stream)
