@@ -21,22 +21,21 @@
      FA4's conditional O rescale (softmax.c);
    - fast_exp=0 (bf16/fp16): the exponent as (s - m)·c, a sub and a mul a score, instead of one
      FMA (softmax.c); plan.c has the A/B of both;
-   - tree_reduce=1: the row max (and with fast_exp the row sums) over 4 accumulators instead of
-     one dependent chain (softmax.c);
-   - pack_first=1: the loop body packs P before it rescales O (FA4's order; with cond_rescale
-     the pack then sits before the rescale's branch). Both measured in session 9 (call 8,
-     bench/RESULTS.md), not yet the default: pack_first=1,tree_reduce=1 / default, bf16, median
-     over the sweep rows: hd64 0.989, hd128 1.022 (1.038 at seqlen >= 4096), hd256 1.008;
-     tree_reduce=1 alone 0.991 / 1.007 / 1.012. Correct on the H200 in fa3-gen check (234
-     cases) and test_magnitude's sweep; test_every_config, test_gpu and test_edge have not run
-     with them (device time), so the planner does not take them yet;
+   - tree_reduce=0/1: the row max (and with fast_exp the row sums) over 4 accumulators instead
+     of one dependent chain (softmax.c);
+   - pack_first=0/1: the loop body packs P before it rescales O (FA4's order; with
+     cond_rescale the pack then sits before the rescale's branch). Both are the planner's
+     choice for head_dim > 64 (plan.c has the A/B);
    - one_body=1 (causal/local; no effect without a mask): the key-block loop's one body is the
      masked one (mainloop.c): ptxas ~30% cheaper (hd128/256 causal, issue 17), each unmasked
-     block pays the mask's compares; not yet measured on the GPU;
+     block pays the mask's compares. Same-run A/B (session 10 call 2, bf16 hd64, compare.py
+     --variants, 3 rounds rotated), one_body=1 / default: causal 512..16k 0.95/0.93/0.92/0.90/
+     0.92/0.88, non-causal 0.99-1.02: slower, kept as a knob for cold-JIT experiments;
    - ex2_emu=N (bf16/fp16 with fast_exp, 0..16): in unmasked blocks the last N exponentials of
      each row a thread holds by a degree-3 polynomial on the FMA pipe (softmax.c), to unload the
-     MUFU pipe where it bounds the loop (hd64 on paper: docs/notes.md session 9); not yet
-     measured on the GPU.
+     MUFU pipe where it bounds the loop (hd64 on paper: docs/notes.md session 9). Same run as
+     one_body's: ex2_emu=4 / default 0.95-1.03 (median 0.98), ex2_emu=8 0.93-0.99 (median 0.95)
+     over hd64's 12 rows: the MUFU pipe does not bound hd64, kept as a knob.
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded

@@ -138,6 +138,13 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        hd64/128, none at hd256 (there cond_rescale skips the O rescale's 128 multiplies at run
        time). */
     p->fast_exp = p->cond_rescale = !p->fp8;
+    /* FA4's row max over 4 accumulators (tree_reduce) and its P-before-rescale order
+       (pack_first), for head_dim > 64, bf16/fp16. Same-run A/B on the H200 (bench/compare.py
+       --variants, graph replay, 3 rounds rotated, bf16, 2026-12-01 session 9 call 8), both /
+       default, median over the sweep's rows: hd64/128/256 0.989/1.022/1.008 (hd128 1.038 at
+       seqlen >= 4096), so hd64 keeps neither. Correct on the H200 with both (session 10 call 1:
+       test_magnitude, test_gpu, test_edge; session 9: fa3-gen check). */
+    p->tree_reduce = p->pack_first = !p->fp8 && cfg->head_dim > 64;
     if (!quiet)
         fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
     if (p->fp8) /* e4m3 takes neither, whatever the knobs: its P offset (2^8) leaves no headroom
