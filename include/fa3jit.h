@@ -201,8 +201,12 @@ typedef struct fa3_config {
                          warpgroup, the decode tile: for 1-64 query rows per tile (decode, few
                          rows, packed GQA) it does a half (a third at head_dim 64) of the tensor
                          work per key block, and the planner gives its freed shared memory to a
-                         deeper K/V ring. 128 or 192 only where the planner chooses them.
-                         Canonical form: the planner's value; describe adds " bm64" */
+                         deeper K/V ring. 128 = two consumer warpgroups: at head_dim 64
+                         bf16/fp16 (where the planner takes 192) the short causal/local tile,
+                         fa3_fwd_tune's choice for seqlen_q, seqlen_k <= 1024; elsewhere it is
+                         the planner's. 192 only where the planner chooses it. Canonical form:
+                         the planner's value; describe adds " bm64" or " bm128" where the value
+                         is not the planner's */
 } fa3_config;
 
 /** Sets struct_size and the defaults: head_dim 128, head_dim_v 0, bf16, no mask, no softcap,
@@ -552,9 +556,11 @@ FA3_API fa3_status fa3_fwd_workspace_size(const fa3_kernel *kernel, const fa3_fw
  * FlashAttention-3's rule (the share of a tile's rows used without packing, seqlen_q /
  * round_up(seqlen_q, block_m), under 0.9 of the share with seqlen_q · ratio rows) or where
  * seqlen_q <= 64 — for rectangular Q and a ratio dividing 64 (then pass num_splits 0: fa3_fwd
- * picks the count, maybe 1); else pack_gqa 0, block_m 0 (the planner's) and split_kv 1 where
- * split-KV pays by fa3_fwd_args.num_splits' rule (the query tiles fill under 80% of the SMs and
- * the keys span more than one block_n block), else 0. Reads batch, num_heads,
+ * picks the count, maybe 1); else pack_gqa 0 and split_kv 1 where split-KV pays by
+ * fa3_fwd_args.num_splits' rule (the query tiles fill under 80% of the SMs and the keys span
+ * more than one block_n block), else 0; and block_m 128 (two consumer warpgroups) for head_dim
+ * 64 (head_dim_v 64) bf16/fp16 causal or local one-pass calls with seqlen_q and seqlen_k (varlen:
+ * the max_ values) <= 1024, else 0 (the planner's: 192 there). Reads batch, num_heads,
  * num_heads_k and seqlen_q, seqlen_k (rectangular Q; paged: seqlen_k as fa3_fwd takes it) or
  * max_seqlen_q, max_seqlen_k (varlen configs) of args; the other fields of cfg are canonicalized first (their
  * errors as fa3_config_canonicalize's) and left as given. Fields past cfg->struct_size are not

@@ -4,7 +4,9 @@
  * library's reference (fa3_reference_fwd_ex, fp32; tools/common/tolerance.h's rule with the
  * dtype-emulating reference as its scale), on fresh random inputs (the seed is printed), O and
  * LSE NaN-prefilled: every element of every row must be written, a row that sees no key exactly
- * O = 0 and LSE = -inf. The kernel's info must say block_m 64 and 256 threads.
+ * O = 0 and LSE = -inf. The kernel's info must say block_m 64 and 256 threads. The same checks
+ * cover head_dim 64's two-consumer tile (block_m 128, 384 threads): causal, local softcap GQA,
+ * paged, at seqlen_q 1..1000.
  *
  * Cases (one line each): seqlen_q 1, 7, 64, 65, 300 (one tile, a full one, a second tile, many)
  * against seqlen_k 1, 100, 4096; masks none, causal (seqlen_q > seqlen_k: rows that see no key),
@@ -43,6 +45,7 @@ typedef struct bm_kernel {
     int page_size;       /* > 0: paged K/V */
     int split;           /* 1: split_kv config */
     int h, hk;           /* query heads, K/V heads */
+    int block_m;         /* 0: 64 (the decode tile); 128: head_dim 64's two-consumer tile */
 } bm_kernel;
 
 typedef struct bm_shape {
@@ -234,8 +237,8 @@ static void run_shape(const bm_kernel *kc, fa3_kernel *kern, const fa3_config *r
                  acc.worst_o, acc.worst_lse);
 }
 
-/* The kernel of kc (block_m 64), checked to be the decode tile, then every shape of shapes
-   (batch 0 ends the list). */
+/* The kernel of kc (block_m 64, or kc->block_m), checked to be that tile (64: the decode tile,
+   256 threads; 128: two consumers, 384), then every shape of shapes (batch 0 ends the list). */
 static void run_kernel(const bm_kernel *kc, const bm_shape *shapes)
 {
     fa3_config cfg;
@@ -248,16 +251,17 @@ static void run_kernel(const bm_kernel *kc, const bm_shape *shapes)
     cfg.paged_kv = kc->page_size > 0;
     fa3_config ref_cfg = cfg; /* the reference's: one pass, the planner's tile */
     cfg.split_kv = kc->split;
-    cfg.block_m = 64;
+    const int bm = kc->block_m ? kc->block_m : 64;
+    cfg.block_m = bm;
     fa3_kernel *kern;
     CHECK(fa3_jit_get_kernel(g_ctx, &cfg, &kern));
     fa3_kernel_info info;
     CHECK(fa3_kernel_get_info(kern, &info));
     printf("%s: block_m %d, block_n %d, stages %d, %d threads, %d registers\n", kc->id,
            info.block_m, info.block_n, info.stages, info.threads, info.num_regs);
-    assert_int_equal(info.block_m, 64);
-    assert_int_equal(info.threads, 256);
-    assert_int_equal(info.config.block_m, 64);
+    assert_int_equal(info.block_m, bm);
+    assert_int_equal(info.threads, 128 + 2 * bm);
+    assert_int_equal(info.config.block_m, bm);
     for (const bm_shape *s = shapes; s->batch; s++)
         run_shape(kc, kern, &ref_cfg, s);
 }
@@ -276,9 +280,9 @@ static void test_dense(void **state)
     (void)state;
     REQUIRE_GPU();
     const bm_kernel none = {"hd128 bf16 none GQA 4", 128, 0, FA3_DTYPE_BF16, FA3_MASK_NONE,
-                            -1, -1, 0, 0, 0, 8, 2};
+                            -1, -1, 0, 0, 0, 8, 2, 0};
     const bm_kernel causal = {"hd128 bf16 causal GQA 4", 128, 0, FA3_DTYPE_BF16,
-                              FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 8, 2};
+                              FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 8, 2, 0};
     run_kernel(&none, shapes_all);
     run_kernel(&causal, shapes_all); /* sq > sk: rows that see no key */
 }
@@ -289,14 +293,14 @@ static void test_features(void **state)
     REQUIRE_GPU();
     static const bm_kernel ks[] = {
         {"hd128 bf16 local softcap", 128, 0, FA3_DTYPE_BF16, FA3_MASK_LOCAL, 64, 32, 1, 0, 0, 4,
-         4},
-        {"hd64 bf16 causal MQA", 64, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 4, 1},
-        {"hd256 bf16 none", 256, 0, FA3_DTYPE_BF16, FA3_MASK_NONE, -1, -1, 0, 0, 0, 4, 2},
+         4, 0},
+        {"hd64 bf16 causal MQA", 64, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 4, 1, 0},
+        {"hd256 bf16 none", 256, 0, FA3_DTYPE_BF16, FA3_MASK_NONE, -1, -1, 0, 0, 0, 4, 2, 0},
         {"hd192x128 bf16 causal", 192, 128, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 4,
-         2},
+         2, 0},
         {"hd128 fp16 none softcap", 128, 0, FA3_DTYPE_FP16, FA3_MASK_NONE, -1, -1, 1, 0, 0, 8,
-         2},
-        {"hd128 e4m3 causal", 128, 0, FA3_DTYPE_E4M3, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 8, 2},
+         2, 0},
+        {"hd128 e4m3 causal", 128, 0, FA3_DTYPE_E4M3, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 8, 2, 0},
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
         run_kernel(&ks[i], shapes_decode);
@@ -307,7 +311,7 @@ static void test_paged(void **state)
     (void)state;
     REQUIRE_GPU();
     const bm_kernel k = {"hd128 bf16 none paged 16", 128, 0, FA3_DTYPE_BF16, FA3_MASK_NONE, -1,
-                         -1, 0, 16, 0, 8, 2};
+                         -1, 0, 16, 0, 8, 2, 0};
     static const bm_shape shapes[] = {
         {3, 1, 4096, 0}, {2, 7, 100, 0}, {2, 65, 4096, 0}, {2, 1, 1, 0}, {0, 0, 0, 0}};
     run_kernel(&k, shapes);
@@ -318,14 +322,35 @@ static void test_split(void **state)
     (void)state;
     REQUIRE_GPU();
     const bm_kernel causal = {"hd128 bf16 causal split", 128, 0, FA3_DTYPE_BF16,
-                              FA3_MASK_CAUSAL, -1, 0, 0, 0, 1, 8, 2};
+                              FA3_MASK_CAUSAL, -1, 0, 0, 0, 1, 8, 2, 0};
     const bm_kernel paged = {"hd64 fp16 local paged 16 split", 64, 0, FA3_DTYPE_FP16,
-                             FA3_MASK_LOCAL, 1000, 0, 1, 16, 1, 4, 1};
+                             FA3_MASK_LOCAL, 1000, 0, 1, 16, 1, 4, 1, 0};
     static const bm_shape shapes[] = {
         {2, 1, 4096, 1}, {2, 1, 4096, 4}, {2, 7, 4096, 4}, {2, 65, 100, 4}, {1, 300, 4096, 4},
         {2, 7, 1, 4}, {0, 0, 0, 0}};
     run_kernel(&causal, shapes);
     run_kernel(&paged, shapes);
+}
+
+/* head_dim 64's two-consumer tile (block_m 128; the planner's is 192), fa3_fwd_tune's choice for
+   short causal/local calls: causal (sq > sk: rows that see no key), local softcap GQA, paged */
+static void test_two_consumer_hd64(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    static const bm_kernel ks[] = {
+        {"hd64 bf16 causal bm128", 64, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 4, 4,
+         128},
+        {"hd64 fp16 local softcap GQA bm128", 64, 0, FA3_DTYPE_FP16, FA3_MASK_LOCAL, 100, 20, 1,
+         0, 0, 8, 2, 128},
+        {"hd64 bf16 causal paged 16 bm128", 64, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 16,
+         0, 4, 2, 128},
+    };
+    static const bm_shape shapes[] = {
+        {2, 1, 100, 0}, {2, 65, 4096, 0}, {1, 300, 100, 0}, {2, 129, 129, 0}, {1, 1000, 1000, 0},
+        {2, 512, 512, 0}, {0, 0, 0, 0}};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        run_kernel(&ks[i], shapes);
 }
 
 int main(void)
@@ -335,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_features),
         cmocka_unit_test(test_paged),
         cmocka_unit_test(test_split),
+        cmocka_unit_test(test_two_consumer_hd64),
     };
     const size_t n = sizeof tests / sizeof tests[0];
     return gpu_test_main("test_block_m64", tests, n, (int)n, &g_ctx, &g_seed, &g_skipped);

@@ -1,8 +1,9 @@
 /*
- * test_block_m64_plan: config block_m without a GPU. The refusals (a value that is neither 0, 64
- * nor the planner's own, named with the planner's value), the canonical form (the planner's
- * 128/192 kept, 64 kept, describe's " bm64" only for 64), the supported list's block_m 64
- * entries, and the plan and PTX of every listed block_m 64 config: one consumer warpgroup, 256
+ * test_block_m64_plan: config block_m without a GPU. The refusals (a value that is neither 0, 64,
+ * 128 nor the planner's own, named with the planner's value), the canonical form (the planner's
+ * 128/192 kept, 64 kept, describe's " bm64" for 64 and " bm128" for head_dim 64's two-consumer
+ * tile, nothing for the planner's value), that tile's plan (two consumers, the wg3=0 kernel), the
+ * supported list's block_m 64 and 128 entries, and the plan and PTX of every listed block_m 64 config: one consumer warpgroup, 256
  * threads, the register split (consumer 256, producer 24-56, within the launch's 256 a thread),
  * the deeper K/V ring, no ping-pong named barrier, setmaxnreg in the PTX. ptxas's view (0 spills)
  * is test_ptxas's.
@@ -65,7 +66,7 @@ static void test_refusals(void **state)
     /* the other planner's value is not this config's */
     fa3_config c = cfg_of(128, 0, FA3_DTYPE_BF16, 192);
     expect_refused(&c, 128);
-    c = cfg_of(64, 0, FA3_DTYPE_BF16, 128); /* hd64 16-bit: three consumers */
+    c = cfg_of(64, 0, FA3_DTYPE_BF16, 96); /* hd64 16-bit: three consumers */
     expect_refused(&c, 192);
     c = cfg_of(64, 0, FA3_DTYPE_E4M3, 192); /* e4m3: two */
     expect_refused(&c, 128);
@@ -75,6 +76,63 @@ static void test_refusals(void **state)
     c.block_m = 128;
     assert_int_equal(fa3_config_canonicalize(&c, &c), FA3_OK);
     assert_int_equal(c.block_m, 128);
+}
+
+/* block_m 128 at head_dim 64 bf16/fp16 (the planner's 192): two consumers, its own kernel
+   (" bm128"); where 128 is the planner's (e4m3 hd64, hd128) it is the planner's kernel. */
+static void test_two_consumer_hd64(void **state)
+{
+    (void)state;
+    for (int dt = 0; dt < 2; dt++) {
+        fa3_config c = cfg_of(64, 0, (fa3_dtype)dt, 128), zero = cfg_of(64, 0, (fa3_dtype)dt, 0);
+        c.mask = zero.mask = FA3_MASK_CAUSAL;
+        fa3_config a, b;
+        assert_int_equal(fa3_config_canonicalize(&c, &a), FA3_OK);
+        assert_int_equal(fa3_config_canonicalize(&zero, &b), FA3_OK);
+        assert_int_equal(a.block_m, 128);
+        assert_int_equal(b.block_m, 192);
+        assert_false(fa3_config_equal(&a, &b));
+        char da[128], db[128];
+        assert_int_equal(fa3_config_describe(&a, da, sizeof da), FA3_OK);
+        assert_int_equal(fa3_config_describe(&b, db, sizeof db), FA3_OK);
+        printf("  %-40s | %s\n", db, da);
+        assert_true(!strcmp(da + strlen(da) - 6, " bm128"));
+        assert_null(strstr(db, "bm"));
+        fa3_plan p, q;
+        assert_int_equal(fa3_plan_make(&a, &p), FA3_OK);
+        assert_int_equal(fa3_plan_make(&b, &q), FA3_OK);
+        assert_int_equal(p.num_consumer_wg, 2);
+        assert_int_equal(p.block_m, 128);
+        assert_int_equal(p.threads, 384);
+        assert_int_equal(p.consumer_regs, 240);
+        assert_int_equal(q.num_consumer_wg, 3);
+        assert_int_equal(p.block_n, q.block_n);
+        /* the same kernel as the planner's tile under the wg3=0 knob (the A/B's variant) */
+        char *ptx = NULL, *ptx_knob = NULL;
+        size_t len = 0, len_knob = 0;
+        assert_int_equal(fa3_codegen_ptx(&p, &ptx, &len), FA3_OK);
+        setenv("FA3JIT_PLAN_DEBUG", "wg3=0", 1);
+        assert_int_equal(fa3_plan_make(&b, &q), FA3_OK);
+        unsetenv("FA3JIT_PLAN_DEBUG");
+        assert_int_equal(q.num_consumer_wg, 2);
+        assert_int_equal(fa3_codegen_ptx(&q, &ptx_knob, &len_knob), FA3_OK);
+        /* line for line, past the header's comment lines (the config, the knob) */
+        const char *x = ptx, *y = ptx_knob;
+        while (!strncmp(x, "//", 2) || *x == '\n')
+            x = strchr(x, '\n') + 1;
+        while (!strncmp(y, "//", 2) || *y == '\n')
+            y = strchr(y, '\n') + 1;
+        assert_string_equal(x, y);
+        assert_non_null(strstr(ptx, ".maxntid 384, 1, 1"));
+        assert_non_null(strstr(ptx, "bar.arrive")); /* the ping-pong */
+        free(ptx);
+        free(ptx_knob);
+    }
+    /* the planner's own 128: the same kernel as block_m 0 */
+    fa3_config e = cfg_of(64, 0, FA3_DTYPE_E4M3, 128), e0 = cfg_of(64, 0, FA3_DTYPE_E4M3, 0);
+    assert_int_equal(fa3_config_canonicalize(&e, &e), FA3_OK);
+    assert_int_equal(fa3_config_canonicalize(&e0, &e0), FA3_OK);
+    assert_true(fa3_config_equal(&e, &e0));
 }
 
 static void test_canonical(void **state)
@@ -135,9 +193,17 @@ static void test_listed_plans(void **state)
     fa3_config *all = calloc((size_t)n, sizeof *all);
     assert_non_null(all);
     assert_int_equal(fa3_supported_configs(all, n), n);
-    int n64 = 0, n64_split = 0, n64_paged = 0;
+    int n64 = 0, n64_split = 0, n64_paged = 0, n128 = 0;
     for (int i = 0; i < n; i++) {
         const fa3_config *c = &all[i];
+        if (c->block_m == 128 && c->head_dim == 64 && c->dtype != FA3_DTYPE_E4M3) {
+            n128++; /* head_dim 64's two-consumer tile: causal/local, one pass, not packed */
+            assert_int_equal(c->head_dim_v, 64);
+            assert_int_not_equal(c->mask, FA3_MASK_NONE);
+            assert_int_equal(c->split_kv, 0);
+            assert_int_equal(c->pack_gqa, 0);
+            continue;
+        }
         if (c->block_m != 64) {
             assert_true(c->block_m == 128 || c->block_m == 192);
             continue;
@@ -179,8 +245,10 @@ static void test_listed_plans(void **state)
         assert_non_null(strstr(ptx, " bm64\n"));
         free(ptx);
     }
-    printf("  %d configs listed, %d with block_m 64 (%d split, %d paged)\n", n, n64, n64_split,
-           n64_paged);
+    printf("  %d configs listed, %d with block_m 64 (%d split, %d paged), %d with head_dim 64's "
+           "block_m 128\n", n, n64, n64_split, n64_paged, n128);
+    /* bf16/fp16 x causal/local x softcap x dense/varlen/paged/both */
+    assert_int_equal(n128, 32);
     /* the decode family: 6 head-dim pairs x 3 dtypes x 3 masks x softcap x paged, split-KV and
        packed GQA */
     assert_int_equal(n64, 216);
@@ -232,6 +300,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_two_consumer_hd64),
         cmocka_unit_test(test_canonical),
         cmocka_unit_test(test_listed_plans),
         cmocka_unit_test(test_pingpong_kept),

@@ -75,11 +75,14 @@ typedef struct ptxas_case {
    local dense and causal paged. All 432 block_m 64 configs (pack_gqa 0) compiled alike, 0 spills,
    no diagnostic, 255 registers, at its introduction (a one-off sweep, docs/kernel.md).
    NDECODE: the listed decode family (pack_gqa 1, block_m 64, split-KV), every head-dim pair and
-   dtype, causal softcap dense and local softcap paged. */
+   dtype, causal softcap dense and local softcap paged.
+   NBM128: head_dim 64's two-consumer tile (block_m 128, fa3_fwd_tune's short causal choice),
+   bf16/fp16 x causal/local with softcap, dense and varlen + paged (its largest). */
 enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 7, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
        NCOMBINE = 5 * 2 * 2, NPACK = 6 * 3 * 2, NBM64 = 6 * 3 * 4, NDECODE = 6 * 3 * 2,
+       NBM128 = 2 * 2 * 2,
        NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NPACK + NBM64 +
-                NDECODE };
+                NDECODE + NBM128 };
 static ptxas_case g_cases[NCASES];
 
 /* Resources read from a ptxas -v log (-1 = not found). */
@@ -599,6 +602,24 @@ int main(void)
                 pc->must_accept = 1;
                 snprintf(pc->name, sizeof pc->name, "hd%dx%d_%s_%s_softcap_bm64_%s", hds[h][0],
                          hds[h][1], dts[dt], masks[bl[l].mask], bl[l].tag);
+                tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
+                n++;
+            }
+    /* head_dim 64's two-consumer tile */
+    for (int dt = 0; dt < 2; dt++)
+        for (int m = 1; m <= 2; m++)
+            for (int l = 0; l < 2; l++) {
+                ptxas_case *pc = &g_cases[n];
+                fa3_config_init(&pc->cfg);
+                pc->cfg.head_dim = 64;
+                pc->cfg.dtype = (fa3_dtype)dt;
+                pc->cfg.mask = (fa3_mask)m;
+                pc->cfg.softcap = 1;
+                pc->cfg.varlen = pc->cfg.paged_kv = l;
+                pc->cfg.block_m = 128;
+                pc->must_accept = 1;
+                snprintf(pc->name, sizeof pc->name, "hd64_%s_%s_softcap_bm128%s", dts[dt],
+                         masks[m], l ? "_varlen_paged" : "");
                 tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
                 n++;
             }

@@ -33,7 +33,8 @@ static fa3_fwd_args shape(int batch, int seqlen_q, int seqlen_k, int num_heads, 
 }
 
 /* the fields chosen for cfg (head_dim hd, mask m) and the shape, with 132 SMs, as a code:
-   'd' the decode family (pack_gqa 1, block_m 64, split_kv 1), 's' split-KV alone, '1' one pass */
+   'd' the decode family (pack_gqa 1, block_m 64, split_kv 1), 's' split-KV alone, '1' one pass,
+   'm' one pass with block_m 128 (head_dim 64's short causal/local tile) */
 static char choice(int hd, fa3_mask m, int batch, int sq, int sk, int h, int hk)
 {
     fa3_config c;
@@ -52,6 +53,10 @@ static char choice(int hd, fa3_mask m, int batch, int sq, int sk, int h, int hk)
         assert_int_equal(c.block_m, 64);
         assert_int_equal(c.split_kv, 1);
         return 'd';
+    }
+    if (c.block_m == 128) {
+        assert_int_equal(c.split_kv, 0);
+        return 'm';
     }
     assert_int_equal(c.block_m, 0);
     assert_true(c.split_kv == 0 || c.split_kv == 1);
@@ -125,6 +130,53 @@ static void test_split_only(void **state)
     assert_int_equal(c.split_kv, 0);
 }
 
+/* head_dim 64 bf16/fp16 causal/local with seqlen_q and seqlen_k <= 1024, one pass: block_m 128 */
+static void test_short_causal_tile(void **state)
+{
+    (void)state;
+    /* the sweep's rows: batch x seqlen 16k, 32 heads */
+    assert_int_equal(choice(64, FA3_MASK_CAUSAL, 32, 512, 512, 32, 32), 'm');
+    assert_int_equal(choice(64, FA3_MASK_CAUSAL, 16, 1024, 1024, 32, 32), 'm');
+    assert_int_equal(choice(64, FA3_MASK_LOCAL, 16, 1024, 1024, 32, 32), 'm');
+    assert_int_equal(choice(64, FA3_MASK_CAUSAL, 16, 1024, 1025, 32, 32), '1');
+    assert_int_equal(choice(64, FA3_MASK_CAUSAL, 8, 1025, 1024, 32, 32), '1');
+    assert_int_equal(choice(64, FA3_MASK_CAUSAL, 8, 2048, 2048, 32, 32), '1');
+    assert_int_equal(choice(64, FA3_MASK_NONE, 32, 512, 512, 32, 32), '1'); /* no mask */
+    assert_int_equal(choice(128, FA3_MASK_CAUSAL, 32, 512, 512, 32, 32), '1'); /* 128 already */
+    /* few tiles: split-KV with the planner's tile (2 x 4 x 1 = 8 tiles, 8 key blocks) */
+    assert_int_equal(choice(64, FA3_MASK_CAUSAL, 2, 100, 1000, 4, 4), 's');
+    /* e4m3 plans 128 rows already; head_dim_v 64 only; varlen by max_seqlen_q/_k */
+    fa3_config c;
+    fa3_config_init(&c);
+    c.head_dim = 64;
+    c.mask = FA3_MASK_CAUSAL;
+    c.dtype = FA3_DTYPE_E4M3;
+    fa3_fwd_args a = shape(32, 512, 512, 32, 32);
+    assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
+    assert_int_equal(c.block_m, 0);
+    c.dtype = FA3_DTYPE_FP16;
+    assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
+    assert_int_equal(c.block_m, 128);
+    c.varlen = 1;
+    a.max_seqlen_q = 700;
+    a.max_seqlen_k = 1024;
+    assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
+    assert_int_equal(c.block_m, 128);
+    a.max_seqlen_k = 3000;
+    assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
+    assert_int_equal(c.block_m, 0);
+    /* the chosen config is one the library lists and compiles */
+    c.varlen = 0;
+    a.max_seqlen_k = 1024;
+    assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
+    fa3_config canon;
+    assert_int_equal(fa3_config_canonicalize(&c, &canon), FA3_OK);
+    assert_int_equal(canon.block_m, 128);
+    char name[160];
+    assert_int_equal(fa3_config_describe(&canon, name, sizeof name), FA3_OK);
+    assert_non_null(strstr(name, " bm128"));
+}
+
 static void test_errors_leave_cfg(void **state)
 {
     (void)state;
@@ -194,6 +246,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_shapes),
         cmocka_unit_test(test_split_only),
+        cmocka_unit_test(test_short_causal_tile),
         cmocka_unit_test(test_errors_leave_cfg),
         cmocka_unit_test(test_args_rules),
         cmocka_unit_test(test_older_struct_size),

@@ -4,7 +4,7 @@
 # and FA4 in the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
 # fp8 varlen varlenbench checkvarlen splitkv kvcache
-# sanitize_e18 decode checksplit splitpy packgqa blockm64. FA3JIT_BENCH_DTYPES picks compare's dtypes;
+# sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128. FA3JIT_BENCH_DTYPES picks compare's dtypes;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -250,6 +250,19 @@ for step in $steps; do
       echo "--- bench --decode $f"
       logged "bench_decode${f// /_}" 120 8 $gen bench --decode $f
     done ;;
+  blockm128) # head_dim 64's two-consumer tile (block_m 128, fa3_fwd_tune's short causal/local
+    # choice): fa3_fwd against the reference (test_block_m64's case), the SASS of two such
+    # kernels, fa3-gen check of them (dense, local softcap, paged 16, varlen) and racecheck
+    logged test_bm128 200 12 env FA3JIT_TEST_FILTER=test_two_consumer_hd64 "$root/.gpu/test_block_m64"
+    for f in "--causal" "--local --softcap --paged-kv --varlen"; do
+      sass_check bm128 --head-dim 64 $f --block-m 128
+    done
+    logged check_bm128 300 6 $gen check --block-m 128 --head-dim 64 --causal
+    logged check_bm128_fp16_local 300 6 $gen check --block-m 128 --head-dim 64 --local --softcap --dtype fp16
+    logged check_bm128_paged16 300 6 $gen check --block-m 128 --head-dim 64 --causal --paged 16
+    logged check_bm128_varlen 300 6 $gen check --block-m 128 --head-dim 64 --causal --varlen
+    logged sanitize_bm128_racecheck 200 6 compute-sanitizer --tool racecheck --error-exitcode 9 \
+      --print-limit 20 $gen check --block-m 128 --head-dim 64 --causal --seqlen-q 129 --seqlen-k 1000 --batch 2 ;;
   decode) # bench/decode.py: decode shapes, fa3jit (chosen / one pass) vs cuDNN and FA4
     logged decode_bench 400 30 python3 "$root/bench/decode.py" --json "$out/decode.json" ;;
   sanitize)

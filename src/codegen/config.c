@@ -55,12 +55,13 @@ fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *out)
                           (int)c.arch);
     fa3_config planned = c;
     fa3_plan_default_tiles(&c, &planned.block_n, &planned.stages);
-    /* block_m: 64 (one consumer warpgroup), or the planner's 128/192 (for the tile's block_n) */
+    /* block_m: 64 (one consumer warpgroup), 128 (two), or the planner's 128/192 (for the tile's
+       block_n; 192 = three, head_dim 64) */
     planned.block_m = fa3_plan_default_block_m(&c, c.block_n ? c.block_n : planned.block_n);
-    if (c.block_m != 0 && c.block_m != 64 && c.block_m != planned.block_m)
+    if (c.block_m != 0 && c.block_m != 64 && c.block_m != 128 && c.block_m != planned.block_m)
         return fa3_seterr(FA3_ERR_BAD_BLOCK,
                           "block_m %d is invalid (0 = the planner's choice, %d here; 64 = one "
-                          "consumer warpgroup)", c.block_m, planned.block_m);
+                          "consumer warpgroup, 128 = two)", c.block_m, planned.block_m);
     fa3_config_fill_zero(&c, FA3_CANON_PLANNER, &planned); /* block_n, stages, block_m 0 = the
                                                              planner's */
     if (c.block_n < 16 || c.block_n > 256 || c.block_n % 16 != 0)
@@ -82,7 +83,9 @@ int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
     /* Candidates; fa3_config_canonicalize decides, so the list follows the generator. The
        decode configs are listed as one family: packed GQA (pack_gqa 1, also right for ratio 1)
        with split-KV and the 64-row decode tile (block_m 64), rectangular Q, dense and paged K/V
-       (216; fa3_fwd_tune picks them for few query rows). Other pack_gqa / block_m 64
+       (216; fa3_fwd_tune picks them for few query rows), and head_dim 64's two-consumer tile
+       (block_m 128, bf16/fp16, causal/local, one pass, dense/varlen/paged: 32; fa3_fwd_tune
+       picks it for short sequences). Other pack_gqa / block_m 64
        combinations are made on request (and compiled by test_ptxas's NPACK / NBM64 cases) but
        not listed: each listed family adds ~100-200 s to cli-cache's warm --all on 2 cores. */
     static const int heads[][2] = {{64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256},
@@ -94,17 +97,21 @@ int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
         for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
             for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++)
                 for (int sc = 0; sc <= 1; sc++)
-                for (int vl = 0; vl <= 15; vl++) { /* varlen, paged_kv, split_kv: bits 0-2;
-                                                       8: the decode family */
+                for (int vl = 0; vl <= 19; vl++) { /* varlen, paged_kv, split_kv: bits 0-2;
+                                                       8: the decode family; 16: block_m 128 */
                     if ((vl & 8) && (vl & 5) != 4)
                         continue; /* decode configs: split-KV, rectangular Q */
+                    if ((vl & 16) && (heads[h][0] != 64 || heads[h][1] != 64 ||
+                                      dtypes[d] == FA3_DTYPE_E4M3 || masks[m] == FA3_MASK_NONE))
+                        continue; /* block_m 128: head_dim 64's short causal/local tile, 16-bit,
+                                     one pass (fa3_fwd_tune) */
                     fa3_config c, canon;
                     fa3_config_init(&c);
                     c.varlen = vl & 1;
                     c.paged_kv = (vl >> 1) & 1;
                     c.split_kv = (vl >> 2) & 1;
-                    c.pack_gqa = vl >> 3;
-                    c.block_m = vl & 8 ? 64 : 0;
+                    c.pack_gqa = (vl >> 3) & 1;
+                    c.block_m = vl & 8 ? 64 : vl & 16 ? 128 : 0;
                     c.head_dim = heads[h][0];
                     c.head_dim_v = heads[h][1];
                     c.dtype = dtypes[d];

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "codegen/codegen.h"
 #include "codegen/config_fields.h"
 
 static const char *const dtype_names[] = {"bf16", "fp16", "e4m3"};
@@ -18,24 +19,24 @@ static const char *const mask_names[] = {"none", "causal", "local"};
    at the end (it changes every key: the count is hashed). describe writes them in this order too,
    e.g. "hd192x128 fp16 local softcap sm_90a bn128 st2". */
 const fa3_config_field fa3_config_fields[FA3_CONFIG_NUM_FIELDS] = {
-    {FIELD(head_dim), 128, 1, 4096, FA3_CANON_NONE, FA3_SHOW_NUMBER, "hd", "", NULL, 0, 0},
-    {FIELD(head_dim_v), 0, 1, 4096, FA3_CANON_HEAD_DIM, FA3_SHOW_NUMBER, "x", "", NULL, 0, 0},
+    {FIELD(head_dim), 128, 1, 4096, FA3_CANON_NONE, FA3_SHOW_NUMBER, "hd", "", NULL, 0},
+    {FIELD(head_dim_v), 0, 1, 4096, FA3_CANON_HEAD_DIM, FA3_SHOW_NUMBER, "x", "", NULL, 0},
     {FIELD(dtype), FA3_DTYPE_BF16, FA3_DTYPE_BF16, FA3_DTYPE_E4M3, FA3_CANON_NONE, FA3_SHOW_NAME,
-     " ", "", NAMES(dtype_names), 0},
+     " ", "", NAMES(dtype_names)},
     {FIELD(mask), FA3_MASK_NONE, FA3_MASK_NONE, FA3_MASK_LOCAL, FA3_CANON_NONE, FA3_SHOW_NAME, " ",
-     "", NAMES(mask_names), 0},
-    {FIELD(softcap), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " softcap", "", NULL, 0, 0},
+     "", NAMES(mask_names)},
+    {FIELD(softcap), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " softcap", "", NULL, 0},
     {FIELD(arch), FA3_ARCH_SM90A, FA3_ARCH_SM90A, FA3_ARCH_SM90A, FA3_CANON_NONE, FA3_SHOW_NUMBER,
-     " sm_", "a", NULL, 0, 0},
-    {FIELD(block_n), 0, 1, 4096, FA3_CANON_PLANNER, FA3_SHOW_NUMBER, " bn", "", NULL, 0, 0},
-    {FIELD(stages), 0, 1, 64, FA3_CANON_PLANNER, FA3_SHOW_NUMBER, " st", "", NULL, 0, 0},
+     " sm_", "a", NULL, 0},
+    {FIELD(block_n), 0, 1, 4096, FA3_CANON_PLANNER, FA3_SHOW_NUMBER, " bn", "", NULL, 0},
+    {FIELD(stages), 0, 1, 64, FA3_CANON_PLANNER, FA3_SHOW_NUMBER, " st", "", NULL, 0},
     {FIELD(out_dtype), FA3_DTYPE_AUTO, FA3_DTYPE_BF16, FA3_DTYPE_FP16, FA3_CANON_OUT_DTYPE,
-     FA3_SHOW_NAME, " out ", "", NAMES(dtype_names), 0},
-    {FIELD(varlen), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " varlen", "", NULL, 0, 0},
-    {FIELD(paged_kv), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " paged", "", NULL, 0, 0},
-    {FIELD(split_kv), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " split", "", NULL, 0, 0},
-    {FIELD(pack_gqa), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " packgqa", "", NULL, 0, 0},
-    {FIELD(block_m), 0, 64, 192, FA3_CANON_PLANNER, FA3_SHOW_NUMBER, " bm", "", NULL, 0, 64},
+     FA3_SHOW_NAME, " out ", "", NAMES(dtype_names)},
+    {FIELD(varlen), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " varlen", "", NULL, 0},
+    {FIELD(paged_kv), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " paged", "", NULL, 0},
+    {FIELD(split_kv), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " split", "", NULL, 0},
+    {FIELD(pack_gqa), 0, 0, 1, FA3_CANON_NONE, FA3_SHOW_FLAG, " packgqa", "", NULL, 0},
+    {FIELD(block_m), 0, 64, 192, FA3_CANON_PLANNER, FA3_SHOW_UNPLANNED, " bm", "", NULL, 0},
 };
 
 /* Every member of fa3_config after struct_size is a 32-bit field of the table. */
@@ -161,6 +162,15 @@ const char *fa3_config_out_of_range(const fa3_config *c)
     return NULL;
 }
 
+/* The planner's block_m for cfg (its block_n, else the planner's): FA3_SHOW_UNPLANNED's test. */
+static int planned_block_m(const fa3_config *cfg)
+{
+    int block_n = cfg->block_n, stages;
+    if (!block_n)
+        fa3_plan_default_tiles(cfg, &block_n, &stages);
+    return fa3_plan_default_block_m(cfg, block_n);
+}
+
 fa3_status fa3_config_describe(const fa3_config *cfg, char *buf, size_t buf_size)
 {
     if (!cfg || !buf || buf_size == 0)
@@ -179,9 +189,11 @@ fa3_status fa3_config_describe(const fa3_config *cfg, char *buf, size_t buf_size
             (v == FA3_DTYPE_AUTO || v == fa3_default_out_dtype(cfg->dtype)))
             continue; /* the dtype's default output: said by dtype */
         switch (f->show) {
-        case FA3_SHOW_NUMBER:
-            if (f->show_only && v != f->show_only)
+        case FA3_SHOW_UNPLANNED:
+            if (v == 0 || v == planned_block_m(cfg))
                 break;
+            /* fall through */
+        case FA3_SHOW_NUMBER:
             fa3_append(buf, buf_size, &n, "%s%d%s", f->prefix, (int)v, f->suffix);
             break;
         case FA3_SHOW_NAME:

@@ -19,7 +19,10 @@
 typedef enum fa3_field_show {
     FA3_SHOW_NUMBER, /* prefix, the value in decimal, suffix */
     FA3_SHOW_NAME,   /* prefix, names[value] ("?" outside the names) */
-    FA3_SHOW_FLAG    /* prefix when the value is not 0, else nothing */
+    FA3_SHOW_FLAG,   /* prefix when the value is not 0, else nothing */
+    FA3_SHOW_UNPLANNED /* as FA3_SHOW_NUMBER where the value is not 0 and not the planner's
+                          choice (block_m: " bm64", head_dim 64's " bm128"; the planner's
+                          128/192 go unsaid) */
 } fa3_field_show;
 
 /* What a value of 0 means, resolved by fa3_config_canonicalize (canonical configs hold no 0 in
@@ -43,8 +46,6 @@ typedef struct fa3_config_field {
     const char *prefix, *suffix;
     const char *const *names; /* FA3_SHOW_NAME: names[0..num_names) of the values 0.. */
     int num_names;
-    int32_t show_only;       /* FA3_SHOW_NUMBER: not 0 = written only when the value is this one
-                                (block_m: " bm64"; the planner's 128/192 go unsaid) */
 } fa3_config_field;
 
 #define FA3_CONFIG_NUM_FIELDS 14

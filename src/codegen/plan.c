@@ -153,10 +153,13 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
     if (p->fp8 && p->block_n % 64)
         return REFUSE("block_n %d is invalid for e4m3 (a multiple of 64: the V transpose gives "
                       "each producer warp 16-key groups)", p->block_n);
-    /* block_m 64: one consumer warpgroup (the decode tile); else the planner's two or three
+    /* block_m 64: one consumer warpgroup (the decode tile); 128: two (the short causal tile of
+       head_dim 64, whose planner's tile is 192: fa3_fwd_tune); else the planner's two or three
        (planned_consumers; the wg3 knob may make a canonical block_m 192 run as 128: the plan's
        block_m is what the runtime uses) */
-    p->num_consumer_wg = cfg->block_m == 64 ? 1 : planned_consumers(cfg, p->block_n, p->wg3);
+    p->num_consumer_wg = cfg->block_m == 64    ? 1
+                         : cfg->block_m == 128 ? 2
+                                               : planned_consumers(cfg, p->block_n, p->wg3);
     p->block_m = 64 * p->num_consumer_wg;
     p->threads = 128 * (1 + p->num_consumer_wg);
     p->entry_regs = (65536 / p->threads) & ~7; /* 168 for 384 threads, 128 for 512 */

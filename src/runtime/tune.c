@@ -1,7 +1,8 @@
 /*
  * fa3_fwd_tune (fa3jit.h): the library's choice of a call's shape-dependent config fields —
  * split_kv, pack_gqa and block_m — from the call's shape and the device's SM
- * count, so that a caller who compiles configs per call gets the decode kernels where they pay.
+ * count, so that a caller who compiles configs per call gets the decode kernels and head_dim
+ * 64's short causal tile where they pay.
  * Pure host arithmetic over fa3_plan_make's tile sizes; no GPU.
  */
 #include <stddef.h>
@@ -82,6 +83,15 @@ fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args_in, int num_sm
         const int64_t key_blocks = (keys + plan.block_n - 1) / plan.block_n;
         split = fa3_split_heuristic(tiles, key_blocks, num_sms) > 1;
     }
+    /* head_dim 64's short causal/local calls: the two-consumer tile (block_m 128) where the
+       planner's is 192. Same-run A/B on the H200 (bench/compare.py --variants wg3=0, the same
+       kernel; bf16, batch x seqlen 16k, 32 heads, 3 rounds rotated, session 10 call 2), 128 /
+       192 rows: causal 512/1024 1.093/1.108 (236/300 vs 216/271 TFLOP/s), 2048 0.958, 4096+
+       0.87-0.95; non-causal 0.89-0.95 at every length. A 192-row tile puts two masked key
+       blocks on each diagonal, and with short rows more of it idles. One pass only (the listed
+       configs); split-KV keeps the planner's tile. */
+    const int short_tile = !decode && !split && bm == 192 && c.mask != FA3_MASK_NONE &&
+                           rows <= 1024 && keys <= 1024;
     /* fields past the caller's struct_size (an older fa3jit.h) keep their meaning: absent */
 #define TUNE_SET(field, value)                                                                 \
     do {                                                                                       \
@@ -90,7 +100,7 @@ fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args_in, int num_sm
     } while (0)
     TUNE_SET(split_kv, split);
     TUNE_SET(pack_gqa, decode);
-    TUNE_SET(block_m, decode ? 64 : 0);
+    TUNE_SET(block_m, decode ? 64 : short_tile ? 128 : 0);
 #undef TUNE_SET
     return FA3_OK;
 }

@@ -57,8 +57,8 @@ static void make_label(check_cfg *c)
         n += snprintf(c->label + n, sizeof c->label - (size_t)n, " split");
     if (c->cfg.pack_gqa)
         n += snprintf(c->label + n, sizeof c->label - (size_t)n, " packgqa");
-    if (c->cfg.block_m == 64)
-        n += snprintf(c->label + n, sizeof c->label - (size_t)n, " bm64");
+    if (c->cfg.block_m == 64 || c->cfg.block_m == 128) /* given (0: the planner's) */
+        n += snprintf(c->label + n, sizeof c->label - (size_t)n, " bm%d", c->cfg.block_m);
     if (c->cfg.block_n || c->cfg.stages)
         n += snprintf(c->label + n, sizeof c->label - (size_t)n, " bn%d st%d", c->cfg.block_n,
                       c->cfg.stages);
