@@ -87,7 +87,7 @@ fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args_in, int num_sm
        planner's is 192. Same-run A/B on the H200 (bench/compare.py --variants wg3=0, the same
        kernel; bf16, batch x seqlen 16k, 32 heads, 3 rounds rotated, session 10 call 2), 128 /
        192 rows: causal 512/1024 1.093/1.108 (236/300 vs 216/271 TFLOP/s), 2048 0.958, 4096+
-       0.87-0.95; non-causal 0.89-0.95 at every length. A 192-row tile puts two masked key
+       0.87-0.95; non-causal 0.86-0.96 at every length. A 192-row tile puts two masked key
        blocks on each diagonal, and with short rows more of it idles. One pass only (the listed
        configs); split-KV keeps the planner's tile. */
     const int short_tile = !decode && !split && bm == 192 && c.mask != FA3_MASK_NONE &&
