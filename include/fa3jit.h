@@ -291,7 +291,8 @@ FA3_API void fa3_context_options_init_sized(fa3_context_options *opts, size_t st
 /**
  * Creates a context owning an in-memory kernel table and the disk-cache settings. opts may be NULL.
  * Needs no GPU and no driver. Errors: FA3_ERR_INVALID_ARGUMENT, FA3_ERR_OUT_OF_MEMORY,
- * FA3_ERR_BAD_BACKEND (backend not built in).
+ * FA3_ERR_BAD_BACKEND (backend not built in), FA3_ERR_LINK (the backend resolves to nvJitLink and
+ * libnvJitLink.so.13, opened here at its first use, cannot be loaded: the message says why).
  */
 FA3_API fa3_status fa3_context_create(fa3_context **ctx, const fa3_context_options *opts);
 

@@ -74,6 +74,7 @@ FA3_INTERNAL fa3_status fa3_struct_out(const fa3_struct_kind *k, void *dst, size
  *   ptx, oom-context, oom-kernel, oom-log                   fa3_context_create / fa3_jit_get_kernel
  *   oom-cache-load                                          cache loader (a miss)
  *   dlopen                                                  libcuda (driver.c; read once per process)
+ *   dlopen-nvJitLink                                        libnvJitLink (compile.c; once per process)
  * Each injected failure takes the same path as the real one (same status, same kind of message).
  */
 FA3_INTERNAL int fa3_test_fail(const char *site);

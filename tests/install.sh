@@ -2,8 +2,8 @@
 # meson install into a temporary DESTDIR, then build programs against the installed package the way
 # a user would: through pkg-config, dynamically (fa3jit.pc: libfa3jit.so) and statically
 # (fa3jit-static.pc: libfa3jit.a, with and without --static, exactly as pkg-config prints it), run
-# both, and check with ldd what the static one still needs at run time (libnvJitLink.so from the
-# toolkit; libcuda is dlopen'd, so it is not a link dependency). The shared library's SONAME is
+# both, and check with ldd that neither needs libcuda or libnvJitLink at run time (both dlopen'd
+# at first use, nvJitLink only for its backend). The shared library's SONAME is
 # versioned (libfa3jit.so.0.<minor> while the major version is 0, else libfa3jit.so.<major>),
 # installed as a link, and what the dynamic program records as NEEDED.
 # $1: build folder, $2: C compiler.
@@ -69,6 +69,9 @@ if [ -n "$version" ] && [ "$soname" = "$want" ]; then ok "SONAME $soname (versio
 else bad "SONAME '$soname', expected '$want' for version '$version'"; fi
 if [ -n "$soname" ] && [ -L "$libdir/$soname" ] && [ -f "$libdir/$soname" ]; then ok "installed link $soname"
 else bad "no link $libdir/$soname"; ls -l "$libdir" | sed 's/^/  | /'; fi
+if LD_LIBRARY_PATH="$libdir" ldd "$dest/prog-dyn" | grep -q 'libnvJitLink'; then
+    bad "the dynamic program loads libnvJitLink"; LD_LIBRARY_PATH="$libdir" ldd "$dest/prog-dyn" | sed 's/^/  | /'
+else ok "libnvJitLink not needed by libfa3jit.so (dlopen'd for its backend)"; fi
 needed=$(readelf -d "$dest/prog-dyn" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(libfa3jit[^]]*\)\]/\1/p')
 if [ -n "$soname" ] && [ "$needed" = "$soname" ]; then ok "the dynamic program needs $needed"
 else bad "the dynamic program needs '$needed', not the SONAME '$soname'"; fi
@@ -82,6 +85,7 @@ for how in "--libs" "--static --libs"; do
         ldd "$dest/prog-static" | sed 's/^/  /'
         if ldd "$dest/prog-static" | grep -q 'libfa3jit'; then bad "static program loads libfa3jit.so"; else ok "no libfa3jit.so"; fi
         if ldd "$dest/prog-static" | grep -q 'libcuda\.'; then bad "static program links libcuda"; else ok "libcuda not linked (dlopen'd)"; fi
+        if ldd "$dest/prog-static" | grep -q 'libnvJitLink'; then bad "static program links libnvJitLink"; else ok "libnvJitLink not linked (dlopen'd)"; fi
     else
         bad "static build with pkg-config $how fa3jit-static"; cat "$dest/err"
     fi

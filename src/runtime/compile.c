@@ -1,14 +1,20 @@
 /*
  * Compile backends (see compile.h): PTX → sm_90a cubin with the PTX Compiler API (whole-program,
  * keeps setmaxnreg; only when the build found libnvptxcompiler_static.a) or nvJitLink (relocatable,
- * drops setmaxnreg, serializes wgmma). Every library call's return code is checked; a failure
- * names the call and carries the compiler's logs in the thread's error message. What the logs
- * say (registers, spills, diagnostics) is read by compile_log.c.
+ * drops setmaxnreg, serializes wgmma; dlopen'd at its first use, so that a process on the default
+ * backend never maps its 98 MB). Every library call's return code is checked; a failure names the
+ * call and carries the compiler's logs in the thread's error message. What the logs say
+ * (registers, spills, diagnostics) is read by compile_log.c.
  */
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Types and declarations only: the header's inline wrappers (nvJitLinkCreate calls
+   __nvJitLinkCreate_13_0, ...) would make libnvJitLink a link dependency. */
+#define NVJITLINK_NO_INLINE
 #include <nvJitLink.h>
 
 #include "fa3jit_build_config.h"
@@ -128,12 +134,98 @@ static const char *jitlink_result_name(nvJitLinkResult r)
 #define JITLINK_OPT_O "-O3"
 #define PTXC_OPT_O "-O3"
 
-/* ---- nvJitLink */
+/* ---- nvJitLink, dlopen'd */
+
+/* Loading libnvJitLink.so.13 (98 MB, C++ static constructors) cost ~6 ms of every process start
+   while it was a DT_NEEDED library, though the default backend never calls it; it is opened on the
+   first use of this backend instead, as driver.c opens libcuda. The entry points are looked up by
+   the versioned names the header's inline wrappers call (nvJitLinkCreate is
+   __nvJitLinkCreate_13_0), with the header's own prototypes (__typeof__): a library of another
+   ABI is refused by name, and a header that renames them breaks the build here rather than a
+   call at run time. nvJitLinkVersion has no versioned name. */
+#define JITLINK_ABI "_13_0"
+#define JITLINK_SONAME "libnvJitLink.so.13"
+#define JITLINK_CALLS(X)                                                                        \
+    X(Create, __nvJitLinkCreate_13_0) X(Destroy, __nvJitLinkDestroy_13_0)                       \
+    X(AddData, __nvJitLinkAddData_13_0) X(Complete, __nvJitLinkComplete_13_0)                   \
+    X(GetLinkedCubinSize, __nvJitLinkGetLinkedCubinSize_13_0)                                   \
+    X(GetLinkedCubin, __nvJitLinkGetLinkedCubin_13_0)                                           \
+    X(GetErrorLogSize, __nvJitLinkGetErrorLogSize_13_0)                                         \
+    X(GetErrorLog, __nvJitLinkGetErrorLog_13_0)                                                 \
+    X(GetInfoLogSize, __nvJitLinkGetInfoLogSize_13_0)                                           \
+    X(GetInfoLog, __nvJitLinkGetInfoLog_13_0) X(Version, nvJitLinkVersion)
+
+typedef struct jitlink_api {
+#define JITLINK_MEMBER(field, sym) __typeof__(sym) *field;
+    JITLINK_CALLS(JITLINK_MEMBER)
+#undef JITLINK_MEMBER
+} jitlink_api;
+
+static jitlink_api jl;                 /* valid once jl_status is FA3_OK */
+static fa3_status jl_status = FA3_ERR_LINK;
+static char jl_why[1024];              /* why loading failed (repeated in every later error) */
+static pthread_once_t jl_once = PTHREAD_ONCE_INIT;
+
+static void jitlink_load_once(void)
+{
+    /* The SONAME through the usual search (LD_LIBRARY_PATH, ld.so.conf, this library's RUNPATH),
+       then the toolkit the library was built against, where the link used to find it. */
+    static const char *const names[] = {JITLINK_SONAME, FA3_CUDA_DIR "/lib64/" JITLINK_SONAME};
+    size_t n = 0;
+    fa3_append(jl_why, sizeof jl_why, &n, "could not load nvJitLink (the nvjitlink backend):");
+    void *h = NULL;
+    const char *lib_used = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++) {
+        const char *e = NULL;
+        if (fa3_test_fail("dlopen-nvJitLink")) /* tests: as on a machine without the library */
+            e = "injected failure (FA3JIT_TEST_FAIL=dlopen-nvJitLink)";
+        else if (!(h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)))
+            e = dlerror();
+        if (h)
+            lib_used = names[i];
+        else
+            fa3_append(jl_why, sizeof jl_why, &n, "%s dlopen(\"%s\"): %s", i ? ";" : "",
+                       names[i], e ? e : "unknown error");
+    }
+    if (!h) {
+        fa3_append(jl_why, sizeof jl_why, &n,
+                   "; install the CUDA 13 nvJitLink library (" JITLINK_SONAME ") or add its "
+                   "folder to LD_LIBRARY_PATH%s",
+                   FA3_HAVE_PTX_COMPILER ? ", or use the default backend (ptx-compiler), which "
+                                           "does not need it" : "");
+        return;
+    }
+#define JITLINK_RESOLVE(field, sym)                                                          \
+    do {                                                                                     \
+        void *fn_ = dlsym(h, #sym);                                                          \
+        if (!fn_) {                                                                          \
+            snprintf(jl_why, sizeof jl_why, "could not load nvJitLink (the nvjitlink backend): " \
+                     "%s has no symbol %s (a library of another ABI than " JITLINK_ABI "?)",  \
+                     lib_used, #sym);                                                        \
+            dlclose(h);                                                                      \
+            return;                                                                          \
+        }                                                                                    \
+        memcpy(&jl.field, &fn_, sizeof fn_);                                                 \
+    } while (0);
+    JITLINK_CALLS(JITLINK_RESOLVE)
+#undef JITLINK_RESOLVE
+    jl_why[0] = '\0';
+    jl_status = FA3_OK; /* the handle stays open for the life of the process */
+}
+
+fa3_status fa3_jitlink_load(void)
+{
+    pthread_once(&jl_once, jitlink_load_once);
+    if (jl_status != FA3_OK)
+        return fa3_seterr(jl_status, "%s", jl_why);
+    return FA3_OK;
+}
 
 static fa3_status jitlink_version(char *buf, size_t size)
 {
+    FA3_TRY(fa3_jitlink_load());
     unsigned major = 0, minor = 0;
-    nvJitLinkResult r = nvJitLinkVersion(&major, &minor);
+    nvJitLinkResult r = jl.Version(&major, &minor);
     if (r != NVJITLINK_SUCCESS)
         return fa3_seterr(FA3_ERR_LINK, "nvJitLinkVersion failed: %s", jitlink_result_name(r));
     snprintf(buf, size, "nvJitLink %u.%u " JITLINK_OPT_O, major, minor);
@@ -144,7 +236,7 @@ static fa3_status jitlink_version(char *buf, size_t size)
 static fa3_status jitlink_log(nvJitLinkHandle h, int error_log, char **out)
 {
     size_t n = 0;
-    nvJitLinkResult r = error_log ? nvJitLinkGetErrorLogSize(h, &n) : nvJitLinkGetInfoLogSize(h, &n);
+    nvJitLinkResult r = error_log ? jl.GetErrorLogSize(h, &n) : jl.GetInfoLogSize(h, &n);
     if (r != NVJITLINK_SUCCESS)
         return fa3_seterr(FA3_ERR_LINK, "%s failed: %s",
                           error_log ? "nvJitLinkGetErrorLogSize" : "nvJitLinkGetInfoLogSize",
@@ -154,7 +246,7 @@ static fa3_status jitlink_log(nvJitLinkHandle h, int error_log, char **out)
         return fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory reading a %zu-byte nvJitLink log", n);
     s[0] = '\0';
     if (n > 0) {
-        r = error_log ? nvJitLinkGetErrorLog(h, s) : nvJitLinkGetInfoLog(h, s);
+        r = error_log ? jl.GetErrorLog(h, s) : jl.GetInfoLog(h, s);
         if (r != NVJITLINK_SUCCESS) {
             free(s);
             return fa3_seterr(FA3_ERR_LINK, "%s failed: %s",
@@ -191,23 +283,23 @@ static fa3_status compile_jitlink(const char *ptx, size_t len, const char *arch,
     nvJitLinkHandle h = NULL;
     nvJitLinkResult r = fa3_test_fail("nvJitLinkCreate")
                             ? NVJITLINK_ERROR_INTERNAL
-                            : nvJitLinkCreate(&h, (uint32_t)(sizeof opts / sizeof opts[0]), opts);
+                            : jl.Create(&h, (uint32_t)(sizeof opts / sizeof opts[0]), opts);
     if (r != NVJITLINK_SUCCESS)
         return fa3_seterr(FA3_ERR_LINK, "nvJitLinkCreate(%s %s -Xptxas=-v) failed: %s", arch_opt,
                           JITLINK_OPT_O, jitlink_result_name(r));
 
     const char *failed = NULL;
-    r = nvJitLinkAddData(h, NVJITLINK_INPUT_PTX, ptx, len, FA3_KERNEL_NAME ".ptx");
+    r = jl.AddData(h, NVJITLINK_INPUT_PTX, ptx, len, FA3_KERNEL_NAME ".ptx");
     if (r != NVJITLINK_SUCCESS)
         failed = "nvJitLinkAddData(PTX)";
     if (!failed) {
-        r = nvJitLinkComplete(h);
+        r = jl.Complete(h);
         if (r != NVJITLINK_SUCCESS)
             failed = "nvJitLinkComplete";
     }
     size_t size = 0;
     if (!failed) {
-        r = nvJitLinkGetLinkedCubinSize(h, &size);
+        r = jl.GetLinkedCubinSize(h, &size);
         if (r != NVJITLINK_SUCCESS)
             failed = "nvJitLinkGetLinkedCubinSize";
         else if (size == 0) {
@@ -222,7 +314,7 @@ static fa3_status compile_jitlink(const char *ptx, size_t len, const char *arch,
         (void)jitlink_logs(h, &tmp);
         out->info_log = tmp.info_log;
         out->error_log = tmp.error_log;
-        nvJitLinkResult dr = nvJitLinkDestroy(&h);
+        nvJitLinkResult dr = jl.Destroy(&h);
         (void)dr; /* the failure being reported matters more */
         fa3_seterr(FA3_ERR_LINK, "%s failed: %s", failed, jitlink_result_name(r));
         append_logs(out);
@@ -233,7 +325,7 @@ static fa3_status compile_jitlink(const char *ptx, size_t len, const char *arch,
     if (!out->cubin)
         st = fa3_seterr(FA3_ERR_OUT_OF_MEMORY, "out of memory for a %zu-byte cubin", size);
     if (st == FA3_OK) {
-        r = nvJitLinkGetLinkedCubin(h, out->cubin);
+        r = jl.GetLinkedCubin(h, out->cubin);
         if (r != NVJITLINK_SUCCESS)
             st = fa3_seterr(FA3_ERR_LINK, "nvJitLinkGetLinkedCubin failed: %s",
                             jitlink_result_name(r));
@@ -242,7 +334,7 @@ static fa3_status compile_jitlink(const char *ptx, size_t len, const char *arch,
     }
     if (st == FA3_OK)
         st = jitlink_logs(h, out);
-    r = nvJitLinkDestroy(&h);
+    r = jl.Destroy(&h);
     if (st == FA3_OK && r != NVJITLINK_SUCCESS)
         st = fa3_seterr(FA3_ERR_LINK, "nvJitLinkDestroy failed: %s", jitlink_result_name(r));
     return st;

@@ -5,7 +5,7 @@
  *                              setmaxnreg. The AUTO choice when built in.
  *   FA3_BACKEND_NVJITLINK    — nvJitLink; compiles PTX as relocatable code, so ptxas drops
  *                              setmaxnreg (C7504) and serializes wgmma (C7509; both caught by
- *                              has_warning).
+ *                              has_warning). dlopen'd at first use (fa3_jitlink_load).
  *   FA3_BACKEND_DRIVER_JIT   — nothing to do at compile time: the driver JITs the PTX when the
  *                              module is loaded (kernel.c), so the result has no cubin.
  */
@@ -34,6 +34,12 @@ typedef struct fa3_compile_result {
 /* 1 if backend b (not AUTO) is built into this library. DRIVER_JIT is always built in (it needs a
    driver only when the module is loaded). */
 FA3_INTERNAL int fa3_backend_available(fa3_backend b);
+
+/* Opens libnvJitLink (the NVJITLINK backend) once per process, on first call: nothing else maps
+   it, so a process on the other backends never loads it. Every later call returns the first
+   outcome. Errors: FA3_ERR_LINK, the message naming the library, each file tried and dlopen's
+   reason (or the entry point it lacks). */
+FA3_INTERNAL fa3_status fa3_jitlink_load(void);
 
 /* AUTO → PTX_COMPILER if built in, else NVJITLINK; other values are returned unchanged. */
 FA3_INTERNAL fa3_backend fa3_backend_resolve(fa3_backend b);

@@ -74,6 +74,11 @@ fa3_status fa3_context_create(fa3_context **out, const fa3_context_options *opts
                           "backend %s is not built into this library (rebuild with the PTX Compiler "
                           "API: meson -Dptx_compiler_dir=<folder of libnvptxcompiler_static.a>)",
                           fa3_backend_name(resolved));
+    /* nvJitLink is opened here rather than at the first compile, so that a machine without it
+       fails at the context, naming the library, before any kernel is asked for (its version
+       enters every cache key, so even a warm cache needs it). */
+    if (resolved == FA3_BACKEND_NVJITLINK)
+        FA3_TRY(fa3_jitlink_load());
 
     fa3_context *ctx = fa3_test_fail("oom-context") ? NULL : calloc(1, sizeof *ctx);
     if (!ctx)

@@ -169,7 +169,9 @@ int print_version(void)
         o.backend = all[i];
         fa3_context *ctx = NULL;
         fa3_status st = fa3_context_create(&ctx, &o);
-        printf(" %s%s", fa3_backend_name(all[i]), st == FA3_OK ? "" : " (not built)");
+        /* nvJitLink is built in always but loaded at run time: name a failed load apart. */
+        printf(" %s%s", fa3_backend_name(all[i]),
+               st == FA3_OK ? "" : st == FA3_ERR_BAD_BACKEND ? " (not built)" : " (not loadable)");
         fa3_context_free(ctx);
     }
     fa3_context_options o;
