@@ -11,7 +11,7 @@ dir=$(mktemp -d /tmp/fa3jit-test-cli-env-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 . "$(dirname "$0")/sh_util.sh"
 
-unset FA3JIT_CACHE_DIR FA3JIT_CACHE_DISABLE FA3JIT_CACHE_LOCK_TIMEOUT FA3JIT_PLAN_DEBUG FA3JIT_TEST_FAIL
+unset FA3JIT_CACHE_DIR FA3JIT_CACHE_DISABLE FA3JIT_CACHE_FSYNC FA3JIT_CACHE_LOCK_TIMEOUT FA3JIT_PLAN_DEBUG FA3JIT_TEST_FAIL
 c="$dir/cache"
 
 check "--emit-ptx with a bad lock timeout" 0 env FA3JIT_CACHE_LOCK_TIMEOUT=abc "$gen" --emit-ptx --head-dim 64

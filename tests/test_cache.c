@@ -8,7 +8,8 @@
  *   - first fa3_jit_get_kernel → COMPILED and one entry file; again in the same context → the same
  *     kernel pointer, MEMORY; a new context on the same folder → DISK with identical cubin bytes;
  *   - a truncated entry, a flipped payload byte, a flipped header byte, a foreign file, an empty
- *     file, trailing bytes, an older format version, another key's entry under this name, a header
+ *     file, a zero-filled one of the entry's size (what a machine crash can leave of an entry
+ *     stored without FA3JIT_CACHE_FSYNC), trailing bytes, an older format version, another key's entry under this name, a header
  *     naming another config, an unknown kernel kind or another config field count (checksums
  *     fixed up) → the next new context rebuilds (COMPILED), gets a valid cubin, and rewrites a
  *     good entry (DISK after);
@@ -293,7 +294,8 @@ static void test_roundtrip(void **state)
                                    "older format version", "another key's entry",
                                    "header naming another config",
                                    "header naming an unknown kernel kind",
-                                   "config of another field count"};
+                                   "config of another field count",
+                                   "zero-filled (written, never flushed)"};
     for (int d = 0; d < (int)(sizeof damage / sizeof damage[0]); d++) {
         switch (d) {
         case 0:
@@ -359,6 +361,13 @@ static void test_roundtrip(void **state)
             free(p);
             break;
         }
+        case 11: { /* the size in the inode, the blocks never written (ext4 after a crash) */
+            unsigned char *p = slurp(path, &good_size);
+            memset(p, 0, good_size);
+            spit(path, p, good_size);
+            free(p);
+            break;
+        }
         }
         fa3_context *c = make_ctx(dir, b, 0);
         fa3_kernel_info ir;
@@ -404,7 +413,7 @@ static void test_parse(void **state)
     CHECK(fa3_config_canonicalize(&c, &m.config));
     m.created = 1700000000;
     snprintf(m.plan_debug, sizeof m.plan_debug, "wg3=0,\tx"); /* stored as "...,?x" */
-    CHECK(fa3_cache_store(dir, key, cubin, sizeof cubin, "info: a log", &m, NULL));
+    CHECK(fa3_cache_store(dir, key, cubin, sizeof cubin, "info: a log", &m, 0, NULL));
     CHECK(fa3_cache_entry_path(dir, key, path, sizeof path));
     size_t size = 0;
     unsigned char *img = slurp(path, &size);

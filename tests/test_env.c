@@ -5,7 +5,8 @@
  *   - accepted values take effect and leave no warning;
  *   - each refused value leaves the documented default in force and a warning that names the
  *     variable and the value (FA3JIT_CACHE_LOCK_TIMEOUT: abc, -5, 1e9, 0.5, 86401, " 30", 30s,
- *     0x10; FA3JIT_CACHE_DISABLE: yes, true, 2, " 1"; relative FA3JIT_CACHE_DIR, XDG_CACHE_HOME,
+ *     0x10; FA3JIT_CACHE_DISABLE, FA3JIT_CACHE_FSYNC, FA3JIT_DEBUG_VARLEN: yes, true, 2, " 1";
+ *     relative FA3JIT_CACHE_DIR, XDG_CACHE_HOME,
  *     HOME: ignored, the next folder in the chain used);
  *   - FA3JIT_PLAN_DEBUG: exact names (xwg3=1 does not hide wg3=0), values in range, each
  *     refused item named while the rest still applies;
@@ -30,7 +31,8 @@
 
 static const char *const g_vars[] = {"FA3JIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME",
                                      "FA3JIT_CACHE_DISABLE", "FA3JIT_CACHE_LOCK_TIMEOUT",
-                                     "FA3JIT_PLAN_DEBUG", "FA3JIT_DEBUG_VARLEN"};
+                                     "FA3JIT_PLAN_DEBUG", "FA3JIT_DEBUG_VARLEN",
+                                     "FA3JIT_CACHE_FSYNC"};
 
 static int clean_env(void **state)
 {
@@ -113,6 +115,30 @@ static void test_cache_disable(void **state)
         snprintf(quoted, sizeof quoted, "'%s'", bad[i]);
         assert_non_null(fa3_context_cache_dir(c)); /* the default: disk cache on */
         warning_names(c, "FA3JIT_CACHE_DISABLE", quoted, NULL);
+        fa3_context_free(c);
+    }
+}
+
+static void test_cache_fsync(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value;
+        int on;
+    } good[] = {{NULL, 0}, {"", 0}, {"0", 0}, {"1", 1}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        fa3_context *c = ctx_with("FA3JIT_CACHE_FSYNC", good[i].value);
+        assert_int_equal(c->cache_fsync, good[i].on);
+        warning_names(c, NULL);
+        fa3_context_free(c);
+    }
+    static const char *const bad[] = {"yes", "true", "on", "2", " 1", "1 ", "01", "-1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fa3_context *c = ctx_with("FA3JIT_CACHE_FSYNC", bad[i]);
+        char quoted[64];
+        snprintf(quoted, sizeof quoted, "'%s'", bad[i]);
+        assert_int_equal(c->cache_fsync, 0); /* the default: no fsync */
+        warning_names(c, "FA3JIT_CACHE_FSYNC", quoted, "not 0 or 1", "not fsync'd", NULL);
         fa3_context_free(c);
     }
 }
@@ -243,9 +269,11 @@ static void test_several(void **state)
     setenv("FA3JIT_CACHE_LOCK_TIMEOUT", "soon", 1);
     setenv("FA3JIT_CACHE_DISABLE", "maybe", 1);
     setenv("FA3JIT_PLAN_DEBUG", "nope=1", 1);
+    setenv("FA3JIT_CACHE_FSYNC", "always", 1);
     fa3_context *c = ctx_with("FA3JIT_CACHE_DIR", "cache");
     warning_names(c, "FA3JIT_CACHE_LOCK_TIMEOUT='soon'", "FA3JIT_CACHE_DISABLE='maybe'",
-                  "FA3JIT_PLAN_DEBUG='nope=1'", "FA3JIT_CACHE_DIR='cache'", NULL);
+                  "FA3JIT_CACHE_FSYNC='always'", "FA3JIT_PLAN_DEBUG='nope=1'",
+                  "FA3JIT_CACHE_DIR='cache'", NULL);
     printf("  warning: %s\n", fa3_context_warning(c));
     fa3_context_free(c);
 }
@@ -255,6 +283,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_lock_timeout, clean_env),
         cmocka_unit_test_setup(test_cache_disable, clean_env),
+        cmocka_unit_test_setup(test_cache_fsync, clean_env),
         cmocka_unit_test_setup(test_debug_varlen, clean_env),
         cmocka_unit_test_setup(test_relative_folders, clean_env),
         cmocka_unit_test_setup(test_plan_debug, clean_env),

@@ -3,8 +3,9 @@
  * $FA3JIT_TEST_FAIL (common.h: fa3_test_fail), and what the caller sees: a status and a message
  * naming the value or the failing call (with the compiler's log for compile failures), or, for disk
  * cache problems, success from memory with the problem kept as the context's warning.
- *   disk:    mkdir fails, the folder is read-only (open fails), disk full (write: ENOSPC), fsync,
- *            rename, read (a miss), flock refused (NFS without locks), lock held past the timeout
+ *   disk:    mkdir fails, the folder is read-only (open fails), disk full (write: ENOSPC), fsync
+ *            (with FA3JIT_CACHE_FSYNC=1; never called without it), rename, read (a miss), flock
+ *            refused (NFS without locks), lock held past the timeout
  *   compile: bad PTX through fa3_compile_ptx (both backends), bad generated PTX through
  *            fa3_jit_get_kernel, nvJitLinkCreate / nvPTXCompilerCreate fail
  *   memory:  context, kernel, cubin, compiler log, cache load
@@ -136,7 +137,7 @@ static void test_mkdir_fails(void **state)
     fa3_cache_meta m = fake_meta();
     arm("mkdir");
     int e = 0;
-    assert_int_equal(fa3_cache_store(dir, KEY, CUBIN, sizeof CUBIN, "log", &m, &e),
+    assert_int_equal(fa3_cache_store(dir, KEY, CUBIN, sizeof CUBIN, "log", &m, 0, &e),
                      FA3_ERR_CACHE_IO);
     msg_has(fa3_last_error_message(), "cannot create cache directory", dir, "mkdir",
             "Permission denied", NULL);
@@ -175,7 +176,7 @@ static void test_readonly_dir(void **state)
     arm("open");
     fa3_cache_meta m = fake_meta();
     int e = 0;
-    assert_int_equal(fa3_cache_store(dir, KEY, CUBIN, sizeof CUBIN, NULL, &m, &e),
+    assert_int_equal(fa3_cache_store(dir, KEY, CUBIN, sizeof CUBIN, NULL, &m, 0, &e),
                      FA3_ERR_CACHE_IO);
     msg_has(fa3_last_error_message(), "temporary file", dir, "mkstemp",
             "Read-only file system", NULL);
@@ -224,29 +225,36 @@ static void test_uncreatable_dir(void **state)
 }
 
 /* Disk full, fsync and rename failures: the store fails cleanly (no temporary file left), the
-   context compiles and warns. */
+   context compiles and warns. fsync is called only for a durable store (FA3JIT_CACHE_FSYNC=1):
+   there its failure fails the store; armed without it, the store succeeds (it never called
+   fsync). */
 static void test_store_failures(void **state)
 {
     (void)state;
     static const struct {
         const char *site, *call, *reason;
+        int durable;
     } cases[] = {
-        {"write", "write failed", "No space left on device"},
-        {"fsync", "fsync failed", "Input/output error"},
-        {"rename", "rename failed", "Permission denied"},
+        {"write", "write failed", "No space left on device", 0},
+        {"fsync", "fsync failed", "Input/output error", 1},
+        {"rename", "rename failed", "Permission denied", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dir[512];
         fresh_dir(dir, sizeof dir, cases[i].site);
         fa3_cache_meta m = fake_meta();
         arm(cases[i].site);
-        assert_int_equal(fa3_cache_store(dir, KEY, CUBIN, sizeof CUBIN, "log", &m, NULL),
+        assert_int_equal(fa3_cache_store(dir, KEY, CUBIN, sizeof CUBIN, "log", &m,
+                                         cases[i].durable, NULL),
                          FA3_ERR_CACHE_IO);
         msg_has(fa3_last_error_message(), "cache store", dir, KEY, cases[i].call,
                 cases[i].reason, NULL);
         assert_int_equal(count_files(dir, ""), 0); /* the temporary file is gone */
 
+        if (cases[i].durable)
+            setenv("FA3JIT_CACHE_FSYNC", "1", 1); /* read by fa3_context_create */
         fa3_context *ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
+        unsetenv("FA3JIT_CACHE_FSYNC");
         fa3_config a = cfg_hd(64);
         assert_int_equal(get_source(ctx, &a, NULL), FA3_SOURCE_COMPILED);
         assert_string_equal(fa3_last_error_message(), "");
@@ -256,6 +264,25 @@ static void test_store_failures(void **state)
         arm(NULL);
         assert_int_equal(count_files(dir, ""), 0); /* no entry, lock or temporary */
     }
+
+    /* fsync armed, the default (not durable): nothing calls it, the entry is stored. */
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "fsync-off");
+    fa3_cache_meta m = fake_meta();
+    arm("fsync");
+    CHECK(fa3_cache_store(dir, KEY, CUBIN, sizeof CUBIN, "log", &m, 0, NULL));
+    assert_int_equal(count_files(dir, FA3_CACHE_SUFFIX), 1);
+    fa3_context *ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
+    fa3_config a = cfg_hd(64);
+    assert_int_equal(get_source(ctx, &a, NULL), FA3_SOURCE_COMPILED);
+    assert_string_equal(fa3_context_warning(ctx), "");
+    fa3_context_free(ctx);
+    arm(NULL);
+    assert_int_equal(count_files(dir, FA3_CACHE_SUFFIX), 2);
+    assert_int_equal(count_files(dir, ""), 2); /* no lock or temporary */
+    ctx = make_ctx(dir, FA3_BACKEND_NVJITLINK, 0);
+    assert_int_equal(get_source(ctx, &a, NULL), FA3_SOURCE_DISK);
+    fa3_context_free(ctx);
 }
 
 static void test_read_fails(void **state)
@@ -523,6 +550,7 @@ static int disarm(void **state)
     (void)state;
     unsetenv("FA3JIT_TEST_FAIL");
     unsetenv("FA3JIT_CACHE_LOCK_TIMEOUT");
+    unsetenv("FA3JIT_CACHE_FSYNC");
     return 0;
 }
 

@@ -106,7 +106,7 @@ static void store_part(fa3_context *ctx, const fa3_kernel *k, const fa3_part *pt
     snprintf(meta.plan_debug, sizeof meta.plan_debug, "%s", pt->plan_debug);
     int e = 0;
     if (fa3_cache_store(ctx->cache_dir, pt->key, pt->cubin, pt->cubin_size, pt->compile_log, &meta,
-                        &e) != FA3_OK) {
+                        ctx->cache_fsync, &e) != FA3_OK) {
         if (fa3_cache_errno_readonly(e))
             fa3_context_degrade_disk(ctx, FA3_DISK_READONLY);
         fa3_context_warn(ctx, "%s (the kernel is kept in memory)", fa3_last_error_message());

@@ -1,6 +1,6 @@
 /*
  * The disk cache's files (layout in cache.h): the folder's name, loading and storing entries
- * (a temporary file, fsync'd and renamed into place; the bytes from cache_format.c) and the
+ * (a temporary file renamed into place; the bytes from cache_format.c) and the
  * per-key lock. Failures are reported for the caller to keep as a warning, never fatal.
  */
 #include <errno.h>
@@ -255,8 +255,26 @@ static int write_all(int fd, const void *buf, size_t n)
     return 0;
 }
 
+/*
+ * Why the store does not fsync by default (FA3JIT_CACHE_FSYNC=1 brings both fsyncs back):
+ * the rename alone makes a store atomic for every other process, which opens either no file or a
+ * complete one; a process that dies mid-store leaves only its temporary file, and what it wrote
+ * is in the page cache, which outlives it. fsync adds only durability across a crash of the
+ * machine (power loss, kernel panic) in the seconds before the kernel writes the file back. Then
+ * the entry may be missing, empty, a prefix of itself, or its size in zeros (ext4's delayed
+ * allocation), and none of these can be loaded: the magic, the header's XXH3-64, the sizes
+ * against the file's length and the payload's XXH3-64 refuse each (cache_format.c; test_cache's
+ * damaged entries, a zero-filled one among them), so the kernel is compiled and stored again.
+ * An entry is a copy that can always be rebuilt, so the worst a crash costs is one cold compile,
+ * while the two fsyncs (the file's data, then the folder's entry) cost 1-13 ms (median 6 of 9,
+ * strace -T) of every store on this project's ext4 machine, more than generating the PTX (1.4-3
+ * ms), and more when they queue behind the file system's journal commit. Keep them for a folder
+ * that must hold every entry it was given across a crash (one filled ahead by `fa3-gen cache
+ * warm` and shipped, where a lost entry is a cold compile in production).
+ */
 fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, size_t cubin_size,
-                           const char *log, const fa3_cache_meta *meta, int *sys_errno)
+                           const char *log, const fa3_cache_meta *meta, int durable,
+                           int *sys_errno)
 {
     if (sys_errno)
         *sys_errno = 0;
@@ -295,7 +313,7 @@ fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, 
     if (write_all(fd, h, sizeof h) != 0 || write_all(fd, cubin, cubin_size) != 0 ||
         (lsize && write_all(fd, log, lsize) != 0))
         failed = "write";
-    else if (inject("fsync", EIO) || fsync(fd) != 0)
+    else if (durable && (inject("fsync", EIO) || fsync(fd) != 0))
         failed = "fsync";
     int e = errno;
     if (close(fd) != 0 && !failed) {
@@ -313,6 +331,8 @@ fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, 
         return fa3_seterr(FA3_ERR_CACHE_IO, "cache store %s: %s failed: %s", path, failed,
                           strerror(e));
     }
+    if (!durable)
+        return FA3_OK;
     /* Make the rename itself durable (best effort: some file systems refuse fsync on a dir). */
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {

@@ -3,9 +3,10 @@
  * of everything that determines the binary (fa3_cache_key_for). In three files: cache_format.c
  * (the key and the header's bytes, pure), cache.c (the folder, load, store, the lock) and
  * cache_list.c (fa3-gen's ls and clear). Files are
- * written to a temporary name in the same directory (.<key>.tmp.XXXXXX), fsync'd and renamed into
- * place, so readers only ever see complete entries; a file that fails any check (magic, version,
- * key, sizes, config, checksums) is treated as a miss, never loaded, and replaced on the next store.
+ * written to a temporary name in the same directory (.<key>.tmp.XXXXXX) and renamed into place, so
+ * readers only ever see complete entries (fsync'd first only with FA3JIT_CACHE_FSYNC=1: cache.c
+ * says why); a file that fails any check (magic, version, key, sizes, config, checksums) is treated
+ * as a miss, never loaded, and replaced on the next store.
  *
  * Concurrency: compile-and-store of a key runs under an advisory lock, flock(LOCK_EX) on
  * <dir>/<key>.lock (one lock file per key, so different kernels build in parallel; flock rather
@@ -173,13 +174,16 @@ FA3_INTERNAL int fa3_cache_load(const char *dir, const char *key, const fa3_conf
 
 /*
  * Writes an entry for key (creating dir and its parents, mode 0700, if missing): temporary file in
- * dir, fsync, rename over <dir>/<key>.fa3k. log may be NULL. meta->created 0 = now.
+ * dir, rename over <dir>/<key>.fa3k. durable (FA3JIT_CACHE_FSYNC): fsync the file before the
+ * rename (a failure fails the store) and the folder after it (best effort). log may be NULL.
+ * meta->created 0 = now.
  * Errors: FA3_ERR_CACHE_IO with the failing call, path and reason in the message (callers keep it
  * as a warning and carry on from memory); *sys_errno (may be NULL) receives the errno.
  */
 FA3_INTERNAL fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin,
                                         size_t cubin_size, const char *log,
-                                        const fa3_cache_meta *meta, int *sys_errno);
+                                        const fa3_cache_meta *meta, int durable,
+                                        int *sys_errno);
 
 /* Writes the entry path of key in dir into buf; FA3_ERR_CACHE_IO if it does not fit. */
 FA3_INTERNAL fa3_status fa3_cache_entry_path(const char *dir, const char *key, char *buf,

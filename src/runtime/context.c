@@ -104,6 +104,7 @@ fa3_status fa3_context_create(fa3_context **out, const fa3_context_options *opts
     atomic_init(&ctx->warned, ctx->warning[0] != '\0');
     /* How long to wait for another process compiling the same kernel before compiling it too. */
     ctx->lock_timeout_ms = env.lock_timeout_s * 1000;
+    ctx->cache_fsync = env.cache_fsync; /* crash durability of stored entries (cache.c) */
     ctx->debug_varlen = env.debug_varlen; /* fa3_fwd: check the varlen/paged arrays (varlen.c) */
     if (pthread_mutex_init(&ctx->mu, NULL) != 0) {
         free(ctx->cache_dir);

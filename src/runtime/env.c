@@ -58,6 +58,14 @@ int fa3_env_read(fa3_env *env, char *warn, size_t warn_size)
     }
     env->cache_disable = v && strcmp(v, "1") == 0;
 
+    v = value_of("FA3JIT_CACHE_FSYNC");
+    if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+        next_problem(warn, warn_size, &n, &count);
+        fa3_append(warn, warn_size, &n, "FA3JIT_CACHE_FSYNC='%s' is not 0 or 1: ignored "
+                   "(cache entries not fsync'd)", fa3_printable(v, -1, pv, sizeof pv));
+    }
+    env->cache_fsync = v && strcmp(v, "1") == 0;
+
     v = value_of("FA3JIT_DEBUG_VARLEN");
     if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
         next_problem(warn, warn_size, &n, &count);

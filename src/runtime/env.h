@@ -7,6 +7,9 @@
  *   XDG_CACHE_HOME, HOME        absolute paths, likewise
  *   FA3JIT_CACHE_DISABLE        0 (disk cache on, the default) or 1 (memory only)
  *   FA3JIT_CACHE_LOCK_TIMEOUT   whole seconds, digits only, 0..86400 (default 300)
+ *   FA3JIT_CACHE_FSYNC          0 (the default) or 1: a cache store fsyncs the entry and its
+ *                               folder, so that it survives a crash of the machine (cache.c says
+ *                               why that is not needed by default)
  *   FA3JIT_DEBUG_VARLEN         0 (the default) or 1: fa3_fwd reads the varlen / paged-KV device
  *                               arrays back and checks them before each launch (varlen.c)
  *   FA3JIT_PLAN_DEBUG           benchmark knobs (grammar in codegen/knobs.h; the planner applies
@@ -28,6 +31,7 @@ typedef struct fa3_env {
     const char *home;           /* $HOME when valid, else NULL */
     int cache_disable;          /* $FA3JIT_CACHE_DISABLE, 0 or 1 */
     int lock_timeout_s;         /* $FA3JIT_CACHE_LOCK_TIMEOUT */
+    int cache_fsync;            /* $FA3JIT_CACHE_FSYNC, 0 or 1 */
     int debug_varlen;           /* $FA3JIT_DEBUG_VARLEN, 0 or 1 */
 } fa3_env;
 

@@ -93,6 +93,7 @@ struct fa3_context {
     fa3_backend backend;     /* AUTO resolved */
     char *cache_dir;         /* NULL = disk cache off */
     int lock_timeout_ms;     /* longest wait for another process's cache lock */
+    int cache_fsync;         /* $FA3JIT_CACHE_FSYNC: stores fsync the entry and the folder */
     int debug_varlen;        /* $FA3JIT_DEBUG_VARLEN: fa3_fwd checks the varlen/paged arrays */
     pthread_mutex_t mu;      /* guards kernels, every kernel's ready/next, writing warning */
     pthread_cond_t built;    /* broadcast when a kernel under construction is finished or dropped */
