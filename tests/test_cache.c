@@ -9,10 +9,10 @@
  *     kernel pointer, MEMORY; a new context on the same folder → DISK with identical cubin bytes;
  *   - a truncated entry, a flipped payload byte, a flipped header byte, a foreign file, an empty
  *     file, a zero-filled one of the entry's size (what a machine crash can leave of an entry
- *     stored without FA3JIT_CACHE_FSYNC), trailing bytes, an older format version, another key's entry under this name, a header
- *     naming another config, an unknown kernel kind or another config field count (checksums
- *     fixed up) → the next new context rebuilds (COMPILED), gets a valid cubin, and rewrites a
- *     good entry (DISK after);
+ *     stored without FA3JIT_CACHE_FSYNC), trailing bytes, an older format version, another
+ *     key's entry under this name, a header naming another config, an unknown kernel kind or
+ *     another config field count (checksums fixed up) → the next new context rebuilds
+ *     (COMPILED), gets a valid cubin, and rewrites a good entry (DISK after);
  *   - the kernel kind is part of the key; the config field table covers fa3_config;
  *   - the entry parser on an in-memory entry: every truncation and every single-byte flip is
  *     refused; the header keeps the canonical config, backend, resources and creation time;
