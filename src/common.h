@@ -22,6 +22,13 @@ FA3_INTERNAL fa3_status fa3_seterr(fa3_status st, const char *fmt, ...) FA3_PRIN
 FA3_INTERNAL void fa3_appenderr(const char *fmt, ...) FA3_PRINTF(1, 2);
 /* Clears the calling thread's message. */
 FA3_INTERNAL void fa3_clearerr(void);
+/* The calling thread's message, detached as a malloc'd string the caller owns ("" when there is
+   none; NULL if the heap is exhausted), leaving the thread's message empty: how a message set on
+   one thread is carried to another (build.c's helper threads). */
+FA3_INTERNAL char *fa3_takeerr(void);
+/* Makes msg (from fa3_takeerr, taken over; NULL: an out-of-memory note) the calling thread's
+   message and returns st. */
+FA3_INTERNAL fa3_status fa3_puterr(fa3_status st, char *msg);
 
 /* Text helpers (common.c). Appends formatted text to buf (size bytes; *len its current length,
    updated): kept NUL-terminated, cut to fit. Does nothing when buf is NULL or full. */

@@ -195,6 +195,30 @@ void fa3_clearerr(void)
     }
 }
 
+char *fa3_takeerr(void)
+{
+    err_state *s = tls_err;
+    char *m;
+    if (!tls_use_fallback && s && s->msg) { /* hand the buffer over: no copy of a long log */
+        m = s->msg;
+        s->msg = NULL;
+        s->len = s->cap = 0;
+    } else {
+        m = strdup(tls_use_fallback ? tls_fallback : "");
+    }
+    fa3_clearerr();
+    return m;
+}
+
+fa3_status fa3_puterr(fa3_status st, char *msg)
+{
+    if (!msg)
+        fallback_put("out of memory for an error message from another thread", 0);
+    else
+        put_message(msg, strlen(msg), 0);
+    return st;
+}
+
 const char *fa3_last_error_message(void)
 {
     if (tls_use_fallback)
