@@ -79,6 +79,9 @@ FA3_INTERNAL fa3_status fa3_struct_out(const fa3_struct_kind *k, void *dst, size
  *   mkdir, open, write, fsync, rename, read, lock          disk cache (cache.c)
  *   nvJitLinkCreate, nvPTXCompilerCreate, oom-cubin         compile backends (compile.c)
  *   ptx, oom-context, oom-kernel, oom-log                   fa3_context_create / fa3_jit_get_kernel
+ *   ptx-combine                                             ptx for the combine kernel only
+ *   pthread_create                                          build.c's helper thread: the parts of
+ *                                                           a kernel compile one after the other
  *   oom-cache-load                                          cache loader (a miss)
  *   dlopen                                                  libcuda (driver.c; read once per process)
  *   dlopen-nvJitLink                                        libnvJitLink (compile.c; once per process)

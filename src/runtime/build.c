@@ -8,6 +8,10 @@
  * condition variable) instead of compiling it again, while other configs build in parallel with
  * the lock released. Between contexts and processes, the per-key file lock of the disk cache
  * (cache.h) makes one of them compile while the others wait and then load its entry.
+ *
+ * Within one build, the parts that miss the disk compile at once: the first on the calling
+ * thread, the others (a split config's combine) on helper threads (compile_all). Everything else,
+ * the disk cache included, stays on the calling thread, in part order.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -49,7 +53,8 @@ static int load_from_disk(fa3_context *ctx, const fa3_kernel *k, fa3_part *pt)
     return 1;
 }
 
-/* Compiles part pt's PTX. t0: when its build started (compile_ms counts codegen too). */
+/* Compiles part pt's PTX. compile_ms counts from t0: the part's own codegen and disk lookup are
+   in it, not the time it waited while other parts were prepared. */
 static fa3_status compile_part(const fa3_kernel *k, fa3_part *pt, double t0)
 {
     fa3_compile_result r;
@@ -114,10 +119,31 @@ static void store_part(fa3_context *ctx, const fa3_kernel *k, const fa3_part *pt
     }
 }
 
-/* Fills part pt of k (whose plan is made): PTX from its kind's emitter, its cache key, then the
-   disk cache or a compile (stored). Called without the context lock. */
-static fa3_status build_part(fa3_context *ctx, const fa3_kernel *k, fa3_part *pt)
+/* One part's build in three steps, so that the compiles of a cold build can overlap: prepare
+   (PTX, key, the disk cache, the key's lock when it must compile) and finish (store, release)
+   run on the calling thread in part order; the compile runs there or on a helper thread. */
+typedef struct part_job {
+    fa3_context *ctx;
+    const fa3_kernel *k;
+    fa3_part *pt;
+    double prep_ms;      /* what prepare took (codegen, key, disk): compile_ms counts it */
+    int use_disk;        /* the entry may be looked up and stored */
+    int compile;         /* 1: missed the disk, to compile; 0: loaded from it */
+    fa3_cache_lock lock; /* the key's lock while compiling; fd -1 when not held */
+    fa3_status st;       /* the compile's */
+    char *msg;           /* the compile's error message (fa3_takeerr) when st != FA3_OK */
+    pthread_t thread;    /* the helper compiling it, when on_helper */
+    int on_helper;
+} part_job;
+
+/* Part pt of k (whose plan is made), up to its compile: PTX from its kind's emitter, its cache key,
+   then the disk cache; on a miss j->compile = 1, with the key's lock held where the disk takes
+   entries (released by finish_part). */
+static fa3_status prepare_part(part_job *j)
 {
+    fa3_context *ctx = j->ctx;
+    const fa3_kernel *k = j->k;
+    fa3_part *pt = j->pt;
     double t0 = fa3_now_ms();
     fa3_kind_shape(pt->kind, &k->plan, &pt->threads, &pt->smem_bytes);
     fa3_kind_key_config(pt->kind, &k->cfg, &pt->key_config);
@@ -125,7 +151,7 @@ static fa3_status build_part(fa3_context *ctx, const fa3_kernel *k, fa3_part *pt
     FA3_TRY(fa3_codegen_kernel(pt->kind, &k->plan, &pt->ptx, &pt->ptx_len));
     if (!pt->ptx || pt->ptx[pt->ptx_len] != '\0')
         return fa3_seterr(FA3_ERR_INTERNAL, "the generator returned no NUL-terminated PTX");
-    if (fa3_test_fail("ptx"))
+    if (fa3_test_fail("ptx") || (pt->kind == FA3_KERNEL_COMBINE && fa3_test_fail("ptx-combine")))
         FA3_TRY(spoil_ptx(pt));
     const char *arch = fa3_arch_name(k->cfg.arch);
     fa3_cache_key_input in = {.kind = pt->kind, .config = &pt->key_config, .ptx = pt->ptx,
@@ -135,22 +161,20 @@ static fa3_status build_part(fa3_context *ctx, const fa3_kernel *k, fa3_part *pt
     FA3_TRY(fa3_cache_key(&in, pt->key));
 
     /* The disk cache holds cubins; DRIVER_JIT has none to keep. */
-    int use_disk = ctx->cache_dir && k->backend != FA3_BACKEND_DRIVER_JIT &&
-                   atomic_load(&ctx->disk_state) != FA3_DISK_OFF;
-    fa3_cache_lock lock;
-    lock.fd = -1;
-    if (use_disk) {
+    j->use_disk = ctx->cache_dir && k->backend != FA3_BACKEND_DRIVER_JIT &&
+                  atomic_load(&ctx->disk_state) != FA3_DISK_OFF;
+    if (j->use_disk) {
         if (load_from_disk(ctx, k, pt))
             return FA3_OK;
         if (atomic_load(&ctx->disk_state) == FA3_DISK_OK) {
             /* Compile under the key's lock, looking at the disk again once it is held: another
                process (or context) may have just stored the entry while we waited. */
             char why[768];
-            switch (fa3_cache_lock_take(ctx->cache_dir, pt->key, ctx->lock_timeout_ms, &lock, why,
-                                        sizeof why)) {
+            switch (fa3_cache_lock_take(ctx->cache_dir, pt->key, ctx->lock_timeout_ms, &j->lock,
+                                        why, sizeof why)) {
             case FA3_CACHE_LOCKED:
                 if (load_from_disk(ctx, k, pt)) {
-                    fa3_cache_lock_release(&lock);
+                    fa3_cache_lock_release(&j->lock);
                     return FA3_OK;
                 }
                 break;
@@ -169,27 +193,146 @@ static fa3_status build_part(fa3_context *ctx, const fa3_kernel *k, fa3_part *pt
             }
         }
     }
+    j->compile = 1;
+    j->prep_ms = fa3_now_ms() - t0;
+    return FA3_OK;
+}
 
-    fa3_status st = compile_part(k, pt, t0);
-    if (st == FA3_OK && use_disk && pt->cubin && atomic_load(&ctx->disk_state) == FA3_DISK_OK)
-        store_part(ctx, k, pt);
-    fa3_cache_lock_release(&lock);
+/* j's compile; a failure's message is taken off the running thread's into j->msg. */
+static void run_compile(part_job *j)
+{
+    j->st = compile_part(j->k, j->pt, fa3_now_ms() - j->prep_ms);
+    if (j->st != FA3_OK)
+        j->msg = fa3_takeerr();
+}
+
+static void *helper_main(void *arg)
+{
+    run_compile(arg);
+    return NULL;
+}
+
+/* The ptxas inside the PTX Compiler API runs on the helper's stack: at least a main thread's
+   usual 8 MiB, whatever the C library gives new threads (musl: 128 KiB). */
+#define HELPER_STACK ((size_t)8 << 20)
+
+/* Starts j's compile on a helper thread (which keeps the caller's signal mask); 0 when none could
+   be started, and the caller compiles it. Test hook "pthread_create": as if none could. */
+static int start_helper(part_job *j)
+{
+    if (fa3_test_fail("pthread_create"))
+        return 0;
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0)
+        return 0;
+    size_t stack = 0;
+    int ok = pthread_attr_getstacksize(&attr, &stack) == 0 &&
+             (stack >= HELPER_STACK || pthread_attr_setstacksize(&attr, HELPER_STACK) == 0) &&
+             pthread_create(&j->thread, &attr, helper_main, j) == 0;
+    (void)pthread_attr_destroy(&attr); /* cannot fail on an initialised attr; nothing to undo */
+    j->on_helper = ok;
+    return ok;
+}
+
+/* Compiles the misses of jobs[0..n): the first on the calling thread and, when there are more, each
+   other on a helper thread meanwhile (a split config's combine, ~80 ms, under the forward's
+   ~0.4-1.2 s); one that gets no helper is compiled on the calling thread afterwards, as before.
+   A cold kernel with one miss, or none, starts no thread. compile_part writes only its own part
+   and reads k's fields set before (plan, backend); compile.c's header says why fa3_compile_ptx
+   may run on two threads at once. A helper's part keeps its key's lock until finish_part, after
+   the forward's compile: another process wanting that entry waits a little longer for it. */
+static fa3_status compile_all(part_job *jobs, int n)
+{
+    int misses = 0, first = -1;
+    for (int i = 0; i < n; i++)
+        if (jobs[i].compile) {
+            misses++;
+            if (first < 0)
+                first = i;
+        }
+    if (first < 0)
+        return FA3_OK;
+    /* DRIVER_JIT's compile is a copy: nothing worth a thread. */
+    if (misses > 1 && jobs[first].k->backend != FA3_BACKEND_DRIVER_JIT)
+        for (int i = first + 1; i < n; i++)
+            if (jobs[i].compile)
+                (void)start_helper(&jobs[i]); /* 0: compiled below instead */
+    run_compile(&jobs[first]);
+    fa3_status st = FA3_OK;
+    for (int i = first + 1; i < n; i++) {
+        if (jobs[i].on_helper) {
+            int e = pthread_join(jobs[i].thread, NULL);
+            if (e != 0 && st == FA3_OK) /* not for a thread we started and did not detach */
+                st = fa3_seterr(FA3_ERR_INTERNAL, "pthread_join failed: %s", strerror(e));
+        } else if (jobs[i].compile) {
+            run_compile(&jobs[i]);
+        }
+    }
     return st;
 }
 
-/* Fills k (whose cfg and parts' kinds are set): the plan, then each kernel of its operation.
-   Called without the context lock. */
+/* Stores j's compiled part where the disk takes entries, unless the build has failed (ok = 0:
+   as when the parts were built one after the other, a part after the failed one leaves no entry),
+   and releases its lock. */
+static void finish_part(part_job *j, int ok)
+{
+    if (!j->compile)
+        return;
+    if (ok && j->use_disk && j->pt->cubin && atomic_load(&j->ctx->disk_state) == FA3_DISK_OK)
+        store_part(j->ctx, j->k, j->pt);
+    fa3_cache_lock_release(&j->lock);
+}
+
+/* Fills k (whose cfg and parts' kinds are set): the plan, then each kernel of its operation:
+   prepared in order until one fails, the misses compiled (compile_all), then finished in order.
+   Results, entries and the error are a serial build's: the first failure in part order (a
+   prepare's counting after the compiles of the parts before it), with its message, which
+   may come from a helper thread. Called without the context lock. */
 static fa3_status build_kernel(fa3_context *ctx, fa3_kernel *k)
 {
     FA3_TRY(fa3_plan_make(&k->cfg, &k->plan));
     FA3_TRY(fa3_backend_version(k->backend, k->backend_version, sizeof k->backend_version));
+    part_job jobs[FA3_OP_MAX_KERNELS];
+    memset(jobs, 0, sizeof jobs);
+    int n = 0;
+    fa3_status prep = FA3_OK;
+    char *prep_msg = NULL;
+    while (n < k->num_parts) {
+        part_job *j = &jobs[n++];
+        j->ctx = ctx;
+        j->k = k;
+        j->pt = &k->parts[n - 1];
+        j->lock.fd = -1;
+        prep = prepare_part(j);
+        if (prep != FA3_OK) {
+            prep_msg = fa3_takeerr(); /* the compiles below would overwrite it */
+            n--;
+            break;
+        }
+    }
+    fa3_status st = compile_all(jobs, n);
+    char *msg = st != FA3_OK ? fa3_takeerr() : NULL;
     k->first_source = FA3_SOURCE_DISK;
-    for (int i = 0; i < k->num_parts; i++) {
-        FA3_TRY(build_part(ctx, k, &k->parts[i]));
-        if (k->parts[i].source == FA3_SOURCE_COMPILED)
+    for (int i = 0; i < n; i++) {
+        part_job *j = &jobs[i];
+        if (st == FA3_OK && j->compile && j->st != FA3_OK) {
+            st = j->st;
+            msg = j->msg;
+            j->msg = NULL;
+        }
+        finish_part(j, st == FA3_OK);
+        free(j->msg);
+        j->pt->on_helper = j->on_helper;
+        if (j->pt->source == FA3_SOURCE_COMPILED)
             k->first_source = FA3_SOURCE_COMPILED;
     }
-    return FA3_OK;
+    if (st == FA3_OK && prep != FA3_OK) {
+        st = prep;
+        msg = prep_msg;
+        prep_msg = NULL;
+    }
+    free(prep_msg);
+    return st == FA3_OK ? FA3_OK : fa3_puterr(st, msg);
 }
 
 fa3_status fa3_jit_get_kernel(fa3_context *ctx, const fa3_config *cfg, fa3_kernel **kernel)

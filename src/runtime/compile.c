@@ -5,6 +5,20 @@
  * backend never maps its 98 MB). Every library call's return code is checked; a failure names the
  * call and carries the compiler's logs in the thread's error message. What the logs say
  * (registers, spills, diagnostics) is read by compile_log.c.
+ *
+ * Thread safety: fa3_compile_ptx may run on several threads at once (contexts building different
+ * configs, fa3-gen cache warm's two workers, a split config's forward and combine: build.c). The
+ * only state kept between calls is the nvJitLink loader's (jl, jl_status, jl_why): written once
+ * under pthread_once, which also makes it visible to every thread that passes fa3_jitlink_load,
+ * and only read after (build.c asks for the backend's version, which loads it, on the calling
+ * thread before any helper starts). Each compile creates, uses and destroys its own nvPTXCompiler
+ * / nvJitLink handle, never shared; the PTX Compiler API guide (its "Thread Safety" chapter)
+ * allows calls from several threads, and test build-parts compiles with both backends on two
+ * threads and gets a serial build's bytes. The error message is per thread (error.c); the log
+ * parser (compile_log.c) works on its arguments only; the test hooks (fa3_test_fail) only read
+ * $FA3JIT_TEST_FAIL with getenv, which is safe beside other getenv calls (the library never sets
+ * the environment; tests arm a fault between calls, never during one). DRIVER_JIT's version goes
+ * through fa3_driver_get, which loads the driver under pthread_once.
  */
 #include <dlfcn.h>
 #include <pthread.h>

@@ -48,6 +48,7 @@ typedef struct fa3_part {
     size_t cubin_size;
     double compile_ms;       /* codegen + compile when compiled by this context, else 0 */
     fa3_kernel_source source; /* COMPILED or DISK */
+    int on_helper;           /* compiled on a helper thread of build.c (the tests look) */
 
     /* Guarded by the kernel's mu (DRIVER_JIT fills these in at the first module load). */
     char *compile_log;       /* never NULL once published; replaced only while "" (DRIVER_JIT) */
