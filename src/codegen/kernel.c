@@ -54,6 +54,12 @@ static void prologue(kgen *g)
     ptx_r s0 = ptx_reg(g->f, PTX_B32, "smem");
     INS("mov.u32 $, %%tid.x;", g->thr);
     INS("shr.u32 $, $, 7;", g->wg, g->thr);
+    /* uniform_desc: the warpgroup index as lane 0 holds it: ptxas then knows it is warp-uniform
+       and keeps what derives from it (the consumer's Q descriptor) in uniform registers; from
+       tid.x >> 7 it builds the descriptor in ordinary registers and moves it with 2 R2UR per QK
+       wgmma */
+    if (p->uniform_desc)
+        INS("shfl.sync.idx.b32 $, $, 0, 31, -1;", g->wg, g->wg);
     INS("shr.u32 $, $, 5;", g->warp, g->thr);
     INS("and.b32 $, $, 3;", g->warp, g->warp); /* warp within its warpgroup */
     INS("and.b32 $, $, 31;", g->lane, g->thr);

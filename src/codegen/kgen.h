@@ -80,6 +80,7 @@ typedef struct cons {
     /* the loop body's temporaries (see scratch) */
     struct {
         ptx_r dq, dk, dv;             /* wgmma descriptors of one k-step */
+        ptx_r dlo, dhi;               /* a descriptor's words (desc_add) */
         ptx_r koff, voff, kaddr, vaddr; /* ring offsets and operand addresses */
         ptx_r bmax[2], shf, mnew[2], mz[2], psum[2], nokey; /* softmax */
         ptx_r cr[2], noff[2], enew[2], c2, big, p16; /* fast_exp */

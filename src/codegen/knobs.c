@@ -36,6 +36,12 @@
      MUFU pipe where it bounds the loop (hd64 on paper: docs/notes.md session 9). Same run as
      one_body's: ex2_emu=4 / default 0.95-1.03 (median 0.98), ex2_emu=8 0.93-0.99 (median 0.95)
      over hd64's 12 rows: the MUFU pipe does not bound hd64, kept as a knob.
+   - uniform_desc=1: the warpgroup index as lane 0 holds it (shfl.sync.idx), so ptxas knows it is
+     warp-uniform and keeps the consumer's Q descriptor in uniform registers, and the QK steps
+     advance that descriptor by a 32-bit add of its low word (kernel.c, mainloop.c). Main loop
+     SASS per thread and key block (nvdisasm, session 10, bf16 non-causal): hd64/128/256
+     477/534/539 -> 465/509/491 instructions (FA4's: 418/455/423); causal loop bodies
+     1103/1218/1182 -> 1082/1179/1080. Not yet run on the GPU;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -55,6 +61,7 @@ static const struct knob {
     {"pack_first", offsetof(fa3_plan, pack_first), 0, 1},
     {"one_body", offsetof(fa3_plan, one_body), 0, 1},
     {"ex2_emu", offsetof(fa3_plan, ex2_emu), 0, 16},
+    {"uniform_desc", offsetof(fa3_plan, uniform_desc), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])
 

@@ -26,6 +26,18 @@
 #include "codegen/kgen.h"
 #include "kernel_abi.h"
 
+/* dst = descriptor src advanced by off (16-byte units) in its start-address field: a 32-bit add
+   on the low word (the field is 14 bits of a shared address under 256 KB, so no carry leaves the
+   word). As a 64-bit add ptxas splits the Q descriptor's into an add with carry, its high half
+   and a UMOV of the constant high word per wgmma (uniform_desc; for K and V, whose 64-bit adds
+   become one UIADD3.64, the split form measured 6-10 instructions more per block). */
+static void desc_add(kgen *g, cons *c, ptx_r dst, ptx_r src, int off)
+{
+    INS("mov.b64 {$, $}, $;", c->tmp.dlo, c->tmp.dhi, src);
+    INS("add.u32 $, $, %d;", c->tmp.dlo, c->tmp.dlo, off);
+    INS("mov.b64 $, {$, $};", dst, c->tmp.dlo, c->tmp.dhi);
+}
+
 /* S = Q·Kᵀ for this warpgroup's 64 rows: qk_steps SS wgmmas, m64n{bn}k16 (16-bit: 4 per 64-column
    box, padded columns are TMA's zeros) or m64n{bn}k32 (e4m3: 4 per 128-column box, only the
    steps head_dim needs). */
@@ -38,7 +50,10 @@ static void qk(kgen *g, cons *c)
         const int qoff = (chunk * p->block_m * 128 + within * 32) >> 4;
         const int koff = (chunk * p->block_n * 128 + within * 32) >> 4;
         ptx_r dq = c->tmp.dq, dk = c->tmp.dk;
-        INS("add.s64 $, $, %d;", dq, c->descq, qoff);
+        if (p->uniform_desc)
+            desc_add(g, c, dq, c->descq, qoff);
+        else
+            INS("add.s64 $, $, %d;", dq, c->descq, qoff);
         INS("add.s64 $, $, %d;", dk, c->desck, koff);
         if (p->fp8)
             INS("wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 ${, $, $, $, 1, 1;",
@@ -246,6 +261,10 @@ void kg_consumer(kgen *g)
     c.tmp.dq = ptx_reg(g->f, PTX_B64, "dq");
     c.tmp.dk = ptx_reg(g->f, PTX_B64, "dk");
     c.tmp.dv = ptx_reg(g->f, PTX_B64, "dv");
+    if (p->uniform_desc) {
+        c.tmp.dlo = ptx_reg(g->f, PTX_B32, "dlo");
+        c.tmp.dhi = ptx_reg(g->f, PTX_B32, "dhi");
+    }
     c.tmp.koff = ptx_reg(g->f, PTX_B32, "koff");
     c.tmp.voff = ptx_reg(g->f, PTX_B32, "voff");
     c.tmp.kaddr = ptx_reg(g->f, PTX_B32, "kaddr");
