@@ -78,7 +78,7 @@ typedef struct ptxas_case {
    dtype, causal softcap dense and local softcap paged.
    NBM128: head_dim 64's two-consumer tile (block_m 128, fa3_fwd_tune's short causal choice),
    bf16/fp16 x causal/local with softcap, dense and varlen + paged (its largest). */
-enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 8, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
+enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 9, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
        NCOMBINE = 5 * 2 * 2, NPACK = 6 * 3 * 2, NBM64 = 6 * 3 * 4, NDECODE = 6 * 3 * 2,
        NBM128 = 2 * 2 * 2,
        NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NPACK + NBM64 +
@@ -522,7 +522,7 @@ int main(void)
     /* knob variants that change the code (knobs.c): two consumer warpgroups for head_dim 64,
        the timing-only kernels without the softmax and without the O store, the softmax before
        fast_exp and cond_rescale, P packed first with the 4-accumulator reductions, the masked
-       loop body alone, 8 of a row's exponentials by polynomial, the uniform Q descriptor */
+       loop body alone, 8 of a row's exponentials by polynomial, the uniform Q descriptor, with V waited for after the QK */
     static const struct { int hd, hdv, mask; } kv[NKNOB] = {
         {64, 64, 1}, {64, 64, 2}, {192, 192, 2}, {256, 256, 1}};
     static const struct { const char *knobs, *tag; } ks[NKNOBSETS] = {
@@ -533,7 +533,8 @@ int main(void)
         {"pack_first=1,tree_reduce=1", "pack_first_tree_reduce"},
         {"one_body=1", "one_body1"},
         {"ex2_emu=8", "ex2_emu8"},
-        {"uniform_desc=1", "uniform_desc1"}};
+        {"uniform_desc=1", "uniform_desc1"},
+        {"uniform_desc=1,late_v_wait=1", "uniform_desc1_late_v_wait1"}};
     for (int k = 0; k < NKNOBSETS; k++)
         for (int i = 0; i < NKNOB; i++) {
             ptxas_case *pc = &g_cases[n];

@@ -42,6 +42,9 @@
      SASS per thread and key block (nvdisasm, session 10, bf16 non-causal): hd64/128/256
      477/534/539 -> 465/509/491 instructions (FA4's: 418/455/423); causal loop bodies
      1103/1218/1182 -> 1082/1179/1080. Not yet run on the GPU;
+   - late_v_wait=1: an overlapped key block waits for the previous block's V after issuing its
+     QK, just before the PV (FA4's order; mainloop.c block_body), so a late V holds up only the
+     PV. Not yet run on the GPU;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -62,6 +65,7 @@ static const struct knob {
     {"one_body", offsetof(fa3_plan, one_body), 0, 1},
     {"ex2_emu", offsetof(fa3_plan, ex2_emu), 0, 16},
     {"uniform_desc", offsetof(fa3_plan, uniform_desc), 0, 1},
+    {"late_v_wait", offsetof(fa3_plan, late_v_wait), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])
 

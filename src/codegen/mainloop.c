@@ -203,9 +203,12 @@ static void q_wait_desc(kgen *g, cons *c)
 static void block_body(kgen *g, cons *c, int masked, int lab_loop)
 {
     k_wait_desc(g, c);
-    v_wait_desc(g, c);
+    if (!g->p->late_v_wait)
+        v_wait_desc(g, c);
     pp_sync(g, c);
     qk(g, c);
+    if (g->p->late_v_wait) /* FA4's order: a late V holds up only the PV */
+        v_wait_desc(g, c);
     pv(g, c);
     pp_arrive(g, c);
     INS("wgmma.wait_group.sync.aligned 1;"); /* S_j ready; PV may still run */
