@@ -137,10 +137,7 @@ static void test_load_failure(void **state)
         fflush(stdout);
         _exit(ok ? 0 : 1);
     }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    expect_child_ok(pid);
 }
 
 static void test_nvjitlink(void **state)

@@ -119,52 +119,43 @@ static void test_cache_disable(void **state)
     }
 }
 
-static void test_cache_fsync(void **state)
+/* A 0/1 flag variable: unset, "", "0" and "1" taken (the context's int at offset off), other
+   values ignored with a warning naming the variable, the value quoted and the words what1 and
+   what2 (NULL: none), the flag left at 0 */
+static void check_flag(const char *var, size_t off, const char *what1, const char *what2)
 {
-    (void)state;
     static const struct {
         const char *value;
         int on;
     } good[] = {{NULL, 0}, {"", 0}, {"0", 0}, {"1", 1}};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
-        fa3_context *c = ctx_with("FA3JIT_CACHE_FSYNC", good[i].value);
-        assert_int_equal(c->cache_fsync, good[i].on);
+        fa3_context *c = ctx_with(var, good[i].value);
+        assert_int_equal(*(const int *)(const void *)((const char *)c + off), good[i].on);
         warning_names(c, NULL);
         fa3_context_free(c);
     }
     static const char *const bad[] = {"yes", "true", "on", "2", " 1", "1 ", "01", "-1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        fa3_context *c = ctx_with("FA3JIT_CACHE_FSYNC", bad[i]);
+        fa3_context *c = ctx_with(var, bad[i]);
         char quoted[64];
         snprintf(quoted, sizeof quoted, "'%s'", bad[i]);
-        assert_int_equal(c->cache_fsync, 0); /* the default: no fsync */
-        warning_names(c, "FA3JIT_CACHE_FSYNC", quoted, "not 0 or 1", "not fsync'd", NULL);
+        assert_int_equal(*(const int *)(const void *)((const char *)c + off), 0); /* default */
+        warning_names(c, var, quoted, what1, what2, NULL);
         fa3_context_free(c);
     }
+}
+
+static void test_cache_fsync(void **state)
+{
+    (void)state;
+    check_flag("FA3JIT_CACHE_FSYNC", offsetof(fa3_context, cache_fsync), "not 0 or 1",
+               "not fsync'd");
 }
 
 static void test_debug_varlen(void **state)
 {
     (void)state;
-    static const struct {
-        const char *value;
-        int on;
-    } good[] = {{NULL, 0}, {"", 0}, {"0", 0}, {"1", 1}};
-    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
-        fa3_context *c = ctx_with("FA3JIT_DEBUG_VARLEN", good[i].value);
-        assert_int_equal(c->debug_varlen, good[i].on);
-        warning_names(c, NULL);
-        fa3_context_free(c);
-    }
-    static const char *const bad[] = {"yes", "true", "2", " 1", "1 ", "01", "-1"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        fa3_context *c = ctx_with("FA3JIT_DEBUG_VARLEN", bad[i]);
-        char quoted[64];
-        snprintf(quoted, sizeof quoted, "'%s'", bad[i]);
-        assert_int_equal(c->debug_varlen, 0); /* the default: no read-back */
-        warning_names(c, "FA3JIT_DEBUG_VARLEN", quoted, NULL);
-        fa3_context_free(c);
-    }
+    check_flag("FA3JIT_DEBUG_VARLEN", offsetof(fa3_context, debug_varlen), NULL, NULL);
 }
 
 static void test_relative_folders(void **state)

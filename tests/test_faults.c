@@ -537,10 +537,7 @@ static void test_no_driver(void **state)
         fflush(stdout);
         _exit(ok ? 0 : 1);
     }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    expect_child_ok(pid);
     fa3_context_free(ctx);
 }
 

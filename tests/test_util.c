@@ -9,6 +9,7 @@
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include "fa3jit.h"
 #include "check.h"
@@ -54,4 +55,12 @@ fa3_context *make_ctx(const char *dir, fa3_backend b, int disable)
     CHECK(fa3_context_create(&ctx, &o));
     assert_non_null(ctx);
     return ctx;
+}
+
+void expect_child_ok(int pid)
+{
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
 }

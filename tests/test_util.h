@@ -19,4 +19,7 @@ unsigned char *slurp(const char *path, size_t *size);
    test unless fa3_context_create succeeds. */
 fa3_context *make_ctx(const char *dir, fa3_backend b, int disable);
 
+/* Waits for the child pid and fails the test unless it exited with status 0. */
+void expect_child_ok(int pid);
+
 #endif
