@@ -56,4 +56,9 @@ def choose(torch, cfg, n, device, batch, seqlen_q, seqlen_k, num_heads, num_head
         cfg.split_kv = 0
     elif n > 1:
         cfg.split_kv = 1
+    if cfg.block_m == 128 and (cfg.pack_gqa or cfg.split_kv):
+        # head_dim 64's short tile is fa3_fwd_tune's one-pass, unpacked choice: packed GQA
+        # needs the ratio to divide the tile's rows (the planner's 192 takes 3, 6, 12 where 128
+        # does not), and split-KV keeps the planner's tile
+        cfg.block_m = 0
     return n
