@@ -229,7 +229,8 @@ FA3_API fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *ou
  * stages): every head_dim / head_dim_v pair (64, 96, 128, 192, 256 with head_dim_v = head_dim,
  * and 192 with 128) × dtype (bf16, fp16, e4m3 with out_dtype bf16) × mask (none, causal, local)
  * × softcap (0, 1) × varlen (0, 1) × paged_kv (0, 1) × split_kv (0, 1), and the decode
- * configs: pack_gqa 1 with split_kv 1, varlen 0 and block_m 64 (the planner's block_m otherwise)
+ * configs: pack_gqa 1 with split_kv 1, varlen 0 and block_m 64, and head_dim 64's two-consumer
+ * tile: block_m 128 for bf16/fp16, causal/local, split_kv 0 (the planner's block_m otherwise)
  * that fa3_config_canonicalize accepts, in that order. Writes the first min(total, max) of them to out
  * (out may be NULL when max <= 0) and returns the total, so fa3_supported_configs(NULL, 0) gives
  * the count. Pure, thread-safe, needs no GPU. This is the set `fa3-gen cache warm --all`
@@ -243,7 +244,8 @@ FA3_API int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_
 
 /** Short human-readable form of cfg as given (not canonicalised: canonicalise first to see the
  *  planner's tiles), e.g. "hd128 bf16 causal sm_90a bn128 st2" or "hd192x128 fp16 local softcap
- *  sm_90a bn128 st2" (block_m 64 adds " bm64"). Truncates to buf_size (96 bytes suffice for
+ *  sm_90a bn128 st2" (block_m 64 adds " bm64", head_dim 64's block_m 128 " bm128": a block_m
+ *  that is not the planner's). Truncates to buf_size (96 bytes suffice for
  *  every canonical config; the longest, e4m3 with fp16 output, varlen or split, paged and bm64,
  *  is near 80) and still returns FA3_OK. */
 FA3_API fa3_status fa3_config_describe(const fa3_config *cfg, char *buf, size_t buf_size);
@@ -560,8 +562,10 @@ FA3_API fa3_status fa3_fwd_workspace_size(const fa3_kernel *kernel, const fa3_fw
  * picks the count, maybe 1); else pack_gqa 0 and split_kv 1 where split-KV pays by
  * fa3_fwd_args.num_splits' rule (the query tiles fill under 80% of the SMs and the keys span
  * more than one block_n block), else 0; and block_m 128 (two consumer warpgroups) for head_dim
- * 64 (head_dim_v 64) bf16/fp16 causal or local one-pass calls with seqlen_q and seqlen_k (varlen:
- * the max_ values) <= 1024, else 0 (the planner's: 192 there). Reads batch, num_heads,
+ * 64 (head_dim_v 64) bf16/fp16 one-pass calls, causal or local with a finite window on either
+ * side, with seqlen_q and seqlen_k (varlen: the max_ values) <= 1024, else 0 (the planner's: 192
+ * there). Reads window_size_left/right for that. A caller who then sets pack_gqa 1 or split_kv 1
+ * itself should reset block_m to 0 (python/fa3jit/_splits.py does). Reads batch, num_heads,
  * num_heads_k and seqlen_q, seqlen_k (rectangular Q; paged: seqlen_k as fa3_fwd takes it) or
  * max_seqlen_q, max_seqlen_k (varlen configs) of args; the other fields of cfg are canonicalized first (their
  * errors as fa3_config_canonicalize's) and left as given. Fields past cfg->struct_size are not

@@ -137,7 +137,8 @@ static void test_short_causal_tile(void **state)
     /* the sweep's rows: batch x seqlen 16k, 32 heads */
     assert_int_equal(choice(64, FA3_MASK_CAUSAL, 32, 512, 512, 32, 32), 'm');
     assert_int_equal(choice(64, FA3_MASK_CAUSAL, 16, 1024, 1024, 32, 32), 'm');
-    assert_int_equal(choice(64, FA3_MASK_LOCAL, 16, 1024, 1024, 32, 32), 'm');
+    /* local with both windows unlimited: full attention, the planner's tile */
+    assert_int_equal(choice(64, FA3_MASK_LOCAL, 16, 1024, 1024, 32, 32), '1');
     assert_int_equal(choice(64, FA3_MASK_CAUSAL, 16, 1024, 1025, 32, 32), '1');
     assert_int_equal(choice(64, FA3_MASK_CAUSAL, 8, 1025, 1024, 32, 32), '1');
     assert_int_equal(choice(64, FA3_MASK_CAUSAL, 8, 2048, 2048, 32, 32), '1');
@@ -157,6 +158,20 @@ static void test_short_causal_tile(void **state)
     c.dtype = FA3_DTYPE_FP16;
     assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
     assert_int_equal(c.block_m, 128);
+    /* local: a window on either side makes it a masked call */
+    fa3_config l = c;
+    l.mask = FA3_MASK_LOCAL;
+    fa3_fwd_args w = a;
+    w.window_size_left = 256;
+    assert_int_equal(fa3_fwd_tune(&l, &w, 132), FA3_OK);
+    assert_int_equal(l.block_m, 128);
+    w.window_size_left = -1;
+    w.window_size_right = 0;
+    assert_int_equal(fa3_fwd_tune(&l, &w, 132), FA3_OK);
+    assert_int_equal(l.block_m, 128);
+    w.window_size_right = -1;
+    assert_int_equal(fa3_fwd_tune(&l, &w, 132), FA3_OK);
+    assert_int_equal(l.block_m, 0);
     c.varlen = 1;
     a.max_seqlen_q = 700;
     a.max_seqlen_k = 1024;

@@ -89,9 +89,13 @@ fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args_in, int num_sm
        192 rows: causal 512/1024 1.093/1.108 (236/300 vs 216/271 TFLOP/s), 2048 0.958, 4096+
        0.87-0.95; non-causal 0.86-0.96 at every length. A 192-row tile puts two masked key
        blocks on each diagonal, and with short rows more of it idles. One pass only (the listed
-       configs); split-KV keeps the planner's tile. */
-    const int short_tile = !decode && !split && bm == 192 && c.mask != FA3_MASK_NONE &&
-                           rows <= 1024 && keys <= 1024;
+       configs); split-KV keeps the planner's tile. A local mask with both windows unlimited is
+       full attention: the planner's tile. */
+    const int masked = c.mask == FA3_MASK_CAUSAL ||
+                       (c.mask == FA3_MASK_LOCAL &&
+                        (args->window_size_left >= 0 || args->window_size_right >= 0));
+    const int short_tile = !decode && !split && bm == 192 && masked && rows <= 1024 &&
+                           keys <= 1024;
     /* fields past the caller's struct_size (an older fa3jit.h) keep their meaning: absent */
 #define TUNE_SET(field, value)                                                                 \
     do {                                                                                       \
