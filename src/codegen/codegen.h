@@ -52,11 +52,11 @@ typedef struct fa3_plan {
     int ex2_emu;           /* A/B knob (fast_exp): the last ex2_emu exponentials of each row's
                               block_n/4 in a thread, in unmasked blocks, by an FMA-pipe
                               polynomial instead of MUFU.EX2 (FA4's Blackwell trick) */
-    int uniform_desc;      /* A/B knob: the warpgroup index through shfl (warp-uniform to ptxas)
-                              and the Q descriptor advanced by 32-bit adds: no R2UR per QK wgmma
-                              (issue 17's SASS diff against FA4) */
-    int late_v_wait;       /* A/B knob: an overlapped block waits for V between its QK and PV
-                              issues (FA4's order), not before the QK */
+    int uniform_desc;      /* bf16/fp16 (default 1): the warpgroup index through shfl (warp-uniform
+                              to ptxas) and the Q descriptor advanced by 32-bit adds: no R2UR per
+                              QK wgmma (issue 17's SASS diff against FA4) */
+    int late_v_wait;       /* bf16/fp16 (default 1): an overlapped block waits for V between its
+                              QK and PV issues (FA4's order), not before the QK */
     int tree_reduce;       /* A/B knob: row max and (fast_exp) row sums over 4 accumulators each
                               (FA4's max), not one chain */
     int dbg_no_softmax;    /* timing only (wrong results): P = S, no softcap/mask/max/exp/sum/

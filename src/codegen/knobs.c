@@ -36,15 +36,15 @@
      MUFU pipe where it bounds the loop (hd64 on paper: docs/notes.md session 9). Same run as
      one_body's: ex2_emu=4 / default 0.95-1.03 (median 0.98), ex2_emu=8 0.93-0.99 (median 0.95)
      over hd64's 12 rows: the MUFU pipe does not bound hd64, kept as a knob.
-   - uniform_desc=1: the warpgroup index as lane 0 holds it (shfl.sync.idx), so ptxas knows it is
-     warp-uniform and keeps the consumer's Q descriptor in uniform registers, and the QK steps
-     advance that descriptor by a 32-bit add of its low word (kernel.c, mainloop.c). Main loop
-     SASS per thread and key block (nvdisasm, session 10, bf16 non-causal): hd64/128/256
+   - uniform_desc=0/1: the warpgroup index as lane 0 holds it (shfl.sync.idx), so ptxas knows
+     it is warp-uniform and keeps the consumer's Q descriptor in uniform registers, and the QK
+     steps advance that descriptor by a 32-bit add of its low word (kernel.c, mainloop.c). Main
+     loop SASS per thread and key block (nvdisasm, session 10, bf16 non-causal): hd64/128/256
      477/534/539 -> 465/509/491 instructions (FA4's: 418/455/423); causal loop bodies
-     1103/1218/1182 -> 1082/1179/1080. Not yet run on the GPU;
-   - late_v_wait=1: an overlapped key block waits for the previous block's V after issuing its
+     1103/1218/1182 -> 1082/1179/1080;
+   - late_v_wait=0/1: an overlapped key block waits for the previous block's V after issuing its
      QK, just before the PV (FA4's order; mainloop.c block_body), so a late V holds up only the
-     PV. Not yet run on the GPU;
+     PV. Both are the planner's choice for bf16/fp16 (plan.c has the A/B, session 11);
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded

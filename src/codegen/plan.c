@@ -145,6 +145,19 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        seqlen >= 4096), so hd64 keeps neither. Correct on the H200 with both (session 10 call 1:
        test_magnitude, test_gpu, test_edge; session 9: fa3-gen check). */
     p->tree_reduce = p->pack_first = !p->fp8 && cfg->head_dim > 64;
+    /* The warpgroup index through shfl.sync, so ptxas keeps the Q descriptor in uniform registers
+       and advances it by 32-bit adds (uniform_desc), and V's wait after the QK issue, just before
+       the PV (late_v_wait, FA4's order), bf16/fp16. The main loop loses 12/25/48 of 477/534/539
+       SASS instructions a key block at hd64/128/256, every R2UR (session 10's SASS diff against
+       FA4). Same-run A/B on the H200 (bench/compare.py --variants, graph replay, L2 flushed, 3
+       rounds rotated, bf16 + fp16, 72 rows, 2026-12-04 session 11 call 5), both / old default,
+       median over each head dim's rows, non-causal / causal: hd64 1.000/1.029, hd128
+       1.028/1.016, hd256 1.016/1.001; all rows 1.015 (uniform_desc alone: 1.015, hd256
+       1.028/1.011, hd64 causal 1.024: within the rounds' spread of the pair). The pair ran the
+       whole GPU ladder first (calls 1-2: every step of tools/gpu-run.sh's correctness list
+       passed under FA3JIT_PLAN_DEBUG=uniform_desc=1,late_v_wait=1). e4m3 keeps neither until
+       measured. */
+    p->uniform_desc = p->late_v_wait = !p->fp8;
     if (!quiet)
         fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
     if (p->fp8) /* e4m3 takes neither, whatever the knobs: its P offset (2^8) leaves no headroom
