@@ -4,7 +4,7 @@
 # and FA4 in the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
 # fp8 varlen varlenbench checkvarlen splitkv kvcache
-# sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128. FA3JIT_BENCH_DTYPES picks compare's dtypes;
+# sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128 ncu_fa4. FA3JIT_BENCH_DTYPES picks compare's dtypes;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -195,7 +195,25 @@ for step in $steps; do
       ncu --import /tmp/ncu_$tag.ncu-rep --page source --csv --print-source sass > "$out/ncu_src_$tag.csv" 2>&1
       ncu --import /tmp/ncu_$tag.ncu-rep --page details > "$out/ncu_details_$tag.txt" 2>&1
       echo "ncu $shape: $(wc -l < "$out/ncu_src_$tag.csv") SASS rows"
-      grep -E "Duration|Elapsed Cycles|SM Active Cycles|Compute .SM. Throughput|DRAM Throughput|L2 Hit Rate|Memory Throughput" "$out/ncu_details_$tag.txt" | head -12
+      grep -E "Duration|Elapsed Cycles|SM Active Cycles|Compute .SM. Throughput|DRAM Throughput|L2 Hit Rate|Memory Throughput|Warp Cycles Per Issued" "$out/ncu_details_$tag.txt" | head -13
+    done ;;
+  ncu_fa4) # the ncu step's sections for one FA4 launch per shape (FA4_NCU_SHAPES: ';'-separated
+    # tools/probes/fa4_call.py options), beside ours from the ncu step; needs the peers (.peers/a
+    # and .peers/b sent first)
+    peers_setup ncu_fa4 "no FA4 to profile"
+    [ -n "$peer_path" ] || { rc=1; continue; }
+    IFS=';' read -ra shapes <<<"${FA4_NCU_SHAPES:---head-dim 128 --seqlen 16384}"
+    for shape in "${shapes[@]}"; do
+      tag=fa4$(tr -c 'a-z0-9' '_' <<<"$shape" | tr -s _)
+      PYTHONPATH="$peer_path" timeout 300 ncu --clock-control none --target-processes all \
+        -k regex:'[Ff]lash' --launch-skip 3 --launch-count 1 --section SourceCounters \
+        --section WarpStateStats --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        -o /tmp/ncu_$tag -f python3 "$root/tools/probes/fa4_call.py" $shape > /tmp/ncu_run.txt 2>&1 \
+        || { tail -5 /tmp/ncu_run.txt; rc=1; continue; }
+      ncu --import /tmp/ncu_$tag.ncu-rep --page source --csv --print-source sass > "$out/ncu_src_$tag.csv" 2>&1
+      ncu --import /tmp/ncu_$tag.ncu-rep --page details > "$out/ncu_details_$tag.txt" 2>&1
+      echo "ncu FA4 $shape: $(wc -l < "$out/ncu_src_$tag.csv") SASS rows"
+      grep -E "fa3|[Ff]lash|Duration|Elapsed Cycles|SM Active Cycles|Compute .SM. Throughput|Warp Cycles Per Issued" "$out/ncu_details_$tag.txt" | head -12
     done ;;
   fp8) # FP8: bench/fp8_accuracy.py (FlashAttention-3's accuracy experiment: RMSE vs fp64, with its
     # targets; fails the run when they are missed or fa3jit's FP8 rows cannot run), then
