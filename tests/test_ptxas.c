@@ -522,7 +522,9 @@ int main(void)
     /* knob variants that change the code (knobs.c): two consumer warpgroups for head_dim 64,
        the timing-only kernels without the softmax and without the O store, the softmax before
        fast_exp and cond_rescale, P packed first with the 4-accumulator reductions, the masked
-       loop body alone, 8 of a row's exponentials by polynomial, the uniform Q descriptor, with V waited for after the QK */
+       loop body alone, 8 of a row's exponentials by polynomial, the Q descriptor in ordinary
+       registers with V waited for before the QK (the kernel before session 11), the mbarrier
+       waits with a suspend-time hint */
     static const struct { int hd, hdv, mask; } kv[NKNOB] = {
         {64, 64, 1}, {64, 64, 2}, {192, 192, 2}, {256, 256, 1}};
     static const struct { const char *knobs, *tag; } ks[NKNOBSETS] = {
@@ -533,8 +535,8 @@ int main(void)
         {"pack_first=1,tree_reduce=1", "pack_first_tree_reduce"},
         {"one_body=1", "one_body1"},
         {"ex2_emu=8", "ex2_emu8"},
-        {"uniform_desc=1", "uniform_desc1"},
-        {"uniform_desc=1,late_v_wait=1", "uniform_desc1_late_v_wait1"}};
+        {"uniform_desc=0,late_v_wait=0", "old_desc_v_wait"},
+        {"wait_hint=1", "wait_hint1"}};
     for (int k = 0; k < NKNOBSETS; k++)
         for (int i = 0; i < NKNOB; i++) {
             ptxas_case *pc = &g_cases[n];

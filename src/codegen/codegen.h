@@ -57,6 +57,10 @@ typedef struct fa3_plan {
                               QK wgmma (issue 17's SASS diff against FA4) */
     int late_v_wait;       /* bf16/fp16 (default 1): an overlapped block waits for V between its
                               QK and PV issues (FA4's order), not before the QK */
+    int l2_floor;          /* A/B knob (runtime, masked configs): the L2 section's floor is grid /
+                              l2_floor pairs (0: 4, the default; runtime/fwd.c section_hb) */
+    int wait_hint;         /* A/B knob: every mbarrier try_wait with a 10 ms suspend-time hint
+                              (CUTLASS's), not the system's default limit (pipeline.c) */
     int tree_reduce;       /* A/B knob: row max and (fast_exp) row sums over 4 accumulators each
                               (FA4's max), not one chain */
     int dbg_no_softmax;    /* timing only (wrong results): P = S, no softcap/mask/max/exp/sum/

@@ -45,6 +45,20 @@
    - late_v_wait=0/1: an overlapped key block waits for the previous block's V after issuing its
      QK, just before the PV (FA4's order; mainloop.c block_body), so a late V holds up only the
      PV. Both are the planner's choice for bf16/fp16 (plan.c has the A/B, session 11);
+   - wait_hint=1: each mbarrier try_wait carries a suspend-time hint of 10 ms (CUTLASS's
+     ClusterBarrier::wait), so a waiting thread sleeps until the phase completes instead of
+     re-issuing the try_wait and its branch: ncu (session 11, hd128 16k non-causal) counted
+     57M SYNCS and 56M BRA warp instructions in ours against FA4's 12M and 9M, most of them the
+     wait loops (pipeline.c kg_mbar_wait). Same-run A/B (session 11 call 10, bf16, 36 rows,
+     cuDNN in the run): wait_hint=1 / default median 1.004, within the run's noise: a knob;
+   - l2_floor=D (runtime only; the PTX differs in its debug header alone): masked configs' L2
+     sections hold at least grid/D (head, batch) pairs instead of grid/4 (runtime/fwd.c
+     section_hb). ncu (session 11, hd64 causal 8192, batch 2, 32 heads): L2 hit rate 39% in ours
+     (one section of all 64 pairs: 2 CTAs of a round share a pair's K/V) against FA4's 85%
+     (16 heads at a time); D = 8 gives 17 pairs. Session 11 (bench/RESULTS.md): compare.py
+     measured hd64 causal 8192 +8.4% (D = 8 and 16) and hd128 causal 4096 +8.5% (D = 16), but
+     hd64 16384 / hd256 4096 -5% (D = 16), and fa3-gen bench did not see the hd64 row move:
+     undecided, a knob;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -66,6 +80,8 @@ static const struct knob {
     {"ex2_emu", offsetof(fa3_plan, ex2_emu), 0, 16},
     {"uniform_desc", offsetof(fa3_plan, uniform_desc), 0, 1},
     {"late_v_wait", offsetof(fa3_plan, late_v_wait), 0, 1},
+    {"wait_hint", offsetof(fa3_plan, wait_hint), 0, 1},
+    {"l2_floor", offsetof(fa3_plan, l2_floor), 0, 64},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])
 

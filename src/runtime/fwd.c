@@ -170,25 +170,12 @@ static fa3_status device_props(const fa3_driver *d, CUdevice dev, int *cc, int *
 static uint32_t section_hb(fa3_kernel *k, const fa3_fwd_args *a, int wl, int wr, uint32_t hb_total,
                            unsigned grid)
 {
-    const fa3_config *c = &k->cfg;
-    const fa3_plan *p = &k->plan;
-    if (hb_total == 0 || c->mask == FA3_MASK_NONE)
+    if (hb_total == 0 || k->cfg.mask == FA3_MASK_NONE)
         return hb_total ? hb_total : 1;
-    const uint64_t budget = 32ull << 20, l2 = 50ull << 20;
-    const uint64_t kv_head = (uint64_t)a->seqlen_k * (uint64_t)(c->head_dim + c->head_dim_v) *
-                             (uint64_t)p->elem_bytes;
-    /* query heads per KV head (packed GQA: a pair is a KV head already) */
-    const uint64_t gqa = c->pack_gqa ? 1 : (uint64_t)(a->num_heads / a->num_heads_k);
-    uint64_t s = kv_head ? budget / kv_head * gqa : hb_total;
-    const uint64_t floor_ = ((uint64_t)grid + 3) / 4;
-    if (s < floor_)
-        s = floor_;
-    uint64_t hi = s;
-    if (kv_head && (floor_ + gqa - 1) / gqa * kv_head > l2) /* KV heads of grid/4 pairs */
-        hi = hb_total; /* no section fits L2: balance alone decides */
-    uint32_t lo = floor_ < hb_total ? (uint32_t)floor_ : hb_total;
-    return fa3_choose_section_hb(k, a, wl, wr, hb_total, grid, lo,
-                                 hi < hb_total ? (uint32_t)hi : hb_total);
+    uint32_t lo, hi;
+    fa3_section_bounds(&k->plan, a->seqlen_k, a->num_heads, a->num_heads_k, hb_total, grid, &lo,
+                       &hi);
+    return fa3_choose_section_hb(k, a, wl, wr, hb_total, grid, lo, hi);
 }
 
 /* One forward call's values, checked and derived from its arguments, for its kernels. */

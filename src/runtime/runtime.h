@@ -254,6 +254,16 @@ FA3_INTERNAL uint32_t fa3_section_search_gqa(const fa3_plan *p, int ratio, int s
                                              int seqlen_k, int wl, int wr, uint32_t hb,
                                              unsigned grid, uint32_t lo, uint32_t hi);
 
+/* The range [*lo, *hi] of section sizes fwd.c's section_hb searches for a masked launch of plan p
+   (its config's head dims, dtype and pack_gqa) over hb_total (head, batch) pairs (> 0) with
+   seqlen_k keys and num_heads / num_heads_k (> 0) query heads per KV head: sections whose K/V
+   fit 32 MiB, at least grid / 4 pairs (grid / plan->l2_floor under that A/B knob), up to all
+   pairs when even that floor's K/V overflows the 50 MiB L2; both clipped to hb_total. Pure.
+   Implemented in schedule.c. */
+FA3_INTERNAL void fa3_section_bounds(const fa3_plan *p, int seqlen_k, int num_heads,
+                                     int num_heads_k, uint32_t hb_total, unsigned grid,
+                                     uint32_t *lo, uint32_t *hi);
+
 /* fa3_section_search for kernel's plan, remembering the last 16 launch shapes per kernel.
    Thread-safe (kernel->mu). */
 FA3_INTERNAL uint32_t fa3_choose_section_hb(fa3_kernel *kernel, const fa3_fwd_args *args, int wl,

@@ -106,6 +106,29 @@ uint32_t fa3_section_search_gqa(const fa3_plan *p, int ratio, int seqlen_q, int 
     return best_s;
 }
 
+void fa3_section_bounds(const fa3_plan *p, int seqlen_k, int num_heads, int num_heads_k,
+                        uint32_t hb_total, unsigned grid, uint32_t *lo, uint32_t *hi)
+{
+    const fa3_config *c = &p->cfg;
+    const uint64_t budget = 32ull << 20, l2 = 50ull << 20;
+    const uint64_t kv_head = (uint64_t)(seqlen_k > 0 ? seqlen_k : 0) *
+                             (uint64_t)(c->head_dim + c->head_dim_v) * (uint64_t)p->elem_bytes;
+    /* query heads per KV head (packed GQA: a pair is a KV head already) */
+    const uint64_t gqa = c->pack_gqa || num_heads_k <= 0 || num_heads < num_heads_k
+                             ? 1
+                             : (uint64_t)(num_heads / num_heads_k);
+    uint64_t s = kv_head ? budget / kv_head * gqa : hb_total;
+    const uint64_t div = p->l2_floor > 0 ? (uint64_t)p->l2_floor : 4; /* knob l2_floor (A/B) */
+    const uint64_t floor_ = ((uint64_t)grid + div - 1) / div;
+    if (s < floor_)
+        s = floor_;
+    uint64_t h = s;
+    if (kv_head && (floor_ + gqa - 1) / gqa * kv_head > l2) /* KV heads of the floor's pairs */
+        h = hb_total; /* no section fits L2: balance alone decides */
+    *lo = floor_ < hb_total ? (uint32_t)floor_ : hb_total;
+    *hi = h < hb_total ? (uint32_t)h : hb_total;
+}
+
 uint32_t fa3_choose_section_hb(fa3_kernel *k, const fa3_fwd_args *a, int wl, int wr,
                                uint32_t hb, unsigned grid, uint32_t lo, uint32_t hi)
 {
