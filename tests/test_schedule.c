@@ -118,46 +118,41 @@ static void test_section_search_edges(void **state)
     assert_int_equal(fa3_section_search(&p, 1024, 1024, -1, 0, 0, 132, 0, 0), 1);
 }
 
+/* fa3_section_bounds on 132 SMs gives [lo, hi]. */
+static void expect_bounds(const fa3_plan *p, int seqlen_k, int num_heads, int num_heads_k,
+                          uint32_t hb_total, uint32_t lo, uint32_t hi)
+{
+    uint32_t l = 0, h = 0;
+    fa3_section_bounds(p, seqlen_k, num_heads, num_heads_k, hb_total, 132, &l, &h);
+    assert_int_equal(l, lo);
+    assert_int_equal(h, hi);
+}
+
 /* The range fwd.c searches (fa3_section_bounds): K/V within 32 MiB, at least grid / 4 pairs, all
    pairs when that floor's K/V overflows L2; the knob l2_floor moves the floor. The byte counts
    are written out here: seqlen_k x (head_dim + head_dim_v) x 2 bytes a KV head. */
 static void test_section_bounds(void **state)
 {
     (void)state;
-    uint32_t lo, hi;
     fa3_plan p = plan_for(64);
     /* hd64 causal 8192: 2 MiB a head, 16 fit 32 MiB; the floor 33 holds 66 MiB > L2: up to all */
-    fa3_section_bounds(&p, 8192, 32, 32, 64, 132, &lo, &hi);
-    assert_int_equal(lo, 33);
-    assert_int_equal(hi, 64);
+    expect_bounds(&p, 8192, 32, 32, 64, 33, 64);
     /* l2_floor=8: floor 17 (34 MiB, fits L2): exactly 17 */
     assert_int_equal(fa3_knobs_parse("l2_floor=8", &p, NULL, 0), 0);
-    fa3_section_bounds(&p, 8192, 32, 32, 64, 132, &lo, &hi);
-    assert_int_equal(lo, 17);
-    assert_int_equal(hi, 17);
+    expect_bounds(&p, 8192, 32, 32, 64, 17, 17);
     /* l2_floor=16: floor 9, the 32 MiB budget 16 */
     assert_int_equal(fa3_knobs_parse("l2_floor=16", &p, NULL, 0), 0);
-    fa3_section_bounds(&p, 8192, 32, 32, 64, 132, &lo, &hi);
-    assert_int_equal(lo, 9);
-    assert_int_equal(hi, 16);
+    expect_bounds(&p, 8192, 32, 32, 64, 9, 16);
     /* fewer pairs than the floor: both clipped to them */
-    fa3_section_bounds(&p, 8192, 32, 32, 5, 132, &lo, &hi);
-    assert_int_equal(lo, 5);
-    assert_int_equal(hi, 5);
+    expect_bounds(&p, 8192, 32, 32, 5, 5, 5);
     /* hd128 causal 1024 (0.5 MiB a head): budget 64 pairs, floor 33 */
     p = plan_for(128);
-    fa3_section_bounds(&p, 1024, 16, 16, 256, 132, &lo, &hi);
-    assert_int_equal(lo, 33);
-    assert_int_equal(hi, 64);
+    expect_bounds(&p, 1024, 16, 16, 256, 33, 64);
     /* GQA 4: a KV head serves 4 pairs: 4 MiB a head at 8192, 8 heads = 32 pairs fit the budget,
        floor 33 pairs = 9 KV heads = 36 MiB, within L2: hi 33 */
-    fa3_section_bounds(&p, 8192, 32, 8, 256, 132, &lo, &hi);
-    assert_int_equal(lo, 33);
-    assert_int_equal(hi, 33);
+    expect_bounds(&p, 8192, 32, 8, 256, 33, 33);
     /* no keys: no bytes, all pairs */
-    fa3_section_bounds(&p, 0, 16, 16, 100, 132, &lo, &hi);
-    assert_int_equal(lo, 33);
-    assert_int_equal(hi, 100);
+    expect_bounds(&p, 0, 16, 16, 100, 33, 100);
 }
 
 int main(void)
