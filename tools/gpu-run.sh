@@ -187,11 +187,13 @@ for step in $steps; do
     IFS=';' read -ra shapes <<<"${NCU_SHAPES:---head-dim 128 --causal --seqlen 1024}"
     for shape in "${shapes[@]}"; do
       tag=$(tr -c 'a-z0-9' '_' <<<"$shape" | tr -s _)
+      rm -f /tmp/ncu_$tag.ncu-rep
       timeout 200 ncu --clock-control none --target-processes all -k regex:fa3 --launch-skip 2 \
         --launch-count 1 --section SourceCounters --section WarpStateStats --section SpeedOfLight \
         --section MemoryWorkloadAnalysis \
         -o /tmp/ncu_$tag -f $gen bench $shape --reps 3 --warmup 2 > /tmp/ncu_run.txt 2>&1 \
         || { tail -5 /tmp/ncu_run.txt; rc=1; continue; }
+      [ -f /tmp/ncu_$tag.ncu-rep ] || { echo "ncu $shape: no launch profiled"; tail -5 /tmp/ncu_run.txt; rc=1; continue; }
       ncu --import /tmp/ncu_$tag.ncu-rep --page source --csv --print-source sass > "$out/ncu_src_$tag.csv" 2>&1
       ncu --import /tmp/ncu_$tag.ncu-rep --page details > "$out/ncu_details_$tag.txt" 2>&1
       echo "ncu $shape: $(wc -l < "$out/ncu_src_$tag.csv") SASS rows"
@@ -205,11 +207,13 @@ for step in $steps; do
     IFS=';' read -ra shapes <<<"${FA4_NCU_SHAPES:---head-dim 128 --seqlen 16384}"
     for shape in "${shapes[@]}"; do
       tag=fa4$(tr -c 'a-z0-9' '_' <<<"$shape" | tr -s _)
+      rm -f /tmp/ncu_$tag.ncu-rep
       PYTHONPATH="$peer_path" timeout 300 ncu --clock-control none --target-processes all \
         -k regex:'[Ff]lash' --launch-skip 3 --launch-count 1 --section SourceCounters \
         --section WarpStateStats --section SpeedOfLight --section MemoryWorkloadAnalysis \
         -o /tmp/ncu_$tag -f python3 "$root/tools/probes/fa4_call.py" $shape > /tmp/ncu_run.txt 2>&1 \
         || { tail -5 /tmp/ncu_run.txt; rc=1; continue; }
+      [ -f /tmp/ncu_$tag.ncu-rep ] || { echo "ncu FA4 $shape: no launch profiled"; tail -5 /tmp/ncu_run.txt; rc=1; continue; }
       ncu --import /tmp/ncu_$tag.ncu-rep --page source --csv --print-source sass > "$out/ncu_src_$tag.csv" 2>&1
       ncu --import /tmp/ncu_$tag.ncu-rep --page details > "$out/ncu_details_$tag.txt" 2>&1
       echo "ncu FA4 $shape: $(wc -l < "$out/ncu_src_$tag.csv") SASS rows"

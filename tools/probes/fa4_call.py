@@ -20,8 +20,10 @@ def main():
     ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
     ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
-    if a.seqlen < 1 or 16384 % a.seqlen or 2048 % a.head_dim:
+    if a.seqlen < 1 or 16384 % a.seqlen or a.head_dim < 1 or 2048 % a.head_dim:
         ap.error(f"--seqlen {a.seqlen} must divide 16384 and --head-dim {a.head_dim} 2048")
+    if a.reps < 1:
+        ap.error(f"--reps {a.reps} must be at least 1 (ncu_fa4 profiles the 4th launch)")
     dt = torch.bfloat16 if a.dtype == "bf16" else torch.float16
     b, h = 16384 // a.seqlen, 2048 // a.head_dim
     q, k, v = (torch.randn(b, a.seqlen, h, a.head_dim, device="cuda", dtype=dt) for _ in range(3))
@@ -31,7 +33,7 @@ def main():
     o = out[0] if isinstance(out, tuple) else out
     if not torch.isfinite(o).all():
         raise SystemExit("fa4_call.py: FA4's output holds a non-finite value")
-    print(f"FA4 bf16 hd{a.head_dim} seqlen {a.seqlen} batch {b} heads {h}"
+    print(f"FA4 {a.dtype} hd{a.head_dim} seqlen {a.seqlen} batch {b} heads {h}"
           f"{' causal' if a.causal else ''}: {a.reps} calls")
 
 
