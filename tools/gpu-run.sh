@@ -63,6 +63,24 @@ peers_setup() {
     echo "$1: the peers' setup failed (above): $2"
   fi
 }
+# ncu_profile LABEL TAG KERNEL_REGEX SKIP SECS CMD...: ncu's sections (source counters, warp
+# states, speed of light, memory) for the launch after SKIP launches of kernels matching
+# KERNEL_REGEX in CMD, into $out/ncu_src_TAG.csv and $out/ncu_details_TAG.txt, with a summary; a
+# failed run or no profiled launch (no stale report stands in) fails the run
+ncu_profile() {
+  local label=$1 tag=$2 kre=$3 skip=$4 secs=$5; shift 5
+  rm -f /tmp/ncu_$tag.ncu-rep
+  timeout "$secs" ncu --clock-control none --target-processes all -k "regex:$kre" \
+    --launch-skip "$skip" --launch-count 1 --section SourceCounters --section WarpStateStats \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis -o /tmp/ncu_$tag -f "$@" \
+    > /tmp/ncu_run.txt 2>&1 || { tail -5 /tmp/ncu_run.txt; rc=1; return; }
+  [ -f /tmp/ncu_$tag.ncu-rep ] || { echo "$label: no launch profiled"; tail -5 /tmp/ncu_run.txt; rc=1; return; }
+  ncu --import /tmp/ncu_$tag.ncu-rep --page source --csv --print-source sass > "$out/ncu_src_$tag.csv" 2>&1
+  ncu --import /tmp/ncu_$tag.ncu-rep --page details > "$out/ncu_details_$tag.txt" 2>&1
+  echo "$label: $(wc -l < "$out/ncu_src_$tag.csv") SASS rows"
+  grep -E " \(|Duration|Elapsed Cycles|SM Active Cycles|Compute .SM. Throughput|DRAM Throughput|L2 Hit Rate|Memory Throughput|Warp Cycles Per Issued" \
+    "$out/ncu_details_$tag.txt" | head -14
+}
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
 $gen --version
 for step in $steps; do
@@ -186,18 +204,8 @@ for step in $steps; do
         # fa3-gen bench options, one profile each
     IFS=';' read -ra shapes <<<"${NCU_SHAPES:---head-dim 128 --causal --seqlen 1024}"
     for shape in "${shapes[@]}"; do
-      tag=$(tr -c 'a-z0-9' '_' <<<"$shape" | tr -s _)
-      rm -f /tmp/ncu_$tag.ncu-rep
-      timeout 200 ncu --clock-control none --target-processes all -k regex:fa3 --launch-skip 2 \
-        --launch-count 1 --section SourceCounters --section WarpStateStats --section SpeedOfLight \
-        --section MemoryWorkloadAnalysis \
-        -o /tmp/ncu_$tag -f $gen bench $shape --reps 3 --warmup 2 > /tmp/ncu_run.txt 2>&1 \
-        || { tail -5 /tmp/ncu_run.txt; rc=1; continue; }
-      [ -f /tmp/ncu_$tag.ncu-rep ] || { echo "ncu $shape: no launch profiled"; tail -5 /tmp/ncu_run.txt; rc=1; continue; }
-      ncu --import /tmp/ncu_$tag.ncu-rep --page source --csv --print-source sass > "$out/ncu_src_$tag.csv" 2>&1
-      ncu --import /tmp/ncu_$tag.ncu-rep --page details > "$out/ncu_details_$tag.txt" 2>&1
-      echo "ncu $shape: $(wc -l < "$out/ncu_src_$tag.csv") SASS rows"
-      grep -E "Duration|Elapsed Cycles|SM Active Cycles|Compute .SM. Throughput|DRAM Throughput|L2 Hit Rate|Memory Throughput|Warp Cycles Per Issued" "$out/ncu_details_$tag.txt" | head -13
+      ncu_profile "ncu $shape" "$(tr -c 'a-z0-9' '_' <<<"$shape" | tr -s _)" fa3 2 200 \
+        $gen bench $shape --reps 3 --warmup 2
     done ;;
   ncu_fa4) # the ncu step's sections for one FA4 launch per shape (FA4_NCU_SHAPES: ';'-separated
     # tools/probes/fa4_call.py options), beside ours from the ncu step; needs the peers (.peers/a
@@ -206,18 +214,8 @@ for step in $steps; do
     [ -n "$peer_path" ] || { rc=1; continue; }
     IFS=';' read -ra shapes <<<"${FA4_NCU_SHAPES:---head-dim 128 --seqlen 16384}"
     for shape in "${shapes[@]}"; do
-      tag=fa4$(tr -c 'a-z0-9' '_' <<<"$shape" | tr -s _)
-      rm -f /tmp/ncu_$tag.ncu-rep
-      PYTHONPATH="$peer_path" timeout 300 ncu --clock-control none --target-processes all \
-        -k regex:'[Ff]lash' --launch-skip 3 --launch-count 1 --section SourceCounters \
-        --section WarpStateStats --section SpeedOfLight --section MemoryWorkloadAnalysis \
-        -o /tmp/ncu_$tag -f python3 "$root/tools/probes/fa4_call.py" $shape > /tmp/ncu_run.txt 2>&1 \
-        || { tail -5 /tmp/ncu_run.txt; rc=1; continue; }
-      [ -f /tmp/ncu_$tag.ncu-rep ] || { echo "ncu FA4 $shape: no launch profiled"; tail -5 /tmp/ncu_run.txt; rc=1; continue; }
-      ncu --import /tmp/ncu_$tag.ncu-rep --page source --csv --print-source sass > "$out/ncu_src_$tag.csv" 2>&1
-      ncu --import /tmp/ncu_$tag.ncu-rep --page details > "$out/ncu_details_$tag.txt" 2>&1
-      echo "ncu FA4 $shape: $(wc -l < "$out/ncu_src_$tag.csv") SASS rows"
-      grep -E "fa3|[Ff]lash|Duration|Elapsed Cycles|SM Active Cycles|Compute .SM. Throughput|Warp Cycles Per Issued" "$out/ncu_details_$tag.txt" | head -12
+      ncu_profile "ncu FA4 $shape" "fa4$(tr -c 'a-z0-9' '_' <<<"$shape" | tr -s _)" '[Ff]lash' 3 300 \
+        env PYTHONPATH="$peer_path" python3 "$root/tools/probes/fa4_call.py" $shape
     done ;;
   fp8) # FP8: bench/fp8_accuracy.py (FlashAttention-3's accuracy experiment: RMSE vs fp64, with its
     # targets; fails the run when they are missed or fa3jit's FP8 rows cannot run), then

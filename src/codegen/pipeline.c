@@ -36,10 +36,8 @@ void kg_mbar_wait(kgen *g, ptx_r addr, ptx_r parity, int mbar)
        thread sleeps in the try_wait until the phase completes or the hint runs out, instead of
        the system's default limit, which ncu saw re-issuing the try_wait and its branch ~4x as
        often as FA4 (issue 17, session 11) */
-    if (g->p->wait_hint)
-        INS("mbarrier.try_wait.parity.shared::cta.b64 $, [$], $, 10000000;", ok, addr, parity);
-    else
-        INS("mbarrier.try_wait.parity.shared::cta.b64 $, [$], $;", ok, addr, parity);
+    INS("mbarrier.try_wait.parity.shared::cta.b64 $, [$], $%s;", ok, addr, parity,
+        g->p->wait_hint ? ", 10000000" : "");
     INS("@!$ bra %s;", ok, ptx_lab(g->f, l));
 }
 
