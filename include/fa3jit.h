@@ -535,7 +535,11 @@ FA3_API void fa3_fwd_args_set_contiguous(fa3_fwd_args *args, int head_dim, int h
  * _BAD_STRIDE, _BAD_ALIGNMENT,
  * _BAD_SCALE, _BAD_SOFTCAP, _BAD_WINDOW, _NO_DRIVER, _UNSUPPORTED (device not sm_90), _CUDA (also
  * a split-KV workspace the driver could not allocate: cuMemAllocAsync named). Split-KV configs
- * launch two kernels on stream (forward into the workspace, then the combine).
+ * launch two kernels on stream (forward into the workspace, then the combine). Dense causal/local
+ * bf16/fp16 launches whose K/V fit L2 only in small groups of heads (long sequences) take their
+ * tiles from a 4-byte counter (FlashAttention-3's dynamic persistent scheduler), allocated with
+ * cuMemAllocAsync, zeroed with cuMemsetD32Async and freed with cuMemFreeAsync on stream (stream-
+ * ordered, so CUDA graph capture records them; needs a driver with memory pools).
  */
 FA3_API fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream);
 

@@ -56,7 +56,8 @@ typedef struct fa3_kernel_params {
     uint64_t descale_q_ptr;  /* e4m3: fp32 (batch, num_heads_k) device arrays, 0 = all 1.0 */
     uint64_t descale_k_ptr;
     uint64_t descale_v_ptr;
-    uint8_t pad_[8];
+    uint64_t tile_counter_ptr; /* dyn_sched plans: a u32 the runtime zeroes before the launch;
+                                  the producers take their next tiles from it (atom.add) */
     /* O as a 4-D map {head_dim_v, seqlen_q, heads, batch}, 128B swizzle, box {64, 64, 1, 1}
        (one consumer warpgroup's rows); valid when o_tma = 1 */
     _Alignas(64) uint8_t tmap_o[128];
@@ -119,6 +120,7 @@ typedef struct fa3_kernel_params {
 #define FA3P_OFF_DESCALE_Q 480
 #define FA3P_OFF_DESCALE_K 488
 #define FA3P_OFF_DESCALE_V 496
+#define FA3P_OFF_TILE_COUNTER 504
 #define FA3P_OFF_TMAP_O 512
 #define FA3P_OFF_CU_SEQLENS_Q 640
 #define FA3P_OFF_CU_SEQLENS_K 648
@@ -142,6 +144,7 @@ typedef struct fa3_kernel_params {
 _Static_assert(offsetof(fa3_kernel_params, tmap_k) == FA3P_OFF_TMAP_K, "abi");
 _Static_assert(offsetof(fa3_kernel_params, tmap_v) == FA3P_OFF_TMAP_V, "abi");
 _Static_assert(offsetof(fa3_kernel_params, o_ptr) == FA3P_OFF_O_PTR, "abi");
+_Static_assert(offsetof(fa3_kernel_params, tile_counter_ptr) == FA3P_OFF_TILE_COUNTER, "abi");
 _Static_assert(offsetof(fa3_kernel_params, lse_ptr) == FA3P_OFF_LSE_PTR, "abi");
 _Static_assert(offsetof(fa3_kernel_params, o_batch_stride) == FA3P_OFF_O_BATCH_STRIDE, "abi");
 _Static_assert(offsetof(fa3_kernel_params, o_row_stride) == FA3P_OFF_O_ROW_STRIDE, "abi");

@@ -32,7 +32,8 @@ static const char *const knob_sets[] = {"",
                                         "dbg_no_softmax=1",
                                         "fast_exp=0",
                                         "fast_exp=0,cond_rescale=0",
-                                        "uniform_desc=0,late_v_wait=0"};
+                                        "uniform_desc=0,late_v_wait=0",
+                                        "dyn_sched=0"};
 #define NKNOBS (sizeof knob_sets / sizeof knob_sets[0])
 
 /* Tile overrides (config fields): block_n / stages on some head dims. */

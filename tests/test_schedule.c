@@ -155,12 +155,51 @@ static void test_section_bounds(void **state)
     expect_bounds(&p, 0, 16, 16, 100, 33, 100);
 }
 
+/* fa3_dyn_section on 132 SMs: whether a launch takes the counter, and its section. */
+static void expect_dyn(const fa3_plan *p, int seqlen_k, uint32_t hb_total, int dyn, uint32_t sec)
+{
+    uint32_t s = 0;
+    assert_int_equal(fa3_dyn_section(p, seqlen_k, 16, 16, hb_total, 132, &s), dyn);
+    assert_int_equal(s, sec);
+}
+
+/* The runtime's choice of the dynamic scheduler (dyn_sched 1: sections of 4 .. grid/8 pairs by
+   L2 alone), and the knob's other values. Bytes a KV head: seqlen_k x 2·head_dim x 2. */
+static void test_dyn_section(void **state)
+{
+    (void)state;
+    fa3_plan p = plan_for(128);
+    assert_int_equal(p.dyn_sched, 1); /* the planner's choice for masked bf16 */
+    expect_dyn(&p, 16384, 16, 1, 4);   /* 8 MiB a head: 4 pairs */
+    expect_dyn(&p, 4096, 64, 1, 16);   /* 2 MiB: 16 = 132/8 */
+    expect_dyn(&p, 2048, 128, 0, 32);  /* 1 MiB: 32 pairs, the static rounds balance */
+    expect_dyn(&p, 4096, 8, 1, 8);     /* fewer pairs than the budget: all of them */
+    expect_dyn(&p, 4096, 3, 0, 3);     /* under 4 pairs: static */
+    p = plan_for(256);
+    expect_dyn(&p, 16384, 8, 0, 2);    /* 16 MiB: 2 pairs, static (measured slower) */
+    expect_dyn(&p, 8192, 16, 1, 4);
+    assert_int_equal(fa3_knobs_parse("dyn_sched=2", &p, NULL, 0), 0);
+    expect_dyn(&p, 16384, 8, 1, 2);    /* 2: the counter always */
+    assert_int_equal(fa3_knobs_parse("dyn_sched=3", &p, NULL, 0), 0);
+    expect_dyn(&p, 8192, 16, 0, 4);    /* 3: never */
+    assert_int_equal(fa3_knobs_parse("dyn_sched=0", &p, NULL, 0), 0);
+    expect_dyn(&p, 8192, 16, 0, 4);
+    fa3_config c;
+    fa3_config_init(&c);
+    c.head_dim = c.head_dim_v = 128; /* no mask: the planner leaves it off */
+    fa3_config canon;
+    assert_int_equal(fa3_config_canonicalize(&c, &canon), FA3_OK);
+    assert_int_equal(fa3_plan_make(&canon, &p), FA3_OK);
+    assert_int_equal(p.dyn_sched, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_section_search_balances),
         cmocka_unit_test(test_section_search_edges),
         cmocka_unit_test(test_section_bounds),
+        cmocka_unit_test(test_dyn_section),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

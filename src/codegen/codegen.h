@@ -59,6 +59,13 @@ typedef struct fa3_plan {
                               QK and PV issues (FA4's order), not before the QK */
     int l2_floor;          /* A/B knob (runtime, masked configs): the L2 section's floor is grid /
                               l2_floor pairs (0: 4, the default; runtime/fwd.c section_hb) */
+    int dyn_sched;         /* causal/local, dense 16-bit (default 1): the producer hands each
+                              tile index to the consumers through shared memory, and takes it
+                              from a global counter one tile ahead where the runtime passes one
+                              (FA3's dynamic persistent scheduler, sections sized by L2 alone);
+                              knob 2: a counter at every launch, 3: never; 0: each role walks
+                              the static order itself, and where it does not apply (producer.c,
+                              runtime/schedule.c fa3_dyn_section) */
     int wait_hint;         /* A/B knob: every mbarrier try_wait with a 10 ms suspend-time hint
                               (CUTLASS's), not the system's default limit (pipeline.c) */
     int tree_reduce;       /* A/B knob: row max and (fast_exp) row sums over 4 accumulators each
@@ -108,6 +115,11 @@ typedef struct fa3_plan {
        v_empty then releases the transposed stage. */
     int bar_vt_full, bar_vraw_empty;
     int bar_producer_count; /* 128 */
+    /* dyn_sched only: tile_full[2] (the producer's one arrive after writing the slot) and
+       tile_empty[2] (one arrive per consumer warp after reading it), slot s at +8·s, and the two
+       u32 slots of the tile index at smem_tile (byte offsets: barriers from smem_bar, the slots
+       from the base) */
+    int bar_tile_full, bar_tile_empty, smem_tile;
     /* Named barriers: consumer g's "may issue" (ping-pong) barrier is nb_pingpong + g, synced by
        g and arrived on by the consumer before it (2 × 128 threads); its own epilogue barrier is
        nb_epilogue + g (128 threads); id 0 is the whole CTA. */

@@ -33,6 +33,12 @@ static void enter_barriers(kgen *g)
     for (int k = 0; k < 4; k++)
         for (int s = 0; s < p->stages && s < FA3_MAX_STAGES; s++)
             group[k][s] = ptx_mbar_add(g->f, kname[k], base[k] + 8 * s, count[k]);
+    for (int b = 0; b < 2 && p->dyn_sched; b++) {
+        g->mb_tile_full[b] = ptx_mbar_add(g->f, "tile_full", p->bar_tile_full + 8 * b,
+                                          p->bar_full_count);
+        g->mb_tile_empty[b] = ptx_mbar_add(g->f, "tile_empty", p->bar_tile_empty + 8 * b,
+                                           p->bar_release_count);
+    }
     if (p->fp8)
         for (int s = 0; s < p->stages && s < FA3_MAX_STAGES; s++) {
             g->mb_vt_full[s] = ptx_mbar_add(g->f, "vt_full", p->bar_vt_full + 8 * s,
@@ -101,6 +107,10 @@ static void prologue(kgen *g)
             ORDER(g->mb_q_full[b]);
         ORDER(g->mb_q_empty[b]);
     }
+    for (int b = 0; b < 2 && p->dyn_sched; b++)
+        ORDER(g->mb_tile_full[b]);
+    for (int b = 0; b < 2 && p->dyn_sched; b++)
+        ORDER(g->mb_tile_empty[b]);
     for (int st = 0; p->fp8 && st < p->stages && st < FA3_MAX_STAGES; st++)
         ORDER(g->mb_vt_full[st]);
     for (int st = 0; p->fp8 && st < p->stages && st < FA3_MAX_STAGES; st++)

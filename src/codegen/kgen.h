@@ -100,6 +100,7 @@ typedef struct kgen {
     ptx_r thr, wg, warp, lane, sbase, bars;
     ptx_r sq, sk, wl, wr, ntiles;
     ptx_r round; /* this role's tile round */
+    ptx_r dyn_tile; /* dyn_sched: the role's current tile index (kg_tile_index returns it) */
     /* varlen: the tile walk's cursor, a sequence vb whose tiles start at index vbase
        (kg_tile_start) */
     ptx_r vb, vbase;
@@ -110,6 +111,7 @@ typedef struct kgen {
     int mb_k_full[FA3_MAX_STAGES], mb_v_full[FA3_MAX_STAGES];
     int mb_k_empty[FA3_MAX_STAGES], mb_v_empty[FA3_MAX_STAGES];
     int mb_vt_full[FA3_MAX_STAGES], mb_vraw_empty[FA3_MAX_STAGES]; /* e4m3 */
+    int mb_tile_full[2], mb_tile_empty[2]; /* dyn_sched */
 } kgen;
 
 #define INS(...) ptx_ins(g->f, __VA_ARGS__)
@@ -132,12 +134,17 @@ void kg_pipe_assign(kgen *g, pipe_state *dst, pipe_state src);
 
 /* tile_order.c */
 ptx_r kg_tile_index(kgen *g);
+ptx_r kg_tile_index_static(kgen *g); /* the static order's tile of round g->round */
 tile_info kg_tile_decode(kgen *g, ptx_r tile);
 tile_info kg_tile_bounds(kgen *g, tile_info t);
 /* This round's tile of this CTA, decoded; branches to lab_past when the CTA has no tile left. */
 tile_info kg_tile_next(kgen *g, int lab_past);
 /* Before a role's tile loop: round 0 (and the varlen cursor at sequence 0). */
 void kg_tile_start(kgen *g);
+/* dyn_sched: the producer's hand-over of tile index g->dyn_tile (its use number k) to the
+   consumers, and a consumer's take of use k into g->dyn_tile (tile_order.c). */
+void kg_tile_publish(kgen *g, ptx_r k);
+void kg_tile_take(kgen *g, ptx_r k);
 
 /* varlen_order.c: the longest-first table (plan->smem_vtab) */
 void kg_vtab_build(kgen *g); /* warp 0, in the prologue before the CTA barrier */

@@ -50,7 +50,9 @@
      re-issuing the try_wait and its branch: ncu (session 11, hd128 16k non-causal) counted
      57M SYNCS and 56M BRA warp instructions in ours against FA4's 12M and 9M, most of them the
      wait loops (pipeline.c kg_mbar_wait). Same-run A/B (session 11 call 10, bf16, 36 rows,
-     cuDNN in the run): wait_hint=1 / default median 1.004, within the run's noise: a knob;
+     cuDNN in the run): wait_hint=1 / default median 1.004, within the run's noise: a knob
+     (test_ptxas compiles it with dyn_sched=0: with the tile hand-over the producer's 24
+     registers spill 8 bytes at hd192/256 masked);
    - l2_floor=D (runtime only; the PTX differs in its debug header alone): masked configs' L2
      sections hold at least grid/D (head, batch) pairs instead of grid/4 (runtime/fwd.c
      section_hb). ncu (session 11, hd64 causal 8192, batch 2, 32 heads): L2 hit rate 39% in ours
@@ -59,6 +61,17 @@
      measured hd64 causal 8192 +8.4% (D = 8 and 16) and hd128 causal 4096 +8.5% (D = 16), but
      hd64 16384 / hd256 4096 -5% (D = 16), and fa3-gen bench did not see the hd64 row move:
      undecided, a knob;
+   - dyn_sched=0/1/2/3 (causal/local, dense bf16/fp16; elsewhere no effect; 1 is the
+     planner's choice, plan.c has the A/B): FA3's dynamic persistent scheduler. 0: the kernel
+     before session 12 (each role computes the static order itself). The producer thread takes the CTA's next tile from a global counter
+     (atom.add, zeroed by the runtime before each launch) one tile ahead, while it loads the
+     current one, and hands each tile index to the consumers through a shared-memory slot
+     guarded by an mbarrier pair (producer.c, mainloop.c). The order is the static one's
+     (sections, longest rows first), taken greedily, with sections sized by L2 alone (32 MiB
+     of K/V, no floor: the greedy order balances any size). The runtime passes the counter
+     (1) where fa3_dyn_section's rule says (runtime/schedule.c), (2) always, (3) never: the
+     static order through the same hand-over. Session 1's version fetched at the tile
+     boundary and lost 10-15%; this one fetches ahead.
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -81,6 +94,7 @@ static const struct knob {
     {"uniform_desc", offsetof(fa3_plan, uniform_desc), 0, 1},
     {"late_v_wait", offsetof(fa3_plan, late_v_wait), 0, 1},
     {"wait_hint", offsetof(fa3_plan, wait_hint), 0, 1},
+    {"dyn_sched", offsetof(fa3_plan, dyn_sched), 0, 3},
     {"l2_floor", offsetof(fa3_plan, l2_floor), 0, 64},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])

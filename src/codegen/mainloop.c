@@ -348,7 +348,11 @@ void kg_consumer(kgen *g)
     const int lab_tile = ptx_label(g->f, "cons_tile"), lab_exit = ptx_label(g->f, "cons_exit");
     const int lab_loop = ptx_label(g->f, "cons_loop"), lab_pv = ptx_label(g->f, "cons_pv");
     c.lab_epilogue = ptx_label(g->f, "epilogue");
+    if (p->dyn_sched) /* the tile indices the producer hands over, use round (kg_tile_take) */
+        g->dyn_tile = ptx_reg(g->f, PTX_B32, "dtile");
     ptx_place(g->f, lab_tile);
+    if (p->dyn_sched)
+        kg_tile_take(g, g->round);
     c.t = kg_tile_next(g, lab_exit);
     if (p->fp8)
         kg_descales_tile(g, &c);

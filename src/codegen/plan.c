@@ -158,11 +158,29 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        passed under FA3JIT_PLAN_DEBUG=uniform_desc=1,late_v_wait=1). e4m3 keeps neither until
        measured. */
     p->uniform_desc = p->late_v_wait = !p->fp8;
+    /* FA3's dynamic persistent scheduler for causal/local (dyn_sched 1; applies below to dense
+       16-bit masked configs): the kernel takes its tile indices from the producer (a shared-
+       memory hand-over), which walks the static order or, where the runtime passes a counter
+       (runtime/schedule.c fa3_dyn_section: long sequences, whose K/V fit L2 only in sections too
+       small for the static rounds to balance), takes each next tile from it one tile ahead.
+       Same-run A/B on the H200 (session 12, calls 3-4, bf16, cuDNN in the run, 3 rounds
+       rotated), variant / old kernel: the counter with sections by L2 alone, causal, hd64
+       8192/16384 1.109/1.050 and 1.098/1.079, hd128 4096..16384 1.045-1.075 (the rule's
+       choice and its other rows: schedule.c); the rows where the runtime keeps the static
+       order through the hand-over 0.972-1.014 (median 0.994), where an identical-kernel
+       column of the same run read 0.976-1.020 (median 1.006). The final table's run repeats
+       the A/B with FA4 in it (bench/RESULTS.md, session 12). */
+    p->dyn_sched = !p->fp8;
     if (!quiet)
         fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
     if (p->fp8) /* e4m3 takes neither, whatever the knobs: its P offset (2^8) leaves no headroom
                    for a kept max, and its exponent keeps the (s - m)·c form */
         p->fast_exp = p->cond_rescale = 0;
+    /* dyn_sched (knob): masked dense 16-bit configs only (varlen, paged and split-KV keep their
+       own tile walks; e4m3's producer threads all work) */
+    if (cfg->mask == FA3_MASK_NONE || cfg->varlen || cfg->paged_kv || cfg->split_kv ||
+        cfg->pack_gqa || p->fp8)
+        p->dyn_sched = 0;
     if (p->fp8 && p->block_n % 64)
         return REFUSE("block_n %d is invalid for e4m3 (a multiple of 64: the V transpose gives "
                       "each producer warp 16-key groups)", p->block_n);
@@ -247,6 +265,8 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
         off += p->num_consumer_wg * p->smem_o_wg;
         p->smem_bar = off;
         off += p->fp8 ? 8 * (4 + 6 * p->stages) : 8 * (2 * p->q_bufs + 4 * p->stages);
+        p->smem_tile = off;
+        off += p->dyn_sched ? 4 * 8 + 8 : 0; /* tile_full/empty pairs, then the two slots */
         p->smem_bytes = off + 1024; /* slack to align the base to 1024 B (128B swizzle atoms) */
         if (p->smem_bytes <= SMEM_LIMIT)
             break;
@@ -278,6 +298,11 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
     p->bar_vt_full = p->fp8 ? p->bar_q_empty[0] + 24 : 0;
     p->bar_vraw_empty = p->fp8 ? p->bar_vt_full + 8 * p->stages : 0;
     p->bar_producer_count = 128;
+    if (p->dyn_sched) { /* after the table above; the slots after them */
+        p->bar_tile_full = p->smem_tile - p->smem_bar;
+        p->bar_tile_empty = p->bar_tile_full + 16;
+        p->smem_tile += 32;
+    }
     p->bar_full_count = 1;
     p->bar_release_count = 4 * p->num_consumer_wg;
     p->nb_pingpong = 1;

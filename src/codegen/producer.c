@@ -297,12 +297,31 @@ void kg_producer(kgen *g)
         INS("mov.u32 $, 0;", totit);
     INS("mov.u32 $, 0;", g->round);
     kg_tile_start(g);
+    /* dyn_sched: the CTA's first tile is ctaid.x; each later one grid + the counter's old value,
+       taken while the tile before it loads; every tile index (the one past the end too) is
+       handed to the consumers before this thread uses it */
+    /* dyn_sched: tile_counter 0 (the runtime's choice for this launch) walks the static order,
+       else the counter */
+    ptx_r tnext = {0};
+    if (p->dyn_sched) { /* handed over as use number round */
+        g->dyn_tile = ptx_reg(g->f, PTX_B32, "dtile");
+        tnext = ptx_reg(g->f, PTX_B32, "tnext");
+        INS("mov.u32 $, %%ctaid.x;", g->dyn_tile);
+    }
 
     /* the persistent loop over this CTA's tiles */
     const int lab_tile = ptx_label(g->f, "prod_tile"), lab_end = ptx_label(g->f, "prod_end");
     const int lab_next = ptx_label(g->f, "prod_next"), lab_loop = ptx_label(g->f, "prod_loop");
     ptx_place(g->f, lab_tile);
+    if (p->dyn_sched)
+        kg_tile_publish(g, g->round);
     pr.t = kg_tile_next(g, lab_end);
+    if (p->dyn_sched) {
+        ptx_r ctr = kg_param(g, PTX_B64, "u64", FA3P_OFF_TILE_COUNTER, "tctr");
+        ptx_r dyn = ptx_reg(g->f, PTX_PRED, "tdyn");
+        INS("setp.ne.u64 $, $, 0;", dyn, ctr);
+        INS("@$ atom.global.add.u32 $, [$], 1;", dyn, tnext, ctr);
+    }
     ptx_r empty = ptx_reg(g->f, PTX_PRED, "notile");
     INS("setp.le.s32 $, $, 0;", empty, pr.t.niters);
     INS("@$ bra %s;", empty, ptx_lab(g->f, lab_next));
@@ -365,6 +384,16 @@ void kg_producer(kgen *g)
         INS("add.u32 $, $, $;", totit, totit, pr.t.niters);
     ptx_place(g->f, lab_next);
     INS("add.u32 $, $, 1;", g->round, g->round);
+    if (p->dyn_sched) {
+        ptx_r ncta = ptx_reg(g->f, PTX_B32, "ncta"), td = ptx_reg(g->f, PTX_B32, "tdnext");
+        ptx_r ctr = kg_param(g, PTX_B64, "u64", FA3P_OFF_TILE_COUNTER, "tctr");
+        ptx_r dyn = ptx_reg(g->f, PTX_PRED, "tdyn");
+        INS("mov.u32 $, %%nctaid.x;", ncta);
+        INS("add.u32 $, $, $;", td, tnext, ncta);
+        ptx_r ts = kg_tile_index_static(g);
+        INS("setp.ne.u64 $, $, 0;", dyn, ctr);
+        INS("selp.b32 $, $, $, $;", g->dyn_tile, td, ts, dyn);
+    }
     INS("bra.uni %s;", ptx_lab(g->f, lab_tile));
 
     /* tail: wait until the consumers released every stage still in use */

@@ -107,6 +107,7 @@ static const struct op_rule {
     {"tanh", "T"},  {"rcp", "T"},    {"fma", "T"},      {"shfl", "TTB"},  {"bar", "B"},
     {"mbarrier", "X"}, {"bra", "X"}, {"ret", "X"},      {"fence", "X"},   {"setmaxnreg", "X"},
     {"wgmma", "X"}, {"cp", "X"},     {"prefetch", "X"}, {"prmt", "T"},   {"vote", "P"},
+    {"atom", "TAT"},
 };
 
 /* Class of a PTX type name, 0 if it is not one. */

@@ -41,6 +41,13 @@ static ptx_r op_sel(kgen *g, const char *name, to_cond c, ptx_r a, ptx_r x, ptx_
 
 ptx_r kg_tile_index(kgen *g)
 {
+    if (g->p->dyn_sched) /* the producer's choice, handed over (kg_tile_publish/take) */
+        return g->dyn_tile;
+    return kg_tile_index_static(g);
+}
+
+ptx_r kg_tile_index_static(kgen *g)
+{
     ptx_r round = g->round;
     ptx_r ncta = ptx_reg(g->f, PTX_B32, "ncta"), cta = ptx_reg(g->f, PTX_B32, "cta");
     INS("mov.u32 $, %%nctaid.x;", ncta);
@@ -217,6 +224,53 @@ tile_info kg_tile_bounds(kgen *g, tile_info t)
     if (p->cfg.split_kv)
         split_range(g, &t);
     return t;
+}
+
+/* dyn_sched: slot k mod 2 of the tile index, its barriers' address (g->sc.bar) and the parity
+   of its use k. */
+static ptx_r tile_slot(kgen *g, ptx_r k, const int *mb, ptx_r *par, ptx_r *bar)
+{
+    const fa3_plan *p = g->p;
+    ptx_r slot = ptx_reg(g->f, PTX_B32, "tslot"), a = ptx_reg(g->f, PTX_B32, "taddr");
+    *par = ptx_reg(g->f, PTX_B32, "tpar");
+    INS("and.b32 $, $, 1;", slot, k);
+    INS("shr.u32 $, $, 1;", *par, k);
+    INS("and.b32 $, $, 1;", *par, *par);
+    *bar = g->sc.bar;
+    INS("mad.lo.u32 $, $, 8, $;", *bar, slot, g->bars);
+    INS("add.u32 $, $, %d;", *bar, *bar, g->f->mbar[mb[0]].offset);
+    INS("mad.lo.u32 $, $, 4, $;", a, slot, g->sbase);
+    INS("add.u32 $, $, %d;", a, a, p->smem_tile);
+    ptx_smem_use(g->f, p->smem_tile, 8);
+    return a;
+}
+
+void kg_tile_publish(kgen *g, ptx_r k)
+{
+    ptx_r par, bar;
+    ptx_r a = tile_slot(g, k, g->mb_tile_empty, &par, &bar);
+    INS("xor.b32 $, $, 1;", par, par); /* the slot's previous use (the first passes at once) */
+    kg_mbar_wait(g, bar, par, g->mb_tile_empty[0]);
+    INS("st.shared.u32 [$], $;", a, g->dyn_tile);
+    INS("add.u32 $, $, %d;", bar, bar, g->f->mbar[g->mb_tile_full[0]].offset -
+                                           g->f->mbar[g->mb_tile_empty[0]].offset);
+    INS("mbarrier.arrive.shared::cta.b64 _, [$];", bar);
+}
+
+void kg_tile_take(kgen *g, ptx_r k)
+{
+    ptx_r par, bar;
+    ptx_r a = tile_slot(g, k, g->mb_tile_full, &par, &bar);
+    kg_mbar_wait(g, bar, par, g->mb_tile_full[0]);
+    /* lane 0 reads (its release below is ordered after its own read), the warp gets its value:
+       warp-uniform to ptxas, as the static order's ctaid-derived index was */
+    ptx_r l0 = g->sc.pt;
+    INS("setp.eq.u32 $, $, 0;", l0, g->lane);
+    INS("@$ ld.shared.u32 $, [$];", l0, g->dyn_tile, a);
+    INS("shfl.sync.idx.b32 $, $, 0, 31, -1;", g->dyn_tile, g->dyn_tile);
+    INS("add.u32 $, $, %d;", bar, bar, g->f->mbar[g->mb_tile_empty[0]].offset -
+                                           g->f->mbar[g->mb_tile_full[0]].offset);
+    kg_release_warp(g, bar, g->mb_tile_empty[0], "tile index taken");
 }
 
 void kg_tile_start(kgen *g)

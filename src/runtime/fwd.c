@@ -193,6 +193,7 @@ typedef struct fwd_call {
     uint64_t o_partial, lse_partial;
     int num_splits;
     uint32_t partial_rows;
+    uint64_t tile_counter; /* dyn_sched plans: the zeroed u32 the kernel's producers count on */
 } fwd_call;
 
 /* The combine kernel's block (FA3_KERNEL_COMBINE) for call: the partials into O and LSE. */
@@ -303,6 +304,7 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
     prm->descale_q_ptr = (uint64_t)(uintptr_t)args->descale_q;
     prm->descale_k_ptr = (uint64_t)(uintptr_t)args->descale_k;
     prm->descale_v_ptr = (uint64_t)(uintptr_t)args->descale_v;
+    prm->tile_counter_ptr = call->tile_counter;
     prm->o_ptr = (uint64_t)(uintptr_t)args->o;
     prm->lse_ptr = (uint64_t)(uintptr_t)args->lse;
     prm->o_batch_stride = args->o_batch_stride;
@@ -382,7 +384,13 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
     } else {
         const uint32_t pairs =
             prm->total_tiles / (uint32_t)splits / (uint32_t)prm->num_m_blocks;
-        prm->section_hb = c->split_kv ? pairs : section_hb(kernel, args, wl, wr, pairs, grid);
+        uint32_t dyn_sec = 0;
+        if (call->tile_counter && fa3_dyn_section(p, args->seqlen_k, args->num_heads,
+                                                  args->num_heads_k, pairs, grid, &dyn_sec))
+            prm->section_hb = dyn_sec; /* dyn_sched: the greedy tiles balance any size */
+        else
+            prm->section_hb =
+                c->split_kv ? pairs : section_hb(kernel, args, wl, wr, pairs, grid);
     }
     *grid_out = grid;
     return FA3_OK;
@@ -424,6 +432,22 @@ static fa3_status fwd_begin(fa3_kernel *kernel, const fa3_fwd_args *arguments, f
     if (kernel->cfg.varlen && args->max_seqlen_q == 0)
         *nothing = 1; /* no sequence has a query row: nothing to compute or write */
     return FA3_OK;
+}
+
+/* dyn_sched plans: whether this call's launch takes its tiles from a counter (fa3_dyn_section,
+   on the grid and pairs fwd_kernel_params gives a dense masked launch); else the kernel walks
+   the static order (tile_counter 0). */
+static int dyn_wanted(const fa3_kernel *kernel, const fwd_call *call)
+{
+    const fa3_fwd_args *a = call->args;
+    const uint64_t pairs = (uint64_t)a->num_heads * (uint64_t)a->batch;
+    unsigned grid = call->tiles;
+    if (call->num_sms > 0 && grid > (unsigned)call->num_sms)
+        grid = (unsigned)call->num_sms;
+    uint32_t sec;
+    return pairs > 0 && pairs <= UINT32_MAX &&
+           fa3_dyn_section(&kernel->plan, a->seqlen_k, a->num_heads, a->num_heads_k,
+                           (uint32_t)pairs, grid, &sec);
 }
 
 /* Launches kernel i of the operation for call on stream. */
@@ -485,14 +509,28 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *arguments, void *stre
                               "allocation for", kernel->op->name);
     }
 
-    /* The operation's kernels, in order, on the stream. */
+    /* dyn_sched (knob): the tile counter, stream-ordered from the driver's pool and zeroed on the
+       stream before the launch (graph capture records the three) */
+    CUdeviceptr counter = 0;
     fa3_status st = FA3_OK;
+    if (kernel->plan.dyn_sched && dyn_wanted(kernel, &call)) {
+        st = FA3_CU(d, cuMemAllocAsync(&counter, 4, (CUstream)stream));
+        if (st == FA3_OK)
+            st = FA3_CU(d, cuMemsetD32Async(counter, 0, 1, (CUstream)stream));
+        call.tile_counter = (uint64_t)counter;
+    }
+
+    /* The operation's kernels, in order, on the stream. */
     for (int i = 0; i < kernel->num_parts && st == FA3_OK; i++)
         st = fwd_launch(kernel, i, &call, stream);
-    if (owned) {
-        CUresult r = d->cuMemFreeAsync(owned, (CUstream)stream);
+    const CUdeviceptr frees[2] = {owned, counter};
+    for (int i = 0; i < 2; i++) {
+        if (!frees[i])
+            continue;
+        CUresult r = d->cuMemFreeAsync(frees[i], (CUstream)stream);
         if (r != CUDA_SUCCESS && st == FA3_OK)
-            st = fa3_cu_check(r, "cuMemFreeAsync(owned, stream)");
+            st = fa3_cu_check(r, i ? "cuMemFreeAsync(tile counter, stream)"
+                                   : "cuMemFreeAsync(owned, stream)");
     }
     return st;
 }

@@ -264,6 +264,13 @@ FA3_INTERNAL void fa3_section_bounds(const fa3_plan *p, int seqlen_k, int num_he
                                      int num_heads_k, uint32_t hb_total, unsigned grid,
                                      uint32_t *lo, uint32_t *hi);
 
+/* dyn_sched plans (knob): 1 when this launch takes its tiles from the counter (dynamic), with
+   *section the pairs whose K/V fit 32 MiB (1..hb_total; set in every case); 0: the static
+   order and sections. dyn_sched 2 always, 3 never, 1 where 4 <= *section <= grid / 8. Pure.
+   schedule.c. */
+FA3_INTERNAL int fa3_dyn_section(const fa3_plan *p, int seqlen_k, int num_heads, int num_heads_k,
+                                 uint32_t hb_total, unsigned grid, uint32_t *section);
+
 /* fa3_section_search for kernel's plan, remembering the last 16 launch shapes per kernel.
    Thread-safe (kernel->mu). */
 FA3_INTERNAL uint32_t fa3_choose_section_hb(fa3_kernel *kernel, const fa3_fwd_args *args, int wl,

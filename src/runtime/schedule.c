@@ -106,18 +106,30 @@ uint32_t fa3_section_search_gqa(const fa3_plan *p, int ratio, int seqlen_q, int 
     return best_s;
 }
 
-void fa3_section_bounds(const fa3_plan *p, int seqlen_k, int num_heads, int num_heads_k,
-                        uint32_t hb_total, unsigned grid, uint32_t *lo, uint32_t *hi)
+/* (head, batch) pairs whose K/V fit the 32 MiB budget (of the 50 MiB L2: FlashAttention-3's),
+   at least 1 (gqa query heads share a KV head); *kv_head: the bytes of one KV head's K/V. */
+static uint64_t l2_pairs(const fa3_plan *p, int seqlen_k, int num_heads, int num_heads_k,
+                         uint32_t hb_total, uint64_t *kv_head, uint64_t *gqa_out)
 {
     const fa3_config *c = &p->cfg;
-    const uint64_t budget = 32ull << 20, l2 = 50ull << 20;
-    const uint64_t kv_head = (uint64_t)(seqlen_k > 0 ? seqlen_k : 0) *
-                             (uint64_t)(c->head_dim + c->head_dim_v) * (uint64_t)p->elem_bytes;
+    const uint64_t budget = 32ull << 20;
+    *kv_head = (uint64_t)(seqlen_k > 0 ? seqlen_k : 0) * (uint64_t)(c->head_dim + c->head_dim_v) *
+               (uint64_t)p->elem_bytes;
     /* query heads per KV head (packed GQA: a pair is a KV head already) */
     const uint64_t gqa = c->pack_gqa || num_heads_k <= 0 || num_heads < num_heads_k
                              ? 1
                              : (uint64_t)(num_heads / num_heads_k);
-    uint64_t s = kv_head ? budget / kv_head * gqa : hb_total;
+    *gqa_out = gqa;
+    const uint64_t s = *kv_head ? budget / *kv_head * gqa : hb_total;
+    return s < 1 ? 1 : s;
+}
+
+void fa3_section_bounds(const fa3_plan *p, int seqlen_k, int num_heads, int num_heads_k,
+                        uint32_t hb_total, unsigned grid, uint32_t *lo, uint32_t *hi)
+{
+    const uint64_t l2 = 50ull << 20;
+    uint64_t kv_head, gqa;
+    uint64_t s = l2_pairs(p, seqlen_k, num_heads, num_heads_k, hb_total, &kv_head, &gqa);
     const uint64_t div = p->l2_floor > 0 ? (uint64_t)p->l2_floor : 4; /* knob l2_floor (A/B) */
     const uint64_t floor_ = ((uint64_t)grid + div - 1) / div;
     if (s < floor_)
@@ -127,6 +139,26 @@ void fa3_section_bounds(const fa3_plan *p, int seqlen_k, int num_heads, int num_
         h = hb_total; /* no section fits L2: balance alone decides */
     *lo = floor_ < hb_total ? (uint32_t)floor_ : hb_total;
     *hi = h < hb_total ? (uint32_t)h : hb_total;
+}
+
+int fa3_dyn_section(const fa3_plan *p, int seqlen_k, int num_heads, int num_heads_k,
+                    uint32_t hb_total, unsigned grid, uint32_t *section)
+{
+    uint64_t kv_head, gqa;
+    const uint64_t s = l2_pairs(p, seqlen_k, num_heads, num_heads_k, hb_total, &kv_head, &gqa);
+    (void)gqa;
+    *section = s < hb_total ? (uint32_t)s : hb_total;
+    if (!p->dyn_sched || p->dyn_sched == 3 || hb_total == 0 || *section == 0)
+        return 0;
+    /* 1 (the default): where L2 alone asks for sections of 4 .. grid/8 pairs, which the static
+       rounds cannot balance (their floor is grid/4). Same-run A/B on the H200 (session 12,
+       calls 3-4, bf16, cuDNN in the run, 3 rounds rotated; dynamic with L2 sections / static,
+       causal): hd64 8192/16384 1.109/1.050 and 1.098/1.079, hd128 4096/8192/16384
+       1.045/1.068/1.044 and 1.075/1.053/1.055, hd256 2048/4096 1.014/0.997 and 1.026/1.027,
+       8192 1.003/0.984; hd256 16384 (2 pairs a section) 0.995/0.964, and where L2 allows
+       grid/4 pairs or more (seqlen <= 2048 at hd64/128) 0.96-1.01 (the counter's allocation
+       and memset cost a few microseconds a call): there the static order stays */
+    return p->dyn_sched == 2 || (*section >= 4 && (uint64_t)*section * 8 <= grid);
 }
 
 uint32_t fa3_choose_section_hb(fa3_kernel *k, const fa3_fwd_args *a, int wl, int wr,
