@@ -46,6 +46,9 @@ def parse_variant(variant, gen):
         if x.startswith("@"):
             args += ["--" + x[1:].split("=", 1)[0]] + x.split("=", 1)[1:]
     if knobs:
+        if not any(x.startswith("gen:") for x in variant.split("+")):  # another build: its knobs
+            import compare  # the knob table's names and ranges (src/codegen/knobs.c)
+            compare.check_variant(",".join(knobs))
         env["FA3JIT_PLAN_DEBUG"] = ",".join(knobs)
     return gen, env, args
 

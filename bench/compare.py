@@ -222,17 +222,22 @@ def fa4_tflops(dtype, hd, seqlen, causal, graph=True, warm_only=False):
 
 
 def check_variant(variant):
-    """Exits on a knob name knobs.c does not know (the library would warn, then time the default
-    kernel)."""
+    """Exits on a knob name knobs.c does not know or a value outside its range (the library would
+    warn, then time the default kernel under the variant's name: session 12's `dyn_sched=3`)."""
     import pathlib
     import re
     plan = pathlib.Path(__file__).resolve().parents[1] / "src" / "codegen" / "knobs.c"
-    known = set(re.findall(r'\{"(\w+)", offsetof\(fa3_plan', plan.read_text()))
+    known = {m[0]: (int(m[1]), int(m[2])) for m in re.findall(
+        r'\{"(\w+)", offsetof\(fa3_plan, \w+\), (\d+), (\d+)\}', plan.read_text())}
     for part in variant.split(","):
         name, _, value = part.partition("=")
         if name not in known or not value.isdigit():
             sys.exit(f"compare.py: variant {variant!r}: {part!r} is not knob=digit with a knob "
                      f"of src/codegen/knobs.c ({', '.join(sorted(known))})")
+        lo, hi = known[name]
+        if not lo <= int(value) <= hi:
+            sys.exit(f"compare.py: variant {variant!r}: {name} takes {lo}..{hi} "
+                     f"(src/codegen/knobs.c), not {value}")
 
 
 VARIANT_CONTEXTS = {}  # FA3JIT_PLAN_DEBUG setting -> fa3jit Context

@@ -291,5 +291,41 @@ class MainWithFakeTimers(unittest.TestCase):
                       text)
 
 
+class Variants(unittest.TestCase):
+    """check_variant refuses what the library would drop with a warning (and then time the default
+    kernel under the variant's name)."""
+
+    def refused(self, variant):
+        with self.assertRaises(SystemExit) as e:
+            compare.check_variant(variant)
+        return str(e.exception.code)
+
+    def test_known_knobs_in_range(self):
+        compare.check_variant("dyn_sched=0")
+        compare.check_variant("dyn_sched=3,wait_hint=1")
+        compare.check_variant("ex2_emu=16")
+
+    def test_out_of_range(self):
+        self.assertIn("dyn_sched takes 0..3", self.refused("dyn_sched=4"))
+        self.assertIn("ex2_emu takes 0..16", self.refused("wait_hint=1,ex2_emu=17"))
+
+    def test_ab_checks_its_knobs(self):
+        import ab
+        gen, env, args = ab.parse_variant("dyn_sched=0+@layout=bhsd", "fa3-gen")
+        self.assertEqual((env["FA3JIT_PLAN_DEBUG"], args), ("dyn_sched=0", ["--layout", "bhsd"]))
+        self.assertIn("dyn_sched takes 0..3", self.refused_ab("dyn_sched=7"))
+
+    def refused_ab(self, variant):
+        import ab
+        with self.assertRaises(SystemExit) as e:
+            ab.parse_variant(variant, "fa3-gen")
+        return str(e.exception.code)
+
+    def test_unknown_or_malformed(self):
+        self.assertIn("not knob=digit", self.refused("no_such_knob=1"))
+        self.assertIn("not knob=digit", self.refused("dyn_sched=-1"))
+        self.assertIn("not knob=digit", self.refused("dyn_sched"))
+
+
 if __name__ == "__main__":
     unittest.main()
