@@ -536,10 +536,14 @@ FA3_API void fa3_fwd_args_set_contiguous(fa3_fwd_args *args, int head_dim, int h
  * _BAD_SCALE, _BAD_SOFTCAP, _BAD_WINDOW, _NO_DRIVER, _UNSUPPORTED (device not sm_90), _CUDA (also
  * a split-KV workspace the driver could not allocate: cuMemAllocAsync named). Split-KV configs
  * launch two kernels on stream (forward into the workspace, then the combine). Dense causal/local
- * bf16/fp16 launches whose K/V fit L2 only in small groups of heads (long sequences) take their
- * tiles from a 4-byte counter (FlashAttention-3's dynamic persistent scheduler), allocated with
- * cuMemAllocAsync, zeroed with cuMemsetD32Async and freed with cuMemFreeAsync on stream (stream-
- * ordered, so CUDA graph capture records them; needs a driver with memory pools).
+ * bf16/fp16 launches of more than one wave of tiles whose K/V fit L2 only in small groups of
+ * heads (long sequences: fa3jit's runtime/schedule.c fa3_dyn_section) take their tiles from a
+ * 4-byte counter (FlashAttention-3's dynamic persistent scheduler), allocated with
+ * cuMemAllocAsync, zeroed with cuMemsetD32Async and freed with cuMemFreeAsync on stream; where the
+ * driver cannot allocate it, the launch walks the static tile order instead (same results).
+ * Both allocations are stream-ordered, so CUDA graph capture records them; CUDA then allows one
+ * executable graph of the captured graph at a time (cuGraphInstantiate: a graph with allocation
+ * or free nodes).
  */
 FA3_API fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *args, void *stream);
 

@@ -155,16 +155,24 @@ static void test_section_bounds(void **state)
     expect_bounds(&p, 0, 16, 16, 100, 33, 100);
 }
 
-/* fa3_dyn_section on 132 SMs: whether a launch takes the counter, and its section. */
-static void expect_dyn(const fa3_plan *p, int seqlen_k, uint32_t hb_total, int dyn, uint32_t sec)
+/* fa3_dyn_section on 132 SMs (16 heads, no GQA, unless said): whether a launch of tiles tiles
+   takes the counter, and its section. */
+static void expect_dyn_gqa(const fa3_plan *p, int seqlen_k, int heads_k, uint32_t hb_total,
+                           uint64_t tiles, int dyn, uint32_t sec)
 {
     uint32_t s = 0;
-    assert_int_equal(fa3_dyn_section(p, seqlen_k, 16, 16, hb_total, 132, &s), dyn);
+    assert_int_equal(fa3_dyn_section(p, seqlen_k, 16, heads_k, hb_total, tiles, 132, &s), dyn);
     assert_int_equal(s, sec);
 }
 
-/* The runtime's choice of the dynamic scheduler (dyn_sched 1: sections of 4 .. grid/8 pairs by
-   L2 alone), and the knob's other values. Bytes a KV head: seqlen_k x 2·head_dim x 2. */
+static void expect_dyn(const fa3_plan *p, int seqlen_k, uint32_t hb_total, int dyn, uint32_t sec)
+{
+    expect_dyn_gqa(p, seqlen_k, 16, hb_total, 100000, dyn, sec);
+}
+
+/* The runtime's choice of the dynamic scheduler (dyn_sched 1: L2 cuts the pairs into sections
+   of 4 .. grid/8 pairs, at least 4 KV heads, more than one round of tiles), and the knob's
+   other values. Bytes a KV head: seqlen_k x 2·head_dim x 2. */
 static void test_dyn_section(void **state)
 {
     (void)state;
@@ -173,13 +181,19 @@ static void test_dyn_section(void **state)
     expect_dyn(&p, 16384, 16, 1, 4);   /* 8 MiB a head: 4 pairs */
     expect_dyn(&p, 4096, 64, 1, 16);   /* 2 MiB: 16 = 132/8 */
     expect_dyn(&p, 2048, 128, 0, 32);  /* 1 MiB: 32 pairs, the static rounds balance */
-    expect_dyn(&p, 4096, 8, 1, 8);     /* fewer pairs than the budget: all of them */
-    expect_dyn(&p, 4096, 3, 0, 3);     /* under 4 pairs: static */
+    expect_dyn(&p, 4096, 8, 0, 8);     /* all 8 pairs fit L2: no section to cut */
+    expect_dyn(&p, 4096, 3, 0, 3);
+    expect_dyn_gqa(&p, 16384, 16, 16, 132, 0, 4); /* one round of tiles: nothing to balance */
+    expect_dyn_gqa(&p, 16384, 16, 16, 133, 1, 4);
+    /* GQA 8: 4 KV heads fit, 32 query pairs: over grid/8 */
+    expect_dyn_gqa(&p, 16384, 2, 64, 100000, 0, 32);
     p = plan_for(256);
     expect_dyn(&p, 16384, 8, 0, 2);    /* 16 MiB: 2 pairs, static (measured slower) */
     expect_dyn(&p, 8192, 16, 1, 4);
+    expect_dyn_gqa(&p, 16384, 2, 16, 100000, 0, 16); /* GQA 8: 2 KV heads a section */
     assert_int_equal(fa3_knobs_parse("dyn_sched=2", &p, NULL, 0), 0);
     expect_dyn(&p, 16384, 8, 1, 2);    /* 2: the counter always */
+    expect_dyn_gqa(&p, 16384, 16, 8, 8, 1, 2);
     assert_int_equal(fa3_knobs_parse("dyn_sched=3", &p, NULL, 0), 0);
     expect_dyn(&p, 8192, 16, 0, 4);    /* 3: never */
     assert_int_equal(fa3_knobs_parse("dyn_sched=0", &p, NULL, 0), 0);
@@ -191,6 +205,7 @@ static void test_dyn_section(void **state)
     assert_int_equal(fa3_config_canonicalize(&c, &canon), FA3_OK);
     assert_int_equal(fa3_plan_make(&canon, &p), FA3_OK);
     assert_int_equal(p.dyn_sched, 0);
+    assert_int_equal(p.smem_tile, 0);
 }
 
 int main(void)

@@ -265,7 +265,7 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
         off += p->num_consumer_wg * p->smem_o_wg;
         p->smem_bar = off;
         off += p->fp8 ? 8 * (4 + 6 * p->stages) : 8 * (2 * p->q_bufs + 4 * p->stages);
-        p->smem_tile = off;
+        p->smem_tile = p->dyn_sched ? off : 0;
         off += p->dyn_sched ? 4 * 8 + 8 : 0; /* tile_full/empty pairs, then the two slots */
         p->smem_bytes = off + 1024; /* slack to align the base to 1024 B (128B swizzle atoms) */
         if (p->smem_bytes <= SMEM_LIMIT)

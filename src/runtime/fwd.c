@@ -386,7 +386,8 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
             prm->total_tiles / (uint32_t)splits / (uint32_t)prm->num_m_blocks;
         uint32_t dyn_sec = 0;
         if (call->tile_counter && fa3_dyn_section(p, args->seqlen_k, args->num_heads,
-                                                  args->num_heads_k, pairs, grid, &dyn_sec))
+                                                  args->num_heads_k, pairs, prm->total_tiles,
+                                                  grid, &dyn_sec))
             prm->section_hb = dyn_sec; /* dyn_sched: the greedy tiles balance any size */
         else
             prm->section_hb =
@@ -445,9 +446,9 @@ static int dyn_wanted(const fa3_kernel *kernel, const fwd_call *call)
     if (call->num_sms > 0 && grid > (unsigned)call->num_sms)
         grid = (unsigned)call->num_sms;
     uint32_t sec;
-    return pairs > 0 && pairs <= UINT32_MAX &&
+    return pairs > 0 && pairs <= UINT32_MAX && call->tiles <= UINT32_MAX - grid &&
            fa3_dyn_section(&kernel->plan, a->seqlen_k, a->num_heads, a->num_heads_k,
-                           (uint32_t)pairs, grid, &sec);
+                           (uint32_t)pairs, call->tiles, grid, &sec);
 }
 
 /* Launches kernel i of the operation for call on stream. */
@@ -509,15 +510,17 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *arguments, void *stre
                               "allocation for", kernel->op->name);
     }
 
-    /* dyn_sched (knob): the tile counter, stream-ordered from the driver's pool and zeroed on the
-       stream before the launch (graph capture records the three) */
+    /* dyn_sched: the tile counter, stream-ordered from the driver's pool and zeroed on the
+       stream before the launch (graph capture records the three). Where the pool cannot give
+       it (no memory pools), the kernel walks the static order instead: same results. */
     CUdeviceptr counter = 0;
     fa3_status st = FA3_OK;
-    if (kernel->plan.dyn_sched && dyn_wanted(kernel, &call)) {
-        st = FA3_CU(d, cuMemAllocAsync(&counter, 4, (CUstream)stream));
-        if (st == FA3_OK)
-            st = FA3_CU(d, cuMemsetD32Async(counter, 0, 1, (CUstream)stream));
+    if (kernel->plan.dyn_sched && dyn_wanted(kernel, &call) &&
+        d->cuMemAllocAsync(&counter, 4, (CUstream)stream) == CUDA_SUCCESS) {
+        st = FA3_CU(d, cuMemsetD32Async(counter, 0, 1, (CUstream)stream));
         call.tile_counter = (uint64_t)counter;
+    } else {
+        counter = 0;
     }
 
     /* The operation's kernels, in order, on the stream. */

@@ -264,12 +264,13 @@ FA3_INTERNAL void fa3_section_bounds(const fa3_plan *p, int seqlen_k, int num_he
                                      int num_heads_k, uint32_t hb_total, unsigned grid,
                                      uint32_t *lo, uint32_t *hi);
 
-/* dyn_sched plans (knob): 1 when this launch takes its tiles from the counter (dynamic), with
-   *section the pairs whose K/V fit 32 MiB (1..hb_total; set in every case); 0: the static
-   order and sections. dyn_sched 2 always, 3 never, 1 where 4 <= *section <= grid / 8. Pure.
-   schedule.c. */
+/* dyn_sched plans: 1 when a launch of tiles tiles on grid CTAs takes its tiles from a counter
+   (dynamic), with *section the pairs whose K/V fit 32 MiB (1..hb_total; set in every case); 0:
+   the static order and sections. dyn_sched 2 always, 3 never; 1 where L2 cuts the pairs into
+   sections of 4 .. grid/8 pairs (of at least 4 KV heads) and tiles > grid. Pure. schedule.c. */
 FA3_INTERNAL int fa3_dyn_section(const fa3_plan *p, int seqlen_k, int num_heads, int num_heads_k,
-                                 uint32_t hb_total, unsigned grid, uint32_t *section);
+                                 uint32_t hb_total, uint64_t tiles, unsigned grid,
+                                 uint32_t *section);
 
 /* fa3_section_search for kernel's plan, remembering the last 16 launch shapes per kernel.
    Thread-safe (kernel->mu). */

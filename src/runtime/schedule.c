@@ -142,23 +142,27 @@ void fa3_section_bounds(const fa3_plan *p, int seqlen_k, int num_heads, int num_
 }
 
 int fa3_dyn_section(const fa3_plan *p, int seqlen_k, int num_heads, int num_heads_k,
-                    uint32_t hb_total, unsigned grid, uint32_t *section)
+                    uint32_t hb_total, uint64_t tiles, unsigned grid, uint32_t *section)
 {
     uint64_t kv_head, gqa;
     const uint64_t s = l2_pairs(p, seqlen_k, num_heads, num_heads_k, hb_total, &kv_head, &gqa);
-    (void)gqa;
     *section = s < hb_total ? (uint32_t)s : hb_total;
-    if (!p->dyn_sched || p->dyn_sched == 3 || hb_total == 0 || *section == 0)
+    if (!p->dyn_sched || p->dyn_sched == 3 || hb_total == 0)
         return 0;
-    /* 1 (the default): where L2 alone asks for sections of 4 .. grid/8 pairs, which the static
-       rounds cannot balance (their floor is grid/4). Same-run A/B on the H200 (session 12,
-       calls 3-4, bf16, cuDNN in the run, 3 rounds rotated; dynamic with L2 sections / static,
-       causal): hd64 8192/16384 1.109/1.050 and 1.098/1.079, hd128 4096/8192/16384
-       1.045/1.068/1.044 and 1.075/1.053/1.055, hd256 2048/4096 1.014/0.997 and 1.026/1.027,
-       8192 1.003/0.984; hd256 16384 (2 pairs a section) 0.995/0.964, and where L2 allows
-       grid/4 pairs or more (seqlen <= 2048 at hd64/128) 0.96-1.01 (the counter's allocation
-       and memset cost a few microseconds a call): there the static order stays */
-    return p->dyn_sched == 2 || (*section >= 4 && (uint64_t)*section * 8 <= grid);
+    if (p->dyn_sched == 2)
+        return 1;
+    /* 1 (the default): where L2 alone cuts the pairs into sections of at most grid/8, which the
+       static rounds cannot balance (their floor is grid/4), of at least 4 KV heads, and there
+       is more than one round of tiles. Same-run A/B on the H200 (session 12, calls 3-4, bf16,
+       cuDNN in the run, 3 rounds rotated; dynamic with L2 sections / static, causal): hd64
+       8192/16384 1.109/1.050 and 1.098/1.079, hd128 4096/8192/16384 1.045/1.068/1.044 and
+       1.075/1.053/1.055, hd256 2048/4096 1.014/0.997 and 1.026/1.027, 8192 1.003/0.984; hd256
+       16384 (2 KV heads a section) 0.995/0.964, and where L2 holds grid/4 pairs or more
+       (seqlen <= 2048 at hd64/128) 0.96-1.01 (the counter's allocation and memset cost a few
+       microseconds a call): there the static order stays. GQA: the 4 counts KV heads, as
+       measured (untried with GQA). One round (tiles <= grid): every CTA's only tile is
+       ctaid.x, a counter would change nothing. */
+    return s < hb_total && s / gqa >= 4 && s * 8 <= grid && tiles > grid;
 }
 
 uint32_t fa3_choose_section_hb(fa3_kernel *k, const fa3_fwd_args *a, int wl, int wr,

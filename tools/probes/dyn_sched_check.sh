@@ -8,7 +8,13 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 export LD_LIBRARY_PATH=$root/.gpu FA3JIT_LIBRARY=$(ls "$root"/.gpu/libfa3jit.so* | head -1)
 export FA3JIT_CACHE_DIR=${FA3JIT_CACHE_DIR:-/tmp/fa3c}
 g=$root/.gpu/fa3-gen rc=0
-run() { printf '%s: ' "$1"; shift; timeout 200 "$@" 2>&1 | tail -2 | tr '\n' ' '; echo; [ "${PIPESTATUS[0]}" = 0 ] || rc=1; }
+run() {
+  printf '%s: ' "$1"; shift
+  timeout 200 "$@" 2>&1 | tail -2 | tr '\n' ' '
+  local s=${PIPESTATUS[0]}
+  echo
+  [ "$s" = 0 ] || { echo "  FAILED (exit $s)"; rc=1; }
+}
 for k in 0 2 3; do
   for hd in 64 128 256; do
     for dt in bf16 fp16; do
