@@ -62,16 +62,17 @@
      hd64 16384 / hd256 4096 -5% (D = 16), and fa3-gen bench did not see the hd64 row move:
      undecided, a knob;
    - dyn_sched=0/1/2/3 (causal/local, dense bf16/fp16; elsewhere no effect; 1 is the
-     planner's choice, plan.c has the A/B): FA3's dynamic persistent scheduler. 0: the kernel
-     before session 12 (each role computes the static order itself). The producer thread takes the CTA's next tile from a global counter
-     (atom.add, zeroed by the runtime before each launch) one tile ahead, while it loads the
-     current one, and hands each tile index to the consumers through a shared-memory slot
-     guarded by an mbarrier pair (producer.c, mainloop.c). The order is the static one's
-     (sections, longest rows first), taken greedily, with sections sized by L2 alone (32 MiB
-     of K/V, no floor: the greedy order balances any size). The runtime passes the counter
-     (1) where fa3_dyn_section's rule says (runtime/schedule.c), (2) always, (3) never: the
-     static order through the same hand-over. Session 1's version fetched at the tile
-     boundary and lost 10-15%; this one fetches ahead.
+     planner's choice, plan.c has the A/B): FA3's dynamic persistent scheduler. The producer
+     thread hands each tile index to the consumers through a shared-memory slot guarded by an
+     mbarrier pair (producer.c, mainloop.c, tile_order.c), and where the runtime passes a
+     counter (atom.add, zeroed before the launch) takes the CTA's next tile from it one tile
+     ahead, while it loads the current one. The order is the static one's (sections, longest
+     rows first), taken greedily, with sections sized by L2 alone (32 MiB of K/V, no floor:
+     the greedy order balances any size). The runtime passes the counter (1) where
+     fa3_dyn_section's rule says (runtime/schedule.c), (2) always, (3) never: the static order
+     through the same hand-over; 0: the kernel before session 12 (each role computes the
+     static order itself). Session 1's version fetched at the tile boundary and lost 10-15%;
+     this one fetches ahead.
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
