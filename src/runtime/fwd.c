@@ -194,7 +194,14 @@ typedef struct fwd_call {
     int num_splits;
     uint32_t partial_rows;
     uint64_t tile_counter; /* dyn_sched plans: the zeroed u32 the kernel's producers count on */
+    uint32_t dyn_section;  /* with tile_counter: the L2 section (fa3_dyn_section) */
 } fwd_call;
+
+/* The persistent grid: one CTA per SM, at most one per tile. */
+static unsigned persistent_grid(uint32_t tiles, int num_sms)
+{
+    return num_sms > 0 && tiles > (uint32_t)num_sms ? (unsigned)num_sms : tiles;
+}
 
 /* The combine kernel's block (FA3_KERNEL_COMBINE) for call: the partials into O and LSE. */
 static void combine_kernel_params(const fa3_kernel *kernel, const fwd_call *call,
@@ -365,12 +372,10 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
 
     /* Persistent kernel: one CTA per SM (the plan uses all of an SM's shared memory), each
        walking tiles ctaid.x, ctaid.x + gridDim.x, ... in the order the kernel defines. */
-    unsigned grid = prm->total_tiles;
     /* varlen too: one CTA a tile instead (the hardware's block order as the scheduler) ran
        16 random lengths at 508.9 vs 524.7 TFLOP/s non-causal and 398.9 vs 382.1 causal, 16 equal
        lengths at 486 vs 560 and 363 vs 439 (session 7 call 11, hd128 bf16): persistent wins */
-    if (call->num_sms > 0 && grid > (unsigned)call->num_sms)
-        grid = (unsigned)call->num_sms;
+    const unsigned grid = persistent_grid(prm->total_tiles, call->num_sms);
     if (prm->total_tiles == 0) {
         *grid_out = 0;
         return FA3_OK;
@@ -384,11 +389,8 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
     } else {
         const uint32_t pairs =
             prm->total_tiles / (uint32_t)splits / (uint32_t)prm->num_m_blocks;
-        uint32_t dyn_sec = 0;
-        if (call->tile_counter && fa3_dyn_section(p, args->seqlen_k, args->num_heads,
-                                                  args->num_heads_k, pairs, prm->total_tiles,
-                                                  grid, &dyn_sec))
-            prm->section_hb = dyn_sec; /* dyn_sched: the greedy tiles balance any size */
+        if (call->tile_counter) /* dyn_sched: the greedy tiles balance any size (dyn_wanted) */
+            prm->section_hb = call->dyn_section;
         else
             prm->section_hb =
                 c->split_kv ? pairs : section_hb(kernel, args, wl, wr, pairs, grid);
@@ -436,19 +438,16 @@ static fa3_status fwd_begin(fa3_kernel *kernel, const fa3_fwd_args *arguments, f
 }
 
 /* dyn_sched plans: whether this call's launch takes its tiles from a counter (fa3_dyn_section,
-   on the grid and pairs fwd_kernel_params gives a dense masked launch); else the kernel walks
-   the static order (tile_counter 0). */
-static int dyn_wanted(const fa3_kernel *kernel, const fwd_call *call)
+   on the grid and pairs of a dense masked launch), and then its section (*section); else the
+   kernel walks the static order (tile_counter 0). */
+static int dyn_wanted(const fa3_kernel *kernel, const fwd_call *call, uint32_t *section)
 {
     const fa3_fwd_args *a = call->args;
     const uint64_t pairs = (uint64_t)a->num_heads * (uint64_t)a->batch;
-    unsigned grid = call->tiles;
-    if (call->num_sms > 0 && grid > (unsigned)call->num_sms)
-        grid = (unsigned)call->num_sms;
-    uint32_t sec;
+    const unsigned grid = persistent_grid(call->tiles, call->num_sms);
     return pairs > 0 && pairs <= UINT32_MAX && call->tiles <= UINT32_MAX - grid &&
            fa3_dyn_section(&kernel->plan, a->seqlen_k, a->num_heads, a->num_heads_k,
-                           (uint32_t)pairs, call->tiles, grid, &sec);
+                           (uint32_t)pairs, call->tiles, grid, section);
 }
 
 /* Launches kernel i of the operation for call on stream. */
@@ -515,7 +514,7 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *arguments, void *stre
        it (no memory pools), the kernel walks the static order instead: same results. */
     CUdeviceptr counter = 0;
     fa3_status st = FA3_OK;
-    if (kernel->plan.dyn_sched && dyn_wanted(kernel, &call) &&
+    if (kernel->plan.dyn_sched && dyn_wanted(kernel, &call, &call.dyn_section) &&
         d->cuMemAllocAsync(&counter, 4, (CUstream)stream) == CUDA_SUCCESS) {
         st = FA3_CU(d, cuMemsetD32Async(counter, 0, 1, (CUstream)stream));
         call.tile_counter = (uint64_t)counter;
