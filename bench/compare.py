@@ -46,11 +46,13 @@ ratio_fa4, best_peer, ratio_best ("ratio": fa3jit / cuDNN, as before).
 --variants "knob=v;knob=v,knob2=v" (python timer): extra fa3jit columns, each kernel planned
 with that FA3JIT_PLAN_DEBUG setting, timed beside the default in the rotated order.
 --gemm (python timer): a cuBLAS 8192^3 product per head_dim and round, timed the same way.
+--gqa R (python timer): grouped-query attention, num_heads_k = num_heads / R for every library
+(SDPA with enable_gqa, FA4's K/V with fewer heads); the FLOP count stays the query heads'.
 
 usage: bench/compare.py [--fa3-gen build/fa3-gen] [--dtypes bf16,fp16] [--head-dims 64,128,256]
                         [--seqlens 512,...,16384] [--layout mixed|bshd|bhsd] [--repeat 1]
                         [--peers cudnn,fa4] [--fa3-timer bench|python] [--l2 flush|warm]
-                        [--variants V;V] [--gemm] [--json OUT.json]
+                        [--variants V;V] [--gemm] [--gqa R] [--json OUT.json]
 """
 import argparse
 import json
@@ -77,6 +79,14 @@ def sweep_shape(dtype, hd, seqlen):
     return getattr(torch, TORCH_DTYPES[dtype]), max(1, 16384 // seqlen), 2048 // hd
 
 
+GQA = 1  # --gqa: num_heads / num_heads_k
+
+
+def kv_heads(h):
+    """num_heads_k of a shape with h query heads under --gqa."""
+    return h // GQA
+
+
 def tflops(b, h, seqlen, hd, causal, ms):
     return 4.0 * b * h * seqlen * seqlen * hd * (0.5 if causal else 1.0) / (ms * 1e-3) / 1e12
 
@@ -88,12 +98,15 @@ def cudnn_tflops(dtype, hd, seqlen, causal, layout, graph=False):
 
     tdt, b, h = sweep_shape(dtype, hd, seqlen)
     if layout == "bshd":
-        q, k, v = (torch.randn(b, seqlen, h, hd, device="cuda", dtype=tdt).transpose(1, 2)
-                   for _ in range(3))
+        q, k, v = (torch.randn(b, seqlen, n, hd, device="cuda", dtype=tdt).transpose(1, 2)
+                   for n in (h, kv_heads(h), kv_heads(h)))
     else:
-        q, k, v = (torch.randn(b, h, seqlen, hd, device="cuda", dtype=tdt) for _ in range(3))
+        q, k, v = (torch.randn(b, n, seqlen, hd, device="cuda", dtype=tdt)
+                   for n in (h, kv_heads(h), kv_heads(h)))
+    gqa = {"enable_gqa": True} if GQA > 1 else {}
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                                      **gqa)
         ms = graph_ms(fn) if graph else do_bench(fn, warmup=25, rep=100, return_mode="median")
     return tflops(b, h, seqlen, hd, causal, ms)
 
@@ -145,7 +158,8 @@ def fa3_python_tflops(dtype, hd, seqlen, causal, variant=""):
     import fa3jit
     from fa3jit import _core
     tdt, b, h = sweep_shape(dtype, hd, seqlen)
-    q, k, v = (torch.randn(b, seqlen, h, hd, device="cuda", dtype=tdt) for _ in range(3))
+    q, k, v = (torch.randn(b, seqlen, n, hd, device="cuda", dtype=tdt)
+               for n in (h, kv_heads(h), kv_heads(h)))
     # A context per variant (contexts remember kernels by config, not by plan), made current as
     # the process-wide one while this variant's call is built and captured; never freed.
     fn = lambda: fa3jit.flash_attn_func(q, k, v, causal=causal)
@@ -199,7 +213,8 @@ def fa4_tflops(dtype, hd, seqlen, causal, graph=True, warm_only=False):
     if key in FA4_NA:
         return None
     tdt, b, h = sweep_shape(dtype, hd, seqlen)
-    q, k, v = (torch.randn(b, seqlen, h, hd, device="cuda", dtype=tdt) for _ in range(3))
+    q, k, v = (torch.randn(b, seqlen, n, hd, device="cuda", dtype=tdt)
+               for n in (h, kv_heads(h), kv_heads(h)))
     fn = lambda: flash_attn_func(q, k, v, causal=causal)  # (out, lse) or out: either is timed
     try:
         fn()
@@ -288,6 +303,9 @@ def parse_args(argv=None):
     ap.add_argument("--gemm", action="store_true",
                     help="--fa3-timer python: also time a cuBLAS 8192^3 product per head_dim and "
                     "round, the same way (the card's tensor-core ceiling in this run)")
+    ap.add_argument("--gqa", type=int, default=1,
+                    help="--fa3-timer python: num_heads / num_heads_k (grouped-query attention; "
+                    "must divide every head dim's num_heads = 2048 / head_dim)")
     return ap.parse_args(argv)
 
 
@@ -371,7 +389,7 @@ def time_rounds(a, dtype, hd, seqlens, timers, python_timer):
 
 def make_row(dtype, hd, s, causal, fa3_runs, times, peers, variants, gemm):
     """One shape's JSON row: medians over the rounds, the rounds' values, ratios (n/a: None)."""
-    r = dict(dtype=dtype, head_dim=hd, seqlen=s, causal=causal,
+    r = dict(dtype=dtype, head_dim=hd, seqlen=s, causal=causal, gqa=GQA,
              fa3jit=statistics.median(fa3_runs), fa3jit_runs=fa3_runs)
     for p in peers:
         t = times.get((p, s, causal), [])
@@ -392,8 +410,15 @@ def main(argv=None):
         sys.exit("compare.py: --variants and --gemm need --fa3-timer python")
     for v in variants:
         check_variant(v)
-    global L2_MODE
+    global L2_MODE, GQA
     L2_MODE = a.l2
+    heads = [2048 // int(x) for x in a.head_dims.split(",")]
+    if a.gqa < 1 or any(h % a.gqa for h in heads):
+        sys.exit(f"compare.py: --gqa {a.gqa}: must be >= 1 and divide num_heads "
+                 f"{', '.join(map(str, heads))} (2048 / head_dim)")
+    if a.gqa > 1 and a.fa3_timer != "python":
+        sys.exit("compare.py: --gqa needs --fa3-timer python (fa3-gen bench has no GQA shapes)")
+    GQA = a.gqa
     if a.l2 == "warm" and a.fa3_timer != "python":
         sys.exit("compare.py: --l2 warm needs --fa3-timer python (fa3-gen bench runs warm, "
                  "cuDNN's do_bench flushes L2)")
@@ -409,7 +434,8 @@ def main(argv=None):
     if ncols > 1 and a.repeat % ncols:
         print(f"compare.py: warning: {a.repeat} rounds for {ncols} columns: not every column is "
               "timed in every place equally often on a shape", file=sys.stderr)
-    print(f"fa3jit vs {peer_versions(peers, fa4_about)}; timer {a.fa3_timer}, L2 {a.l2}, layout "
+    print(f"fa3jit vs {peer_versions(peers, fa4_about)}; timer {a.fa3_timer}, L2 {a.l2}, "
+          f"{f'GQA {GQA}, ' if GQA > 1 else ''}layout "
           f"{a.layout}, {max(1, a.repeat)} rounds", flush=True)
     seqlens = [int(s) for s in a.seqlens.split(",")]
     rows = []

@@ -327,5 +327,31 @@ class Variants(unittest.TestCase):
         self.assertIn("not knob=digit", self.refused("dyn_sched"))
 
 
+
+class Gqa(unittest.TestCase):
+    """--gqa is checked before anything is timed: a ratio that leaves a head dim's num_heads
+    unsplit, or the fa3-gen timer (no GQA shapes), ends the run with the reason."""
+
+    def refused(self, argv):
+        with self.assertRaises(SystemExit) as e:
+            compare.main(argv)
+        return str(e.exception.code)
+
+    def test_ratio_must_divide_every_head_count(self):
+        # num_heads = 2048 / head_dim: 32, 16, 8
+        self.assertIn("--gqa 16: must be >= 1 and divide num_heads 32, 16, 8",
+                      self.refused(["--gqa", "16"]))
+        self.assertIn("--gqa 3", self.refused(["--gqa", "3", "--head-dims", "64"]))
+        self.assertIn("--gqa 0", self.refused(["--gqa", "0", "--head-dims", "128"]))
+
+    def test_bench_timer_refused(self):
+        self.assertIn("--gqa needs --fa3-timer python",
+                      self.refused(["--gqa", "2", "--fa3-timer", "bench"]))
+
+    def test_parsed(self):
+        self.assertEqual(compare.parse_args(["--gqa", "4"]).gqa, 4)
+        self.assertEqual(compare.parse_args([]).gqa, 1)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -152,6 +152,7 @@ for step in $steps; do
     # `fa3-gen bench` instead (short bursts: reads high, see docs/notes.md); COMPARE_L2=warm:
     # back-to-back calls; COMPARE_VARIANTS="knob=v;knob=v,knob2=v": extra fa3jit columns (same-run
     # A/B, fair timing); COMPARE_GEMM=1: a cuBLAS 8192^3 product timed the same way;
+    # COMPARE_GQA=R: num_heads_k = num_heads / R for every library;
     # COMPARE_HEAD_DIMS, COMPARE_SEQLENS (unset variables leave compare.py's own defaults; only the
     # repeat count differs: 3 here)
     peers_setup compare "FA4 only if it imports from the PYTHONPATH given"
@@ -165,6 +166,7 @@ for step in $steps; do
       ${COMPARE_FA3_TIMER:+--fa3-timer "$COMPARE_FA3_TIMER"} ${COMPARE_L2:+--l2 "$COMPARE_L2"} \
       ${COMPARE_HEAD_DIMS:+--head-dims "$COMPARE_HEAD_DIMS"} ${COMPARE_SEQLENS:+--seqlens "$COMPARE_SEQLENS"} \
       ${COMPARE_VARIANTS:+--variants "$COMPARE_VARIANTS"} $([ "${COMPARE_GEMM:-0}" = 1 ] && echo --gemm) \
+      ${COMPARE_GQA:+--gqa "$COMPARE_GQA"} \
       --json "$out/compare.json"
     kill $smi ;;
   compare_layouts) # fa3jit and cuDNN on the same layout, bshd then bhsd (bf16; fa3jit by fa3-gen
