@@ -33,7 +33,8 @@ static const char *const knob_sets[] = {"",
                                         "fast_exp=0",
                                         "fast_exp=0,cond_rescale=0",
                                         "uniform_desc=0,late_v_wait=0",
-                                        "dyn_sched=0"};
+                                        "dyn_sched=0",
+                                        "ring_stage=0"};
 #define NKNOBS (sizeof knob_sets / sizeof knob_sets[0])
 
 /* Tile overrides (config fields): block_n / stages on some head dims. */

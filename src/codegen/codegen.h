@@ -57,6 +57,10 @@ typedef struct fa3_plan {
                               QK wgmma (issue 17's SASS diff against FA4) */
     int late_v_wait;       /* bf16/fp16 (default 1): an overlapped block waits for V between its
                               QK and PV issues (FA4's order), not before the QK */
+    int ring_stage;        /* 16-bit (default 1): where O would be staged in Q (o_stage 2, one Q buffer,
+                              two consumers), stage it in the last key block's ring slots
+                              instead (o_stage 3), so Q is released after the tile's last QK
+                              and the next tile's Q load overlaps this tile's end */
     int l2_floor;          /* A/B knob (runtime, masked configs): the L2 section's floor is grid /
                               l2_floor pairs (0: 4, the default; runtime/fwd.c section_hb) */
     int dyn_sched;         /* causal/local, dense 16-bit (default 1): the producer hands each
@@ -74,7 +78,10 @@ typedef struct fa3_plan {
                               rescale */
     int o_stage;           /* O staged in shared memory and stored with TMA when the runtime finds
                               O TMA-aligned (else st.global from registers): 0 never, 1 in its
-                              own buffer (smem_o), 2 in the tile's Q buffer (Q released after) */
+                              own buffer (smem_o), 2 in the tile's Q buffer (Q released after),
+                              3 in the ring stage of the tile's last key block: consumer 0 in
+                              its K slot, consumer 1 in its V slot (ring_stage; each releases
+                              that slot after the store read it, not after its GEMM) */
     int q_bufs;            /* Q buffers: 2 lets the producer load tile t+1's Q during tile t */
     int hd_chunks;         /* 128-byte swizzle boxes per Q/K row: ceil(head_dim / box_cols) */
     int hdv_chunks;        /* ceil(head_dim_v / 64): 64-column chunks of O (and of V, 16-bit) */
@@ -122,8 +129,11 @@ typedef struct fa3_plan {
     int bar_tile_full, bar_tile_empty, smem_tile;
     /* Named barriers: consumer g's "may issue" (ping-pong) barrier is nb_pingpong + g, synced by
        g and arrived on by the consumer before it (2 × 128 threads); its own epilogue barrier is
-       nb_epilogue + g (128 threads); id 0 is the whole CTA. */
-    int nb_pingpong, nb_epilogue;
+       nb_epilogue + g (128 threads); id 0 is the whole CTA. o_stage 3: nb_ring + g (2 × 128
+       threads) is synced by consumer g before it stages O in the last block's slot and arrived
+       on by the other consumer once its GEMMs have read that slot (consumer 1 after its last
+       QK: the K slot consumer 0 stages in; consumer 0 after its last PV: the V slot). */
+    int nb_pingpong, nb_epilogue, nb_ring;
     /* "" for the default plan; else the FA3JIT_PLAN_DEBUG value that changed it (printable
        ASCII, other bytes as '?', cut to fit with "..."): a benchmark variant, not for production
        (some knobs give wrong results on purpose). Named in the PTX header, the kernel

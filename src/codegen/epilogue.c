@@ -9,10 +9,12 @@
  * warpgroup writes its values into the staging boxes (64 rows × 128 B each, 128B swizzle: 16-byte
  * chunk c of row r at c ^ (r mod 8), conflict-free), fences them to the async proxy, and thread 0
  * stores each 64-column box with cp.async.bulk.tensor (rows past seqlen_q and columns past
- * head_dim_v clipped by the map). Staging: its own buffer (o_stage 1), or the warpgroup's own rows
+ * head_dim_v clipped by the map). Staging: its own buffer (o_stage 1), the warpgroup's own rows
  * of the tile's Q buffer (o_stage 2, head_dim 192/256, where shared memory is full), so Q is
- * released by thread 0 after the store has read it. Otherwise st.global from registers (only real
- * columns).
+ * released by thread 0 after the store has read it, or (o_stage 3, the default there: ring_stage)
+ * the tile's last key block's ring slot, K for consumer 0 and V for consumer 1, each taken once
+ * the other consumer's GEMMs have read it (named barrier nb_ring + cw) and released by thread 0
+ * after the store has read it. Otherwise st.global from registers (only real columns).
  *
  * Packed GQA: the thread's rows are packed rows r of the tile's kv head; each is query row
  * r / ratio of head kv_head · ratio + r mod ratio (gqa_row) for the register stores, LSE and the
@@ -64,6 +66,41 @@ static ptx_r packed_o(kgen *g, cons *c, int i, ptx_r inv)
     return w;
 }
 
+/* o_stage 3: this consumer's staging (bar 0), or the empty barrier it releases after the store
+   (bar 1): the tile's last key block's K slot for consumer 0, its V slot for consumer 1 (the
+   last block's stage is pps after the last PV). */
+static ptx_r ring_slot(kgen *g, cons *c, int bar)
+{
+    const fa3_plan *p = g->p;
+    ptx_r k = ptx_reg(g->f, PTX_B32, "rslot"), v = ptx_reg(g->f, PTX_B32, "rslot");
+    ptx_r out = ptx_reg(g->f, PTX_B32, "rslot"), cw0 = ptx_reg(g->f, PTX_PRED, "cw0");
+    if (bar) {
+        INS("mov.u32 $, $;", k, kg_ring_bar(g, g->mb_k_empty, c->pps.stage, c->tmp.koff));
+        INS("mov.u32 $, $;", v, kg_ring_bar(g, g->mb_v_empty, c->pps.stage, c->tmp.voff));
+    } else {
+        INS("mad.lo.u32 $, $, %d, $;", k, c->pps.stage, p->smem_k_stage, g->sbase);
+        INS("add.u32 $, $, %d;", k, k, p->smem_k);
+        INS("mad.lo.u32 $, $, %d, $;", v, c->pps.stage, p->smem_v_stage, g->sbase);
+        INS("add.u32 $, $, %d;", v, v, p->smem_v);
+    }
+    INS("setp.eq.u32 $, $, 0;", cw0, c->cw);
+    INS("selp.b32 $, $, $, $;", out, k, v, cw0);
+    return out;
+}
+
+/* o_stage 3: thread 0 of the warpgroup releases its ring slot for the warpgroup's four warps
+   (the stores have read it, or O left from registers); pred: thread 0 and a tile with blocks. */
+static void ring_release(kgen *g, cons *c, ptx_r pred)
+{
+    const fa3_plan *p = g->p;
+    ptx_r bar = ring_slot(g, c, 1);
+    ptx_mbar_release(g->f, g->mb_k_empty[0], 4 * p->num_consumer_wg,
+                     "consumer 0's epilogue (O staged in the K slot, 4 arrivals)");
+    ptx_mbar_release(g->f, g->mb_v_empty[0], 4 * p->num_consumer_wg,
+                     "consumer 1's epilogue (O staged in the V slot, 4 arrivals)");
+    INS("@$ mbarrier.arrive.shared::cta.b64 _, [$], 4;", pred, bar);
+}
+
 static void store_tma(kgen *g, cons *c, const ptx_r inv[2], int lab_gmem, int lab_lse)
 {
     const fa3_plan *p = g->p;
@@ -73,7 +110,7 @@ static void store_tma(kgen *g, cons *c, const ptx_r inv[2], int lab_gmem, int la
     ptx_r otma = kg_param(g, PTX_B32, "u32", FA3P_OFF_O_TMA, "otma");
     ptx_r no_tma = ptx_reg(g->f, PTX_PRED, "notma");
     INS("setp.eq.u32 $, $, 0;", no_tma, otma);
-    if (p->o_stage == 2) /* an empty tile has no Q of its own to stage in */
+    if (p->o_stage >= 2) /* an empty tile has no Q (no ring slot) of its own to stage in */
         INS("setp.le.or.s32 $, $, 0, $;", no_tma, c->t.niters, no_tma);
     INS("@$ bra %s;", no_tma, ptx_lab(g->f, lab_gmem));
     ptx_r tid = ptx_reg(g->f, PTX_B32, "wgtid"), lead = ptx_reg(g->f, PTX_PRED, "wglead");
@@ -92,8 +129,12 @@ static void store_tma(kgen *g, cons *c, const ptx_r inv[2], int lab_gmem, int la
     ptx_r b2 = ptx_reg(g->f, PTX_B32, "stg"), c4 = ptx_reg(g->f, PTX_B32, "lc");
     ptx_r c5 = ptx_reg(g->f, PTX_B32, "lc"), b3 = ptx_reg(g->f, PTX_B32, "stg");
     ptx_r sw = ptx_reg(g->f, PTX_B32, "swz"), row_base = ptx_reg(g->f, PTX_B32, "stgrow");
-    INS("mad.lo.u32 $, $, %d, $;", b0, c->cw, st_wg, g->sbase);
-    INS("add.u32 $, $, %d;", b1, b0, st_base);
+    if (p->o_stage == 3) {
+        INS("mov.u32 $, $;", b1, ring_slot(g, c, 0));
+    } else {
+        INS("mad.lo.u32 $, $, %d, $;", b0, c->cw, st_wg, g->sbase);
+        INS("add.u32 $, $, %d;", b1, b0, st_base);
+    }
     INS("shr.u32 $, $, 2;", q4, g->lane);
     INS("shl.b32 $, $, 4;", r16, g->warp);
     INS("add.u32 $, $, $;", r17, r16, q4);
@@ -104,7 +145,8 @@ static void store_tma(kgen *g, cons *c, const ptx_r inv[2], int lab_gmem, int la
     INS("add.u32 $, $, $;", b3, b2, c5);
     INS("shl.b32 $, $, 4;", sw, q4);
     INS("xor.b32 $, $, $;", row_base, b3, sw);
-    ptx_smem_use(g->f, st_base, p->num_consumer_wg * st_wg);
+    if (p->o_stage != 3) /* o_stage 3: inside the K/V ring */
+        ptx_smem_use(g->f, st_base, p->num_consumer_wg * st_wg);
     for (int ch = 0; ch < 8; ch++) {
         ptx_r at = ptx_reg(g->f, PTX_B32, "stgat");
         INS("xor.b32 $, $, %d;", at, row_base, ch << 4);
@@ -137,8 +179,12 @@ static void store_tma(kgen *g, cons *c, const ptx_r inv[2], int lab_gmem, int la
         obatch = ptx_reg(g->f, PTX_B32, "oend");
         INS("add.s32 $, $, $;", obatch, c->t.qoff, c->t.sq);
     }
-    INS("mad.lo.u32 $, $, %d, $;", src0, c->cw, st_wg, g->sbase);
-    INS("add.u32 $, $, %d;", src, src0, st_base);
+    if (p->o_stage == 3) {
+        INS("mov.u32 $, $;", src, b1);
+    } else {
+        INS("mad.lo.u32 $, $, %d, $;", src0, c->cw, st_wg, g->sbase);
+        INS("add.u32 $, $, %d;", src, src0, st_base);
+    }
     for (int b = 0; b < p->hdv_chunks; b++) {
         ptx_r box = ptx_reg(g->f, PTX_B32, "obox");
         INS("add.u32 $, $, %d;", box, src, b * st_box);
@@ -158,6 +204,10 @@ static void store_tma(kgen *g, cons *c, const ptx_r inv[2], int lab_gmem, int la
         ptx_mbar_release(g->f, g->mb_q_empty[0], 4 * p->num_consumer_wg,
                          "epilogue (O staged in Q, thread 0 of each warpgroup, 4 arrivals)");
         INS("@$ mbarrier.arrive.shared::cta.b64 _, [$], 4;", lead, qe);
+    }
+    if (p->o_stage == 3) { /* the slot is free once the store has read it */
+        INS("@$ cp.async.bulk.wait_group.read 0;", lead);
+        ring_release(g, c, lead);
     }
     INS("bra.uni %s;", ptx_lab(g->f, lab_lse));
 }
@@ -228,6 +278,13 @@ static void store_gmem(kgen *g, cons *c, const ptx_r inv[2])
                 INS("st.global.b32 [$+%d], $;", addr[r], 2 * acc_col(i), w);
         }
         ptx_place(g->f, lab);
+    }
+    if (p->o_stage == 3) { /* stored from registers: the slot was never written */
+        ptx_r tid = ptx_reg(g->f, PTX_B32, "wgtid"), rel = ptx_reg(g->f, PTX_PRED, "rrel");
+        INS("and.b32 $, $, 127;", tid, g->thr);
+        INS("setp.eq.u32 $, $, 0;", rel, tid);
+        INS("setp.gt.and.s32 $, $, 0, $;", rel, c->t.niters, rel);
+        ring_release(g, c, rel);
     }
     if (p->o_stage == 2) {
         /* stored from registers: release Q (lane 0 of each warp) if this tile loaded one */
@@ -412,6 +469,16 @@ void kg_epilogue(kgen *g, cons *c)
         return;
     }
     const int lab_lse = ptx_label(g->f, "epi_lse"), lab_end = ptx_label(g->f, "epi_end");
+    if (p->o_stage == 3) {
+        /* the other consumer's GEMMs have read this consumer's slot (mainloop.c: nb_ring) */
+        const int lab = ptx_label(g->f, "ring_ready");
+        ptx_r none = ptx_reg(g->f, PTX_PRED, "noblk"), id = ptx_reg(g->f, PTX_B32, "ringbar");
+        INS("setp.le.s32 $, $, 0;", none, c->t.niters);
+        INS("@$ bra %s;", none, ptx_lab(g->f, lab));
+        INS("add.u32 $, $, %d;", id, c->cw, p->nb_ring);
+        INS("bar.sync $, 256;", id);
+        ptx_place(g->f, lab);
+    }
     if (p->o_stage) {
         const int lab_gmem = ptx_label(g->f, "epi_gmem");
         store_tma(g, c, inv, lab_gmem, lab_lse);

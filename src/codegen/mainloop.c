@@ -128,8 +128,28 @@ static void k_wait_desc(kgen *g, cons *c)
 
 static void k_release(kgen *g, cons *c)
 {
-    kg_release_warp(g, kg_ring_bar(g, g->mb_k_empty, c->ps.stage, c->tmp.koff), g->mb_k_empty[0],
-                    "consumer after QK");
+    if (g->p->o_stage != 3) {
+        kg_release_warp(g, kg_ring_bar(g, g->mb_k_empty, c->ps.stage, c->tmp.koff),
+                        g->mb_k_empty[0], "consumer after QK");
+        return;
+    }
+    /* o_stage 3: consumer 0 stages O in the tile's last block's K slot and releases it in its
+       epilogue (kg_epilogue); consumer 1 tells it (nb_ring + 0) that its last QK has read the
+       slot. Predicates, not branches: a branch here would move the PV's wait up to it. */
+    ptx_r last = c->tmp.qlast, rel = g->sc.pt, next = c->tmp.kaddr; /* kaddr: free after QK */
+    ptx_r cw0 = ptx_reg(g->f, PTX_PRED, "cw0");
+    INS("add.u32 $, $, 1;", next, c->it);
+    INS("setp.eq.s32 $, $, $;", last, next, c->t.niters);
+    INS("setp.eq.u32 $, $, 0;", cw0, c->cw);
+    INS("and.pred $, $, $;", rel, last, cw0);
+    INS("setp.eq.and.u32 $, $, 0, !$;", rel, g->lane, rel);
+    ptx_mbar_release(g->f, g->mb_k_empty[0], 4 * g->p->num_consumer_wg,
+                     "consumer after QK (consumer 0: not the tile's last block)");
+    INS("@$ mbarrier.arrive.shared::cta.b64 _, [$];", rel,
+        kg_ring_bar(g, g->mb_k_empty, c->ps.stage, c->tmp.koff));
+    INS("and.pred $, $, !$;", last, last, cw0);
+    ptx_named_bar(g->f, g->p->nb_ring, 256);
+    INS("@$ bar.arrive %d, 256;", last, g->p->nb_ring);
 }
 
 static void v_wait_desc(kgen *g, cons *c)
@@ -427,7 +447,21 @@ void kg_consumer(kgen *g)
     pv(g, &c);
     pp_arrive(g, &c);
     INS("wgmma.wait_group.sync.aligned 0;");
-    v_release(g, &c);
+    if (p->o_stage == 3) {
+        /* consumer 1 stages O in this V slot and releases it in its epilogue; consumer 0 tells
+           it (nb_ring + 1) that its last PV has read the slot */
+        ptx_r cw0 = ptx_reg(g->f, PTX_PRED, "cw0"), rel = g->sc.pt;
+        INS("setp.eq.u32 $, $, 0;", cw0, c.cw);
+        INS("setp.eq.and.u32 $, $, 0, $;", rel, g->lane, cw0);
+        ptx_mbar_release(g->f, g->mb_v_empty[0], 4 * nwg,
+                         "consumer 0 after the last PV (consumer 1: its epilogue)");
+        INS("@$ mbarrier.arrive.shared::cta.b64 _, [$];", rel,
+            kg_ring_bar(g, g->mb_v_empty, c.pps.stage, c.tmp.voff));
+        ptx_named_bar(g->f, p->nb_ring + 1, 256);
+        INS("@$ bar.arrive %d, 256;", cw0, p->nb_ring + 1);
+    } else {
+        v_release(g, &c);
+    }
     INS("add.u32 $, $, 1;", c.qc, c.qc);
 
     kg_epilogue(g, &c);

@@ -171,6 +171,16 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        column of the same run read 0.976-1.020 (median 1.006). The final table's run repeats
        the A/B with FA4 in it (bench/RESULTS.md, session 12). */
     p->dyn_sched = !p->fp8;
+    /* O staged in the last key block's ring slots where it would go to Q (ring_stage, applied
+       below: one Q buffer, two consumers, head_dim 192/256), so Q is released after the tile's
+       last QK and the next tile's Q load overlaps this tile's end. ncu (session 13, hd256
+       causal 512): 18% of the warps' samples waited for Q at the tile start. Same-run A/B on
+       the H200 (session 13 call 5, bf16 hd256, cuDNN in the run, 4 rounds rotated), ring /
+       Q staging: non-causal 512/1024/2048/4096 1.094/1.062/1.010/1.038, causal 512/1024/2048
+       1.036/1.036/1.023, 8192-16384 0.98-1.03. Repeated in the three-library run (call 7, bf16 +
+       fp16, FA4 and cuDNN in it), Q staging / ring, median of each group's rows: non-causal
+       0.959 (< 4096) and 0.967, causal 0.969 and 0.995; 512 non-causal 0.921 in both dtypes. */
+    p->ring_stage = !p->fp8;
     if (!quiet)
         fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
     if (p->fp8) /* e4m3 takes neither, whatever the knobs: its P offset (2^8) leaves no headroom
@@ -278,6 +288,14 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
     if (!p->o_stage && !p->dbg_no_o_store && p->q_bufs == 1 && p->hdv_chunks <= p->hd_chunks &&
         !p->fp8 && !cfg->split_kv)
         p->o_stage = 2;
+    /* ring_stage: O staged in the tile's last key block's ring slots instead (o_stage 3; two
+       consumers, each slot at least a warpgroup's 64 rows of O): Q is then released after the
+       last QK, and only the next tile's second block waits for the epilogue (measured above) */
+    if (p->ring_stage && p->o_stage == 2 && p->num_consumer_wg == 2 &&
+        p->smem_k_stage >= p->hdv_chunks * 8192 && p->smem_v_stage >= p->hdv_chunks * 8192)
+        p->o_stage = 3;
+    else
+        p->ring_stage = 0;
     /* varlen: the longest-first tile order's table (varlen_order.h) after the barriers, where it
        fits beside the layout chosen above (it never costs a Q buffer or the O staging); else
        smem_vtab 0 and the kernel walks the sequences in their own order. */
@@ -307,6 +325,7 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
     p->bar_release_count = 4 * p->num_consumer_wg;
     p->nb_pingpong = 1;
     p->nb_epilogue = 4;
+    p->nb_ring = 7;
     if (p->smem_bytes > SMEM_LIMIT)
         return REFUSE("block_n %d with %d stages needs %d bytes of shared memory (limit %d)",
                       p->block_n, p->stages, p->smem_bytes, SMEM_LIMIT);
