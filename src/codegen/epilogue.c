@@ -279,7 +279,9 @@ static void store_gmem(kgen *g, cons *c, const ptx_r inv[2])
         }
         ptx_place(g->f, lab);
     }
-    if (p->o_stage == 3) { /* stored from registers: the slot was never written */
+    if (p->o_stage == 3) { /* stored from registers: the slot was never written; every thread of
+                              the warpgroup passed its last GEMM's wait before the nb_ring sync
+                              (kg_epilogue), so thread 0 may release it for all four warps */
         ptx_r tid = ptx_reg(g->f, PTX_B32, "wgtid"), rel = ptx_reg(g->f, PTX_PRED, "rrel");
         INS("and.b32 $, $, 127;", tid, g->thr);
         INS("setp.eq.u32 $, $, 0;", rel, tid);

@@ -290,7 +290,8 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
         p->o_stage = 2;
     /* ring_stage: O staged in the tile's last key block's ring slots instead (o_stage 3; two
        consumers, each slot at least a warpgroup's 64 rows of O): Q is then released after the
-       last QK, and only the next tile's second block waits for the epilogue (measured above) */
+       last QK, and only the producer's load that wraps back to that stage (2 stages: the next
+       tile's second block) waits for the epilogue (measured above) */
     if (p->ring_stage && p->o_stage == 2 && p->num_consumer_wg == 2 &&
         p->smem_k_stage >= p->hdv_chunks * 8192 && p->smem_v_stage >= p->hdv_chunks * 8192)
         p->o_stage = 3;
