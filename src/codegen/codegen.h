@@ -57,6 +57,10 @@ typedef struct fa3_plan {
                               QK wgmma (issue 17's SASS diff against FA4) */
     int late_v_wait;       /* bf16/fp16 (default 1): an overlapped block waits for V between its
                               QK and PV issues (FA4's order), not before the QK */
+    int early_pack;        /* A/B knob, not yet measured (16-bit): FA4's order in an overlapped
+                              block: the PV's wait after the first 10 exponentials and each P
+                              pair packed right after its second exponential (softmax.c), not
+                              the wait after the softmax and the 32 packs at the block's end */
     int ring_stage;        /* 16-bit (default 1): where O would be staged in Q (o_stage 2, one Q buffer,
                               two consumers), stage it in the last key block's ring slots
                               instead (o_stage 3), so Q is released after the tile's last QK

@@ -168,7 +168,15 @@ void kg_apply_mask(kgen *g, cons *c);
 /* softmax.c */
 void kg_descales_init(kgen *g, cons *c); /* e4m3: the descale parameters, before the tile loop */
 void kg_descales_tile(kgen *g, cons *c); /* e4m3: the tile's constants with its descales */
-void kg_softmax(kgen *g, cons *c, int masked);
+/* early_pack (kg_early_pack): the softmax packs P as it goes (kg_pack_p is then not called) and,
+   with pv_in_flight (the block's PV issued before it), waits for the PV after its first
+   EARLY_PACK_WAIT exponentials. */
+#define EARLY_PACK_WAIT 10
+static inline int kg_early_pack(const fa3_plan *p)
+{
+    return p->early_pack && !p->fp8 && !p->dbg_no_softmax;
+}
+void kg_softmax(kgen *g, cons *c, int masked, int pv_in_flight);
 void kg_rescale_o(kgen *g, cons *c);
 void kg_pack_p(kgen *g, cons *c);
 

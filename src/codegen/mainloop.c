@@ -234,10 +234,14 @@ static void block_body(kgen *g, cons *c, int masked, int lab_loop)
     INS("wgmma.wait_group.sync.aligned 1;"); /* S_j ready; PV may still run */
     k_release(g, c);
     q_release_if_last(g, c);
-    kg_softmax(g, c, masked);
-    INS("wgmma.wait_group.sync.aligned 0;");
+    const int early = kg_early_pack(g->p); /* the softmax waits for the PV and packs P */
+    kg_softmax(g, c, masked, 1);
+    if (!early)
+        INS("wgmma.wait_group.sync.aligned 0;");
     v_release(g, c);
-    if (g->p->pack_first) {
+    if (early) {
+        kg_rescale_o(g, c);
+    } else if (g->p->pack_first) {
         kg_pack_p(g, c);
         kg_rescale_o(g, c);
     } else {
@@ -412,8 +416,9 @@ void kg_consumer(kgen *g)
     INS("wgmma.wait_group.sync.aligned 0;");
     k_release(g, &c);
     q_release_if_last(g, &c);
-    kg_softmax(g, &c, 1);
-    kg_pack_p(g, &c);
+    kg_softmax(g, &c, 1, 0);
+    if (!kg_early_pack(p))
+        kg_pack_p(g, &c);
     kg_pipe_assign(g, &c.pps, c.ps);
     kg_pipe_advance(g, &c.ps);
     INS("add.u32 $, $, 1;", c.it, c.it);

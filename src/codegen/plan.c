@@ -185,7 +185,7 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
         fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
     if (p->fp8) /* e4m3 takes neither, whatever the knobs: its P offset (2^8) leaves no headroom
                    for a kept max, and its exponent keeps the (s - m)·c form */
-        p->fast_exp = p->cond_rescale = 0;
+        p->fast_exp = p->cond_rescale = p->early_pack = 0;
     /* dyn_sched (knob): masked dense 16-bit configs only (varlen, paged and split-KV keep their
        own tile walks; e4m3's producer threads all work) */
     if (cfg->mask == FA3_MASK_NONE || cfg->varlen || cfg->paged_kv || cfg->split_kv ||

@@ -178,7 +178,14 @@ static void row_new_max(kgen *g, cons *c, int r, int keep)
     INS("mov.f32 $, $;", c->m[r], mnew);
 }
 
-void kg_softmax(kgen *g, cons *c, int masked)
+/* early_pack: P pair j (scores 2j, 2j+1) into its A fragment, as kg_pack_p does for all. */
+static void pack_pair(kgen *g, cons *c, int j)
+{
+    INS("cvt.rn.%s.f32 $, $, $;", g->cvt, ptx_at(c->a, j), ptx_at(c->s, 2 * j + 1),
+        ptx_at(c->s, 2 * j));
+}
+
+void kg_softmax(kgen *g, cons *c, int masked, int pv_in_flight)
 {
     const fa3_plan *p = g->p;
     const int ns = p->block_n / 2;
@@ -234,6 +241,12 @@ void kg_softmax(kgen *g, cons *c, int masked)
         for (int k = 1; k < nsum; k++)
             part[r][k] = c->tmp.sacc[r][k - 1];
     int seen[2] = {0, 0};
+    /* early_pack: the PV's wait after the first EARLY_PACK_WAIT exponentials (FA4's hd64 loop:
+       after 12 with alpha's two); the A fragments it reads are free after it, and each pair is
+       packed once both its exponentials are done (the pairs done before the wait, right after
+       it) */
+    const int early = kg_early_pack(p);
+    int waited = !pv_in_flight, packed = 0;
     if (nsum == 1) {
         INS("mov.f32 $, " ZERO_F ";", sum[0]);
         INS("mov.f32 $, " ZERO_F ";", sum[1]);
@@ -252,6 +265,12 @@ void kg_softmax(kgen *g, cons *c, int masked)
                 INS("mov.f32 $, $;", part[r][k], x);
             else
                 INS("add.f32 $, $, $;", part[r][k], part[r][k], x);
+            if (early && !waited && i + 1 == EARLY_PACK_WAIT) {
+                INS("wgmma.wait_group.sync.aligned 0;");
+                waited = 1;
+            }
+            for (; early && waited && 2 * packed + 1 <= i; packed++)
+                pack_pair(g, c, packed);
             continue;
         }
         INS("sub.rn.f32 $, $, $;", x, x, c->tmp.mz[r]);
@@ -262,6 +281,10 @@ void kg_softmax(kgen *g, cons *c, int masked)
         INS("ex2.approx.ftz.f32 $, $;", x, x);
         INS("add.f32 $, $, $;", sum[r], sum[r], x);
     }
+    if (early && !waited) /* fewer scores than the wait's place */
+        INS("wgmma.wait_group.sync.aligned 0;");
+    for (; early && packed < ns / 2; packed++)
+        pack_pair(g, c, packed);
     for (int r = 0; r < 2 && nsum == 4; r++) {
         INS("add.f32 $, $, $;", part[r][0], part[r][0], part[r][1]);
         INS("add.f32 $, $, $;", part[r][2], part[r][2], part[r][3]);
