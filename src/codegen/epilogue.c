@@ -113,9 +113,7 @@ static void store_tma(kgen *g, cons *c, const ptx_r inv[2], int lab_gmem, int la
     if (p->o_stage >= 2) /* an empty tile has no Q (no ring slot) of its own to stage in */
         INS("setp.le.or.s32 $, $, 0, $;", no_tma, c->t.niters, no_tma);
     INS("@$ bra %s;", no_tma, ptx_lab(g->f, lab_gmem));
-    ptx_r tid = ptx_reg(g->f, PTX_B32, "wgtid"), lead = ptx_reg(g->f, PTX_PRED, "wglead");
-    INS("and.b32 $, $, 127;", tid, g->thr);
-    INS("setp.eq.u32 $, $, 0;", lead, tid);
+    ptx_r lead = kg_wg_lead(g, "wglead");
     INS("@$ cp.async.bulk.wait_group.read 0;", lead);
     ptx_r own = ptx_reg(g->f, PTX_B32, "epibar");
     INS("add.u32 $, $, %d;", own, c->cw, p->nb_epilogue); /* this warpgroup's own barrier */
@@ -282,9 +280,7 @@ static void store_gmem(kgen *g, cons *c, const ptx_r inv[2])
     if (p->o_stage == 3) { /* stored from registers: the slot was never written; every thread of
                               the warpgroup passed its last GEMM's wait before the nb_ring sync
                               (kg_epilogue), so thread 0 may release it for all four warps */
-        ptx_r tid = ptx_reg(g->f, PTX_B32, "wgtid"), rel = ptx_reg(g->f, PTX_PRED, "rrel");
-        INS("and.b32 $, $, 127;", tid, g->thr);
-        INS("setp.eq.u32 $, $, 0;", rel, tid);
+        ptx_r rel = kg_wg_lead(g, "rrel");
         INS("setp.gt.and.s32 $, $, 0, $;", rel, c->t.niters, rel);
         ring_release(g, c, rel);
     }

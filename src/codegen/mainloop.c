@@ -476,9 +476,7 @@ void kg_consumer(kgen *g)
     ptx_place(g->f, lab_exit);
     if (p->o_stage) {
         /* the TMA stores of O must finish before the CTA (and its shared memory) goes away */
-        ptx_r tid = ptx_reg(g->f, PTX_B32, "wgtid"), lead = ptx_reg(g->f, PTX_PRED, "wglead");
-        INS("and.b32 $, $, 127;", tid, g->thr);
-        INS("setp.eq.u32 $, $, 0;", lead, tid);
+        ptx_r lead = kg_wg_lead(g, "wglead");
         INS("@$ cp.async.bulk.wait_group 0;", lead);
     }
     if (nwg > 1) {

@@ -81,6 +81,14 @@ void kg_release_warp(kgen *g, ptx_r addr, int mbar, const char *site)
     INS("@$ mbarrier.arrive.shared::cta.b64 _, [$];", l0, addr);
 }
 
+ptx_r kg_wg_lead(kgen *g, const char *name)
+{
+    ptx_r tid = ptx_reg(g->f, PTX_B32, "wgtid"), lead = ptx_reg(g->f, PTX_PRED, name);
+    INS("and.b32 $, $, 127;", tid, g->thr);
+    INS("setp.eq.u32 $, $, 0;", lead, tid);
+    return lead;
+}
+
 pipe_state kg_pipe_init(kgen *g)
 {
     pipe_state s = {ptx_reg(g->f, PTX_B32, "stage"), ptx_reg(g->f, PTX_B32, "phase")};
