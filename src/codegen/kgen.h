@@ -176,7 +176,7 @@ void kg_descales_tile(kgen *g, cons *c); /* e4m3: the tile's constants with its 
 #define EARLY_PACK_WAIT 10
 static inline int kg_early_pack(const fa3_plan *p)
 {
-    return p->early_pack && !p->fp8 && !p->dbg_no_softmax;
+    return p->early_pack && !p->dbg_no_softmax; /* plan.c: e4m3 never takes it */
 }
 void kg_softmax(kgen *g, cons *c, int masked, int pv_in_flight);
 void kg_rescale_o(kgen *g, cons *c);
