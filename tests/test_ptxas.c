@@ -78,7 +78,7 @@ typedef struct ptxas_case {
    dtype, causal softcap dense and local softcap paged.
    NBM128: head_dim 64's two-consumer tile (block_m 128, fa3_fwd_tune's short causal choice),
    bf16/fp16 x causal/local with softcap, dense and varlen + paged (its largest). */
-enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 12, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
+enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 13, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
        NCOMBINE = 5 * 2 * 2, NPACK = 6 * 3 * 2, NBM64 = 6 * 3 * 4, NDECODE = 6 * 3 * 2,
        NBM128 = 2 * 2 * 2,
        NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NPACK + NBM64 +
@@ -527,7 +527,8 @@ int main(void)
        waits with a suspend-time hint (on the kernel before the tile hand-over: with it the 24
        registers of the producer spill 8 bytes at hd192/256), each role's own static tile order (masked configs: the
        kernel before the tile hand-over), O staged in Q (hd192/256: the kernel before session
-       13's ring staging), FA4's P packing order (early_pack, not yet measured) */
+       13's ring staging), FA4's P packing order (early_pack, not yet measured; 2: the PV's wait held behind the K
+       release) */
     static const struct { int hd, hdv, mask; } kv[NKNOB] = {
         {64, 64, 1}, {64, 64, 2}, {192, 192, 2}, {256, 256, 1}};
     static const struct { const char *knobs, *tag; } ks[NKNOBSETS] = {
@@ -542,7 +543,8 @@ int main(void)
         {"wait_hint=1,dyn_sched=0", "wait_hint1"},
         {"dyn_sched=0", "dyn_sched0"},
         {"ring_stage=0", "ring_stage0"},
-        {"early_pack=1", "early_pack1"}};
+        {"early_pack=1", "early_pack1"},
+        {"early_pack=2", "early_pack2"}};
     for (int k = 0; k < NKNOBSETS; k++)
         for (int i = 0; i < NKNOB; i++) {
             ptxas_case *pc = &g_cases[n];

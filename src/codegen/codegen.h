@@ -60,7 +60,9 @@ typedef struct fa3_plan {
     int early_pack;        /* A/B knob, not yet measured (16-bit): FA4's order in an overlapped
                               block: the PV's wait after the first 10 exponentials and each P
                               pair packed right after its second exponential (softmax.c), not
-                              the wait after the softmax and the 32 packs at the block's end */
+                              the wait after the softmax and the 32 packs at the block's end;
+                              2: the same with the K release just before the wait, which keeps
+                              ptxas from hoisting the wait above the exponentials */
     int ring_stage;        /* 16-bit (default 1): where O would be staged in Q (o_stage 2, one Q buffer,
                               two consumers), stage it in the last key block's ring slots
                               instead (o_stage 3), so Q is released after the tile's last QK

@@ -36,6 +36,10 @@ typedef struct scratch {
     ptx_r pt;         /* a predicate: lane 0 for releases, the mask's per-element test */
     ptx_r wrap, flip; /* ring advance */
     ptx_r bar;        /* an mbarrier address (also it + 1 in the Q release) */
+    /* early_pack 2: while fenced, the consumer's releases also take the predicate fence (true at
+       run time, opaque to ptxas), so the PV's wait after them stays where it is emitted */
+    ptx_r fence;
+    int fenced;
 } scratch;
 
 /* A tile's coordinates and key-block range (tile_order.c). */
@@ -48,6 +52,8 @@ typedef struct tile_info {
        qoff + m0 and the TMA batch coordinate tbatch (dense: m0 and batch; varlen: 0) */
     ptx_r sq, sk, qoff, koff, qrow, tbatch;
 } tile_info;
+
+struct kgen;
 
 /* A consumer warpgroup's state (mainloop.c owns it; blockinfo.c, softmax.c, epilogue.c use it). */
 typedef struct cons {
@@ -76,6 +82,8 @@ typedef struct cons {
     ptx_r l_lse[2];             /* fast_exp with cond_rescale: l without the P-rounding correction
                                    (softmax.c), for the LSE; otherwise the LSE takes l */
     ptx_r rescale;              /* cond_rescale: a pred, some row of the warp took a new max */
+    /* early_pack 2: the block's K release, emitted by the softmax just before the PV's wait */
+    void (*k_release)(struct kgen *g, struct cons *c);
     int lab_epilogue;
     /* the loop body's temporaries (see scratch) */
     struct {
@@ -172,11 +180,12 @@ void kg_descales_init(kgen *g, cons *c); /* e4m3: the descale parameters, before
 void kg_descales_tile(kgen *g, cons *c); /* e4m3: the tile's constants with its descales */
 /* early_pack (kg_early_pack): the softmax packs P as it goes (kg_pack_p is then not called) and,
    with pv_in_flight (the block's PV issued before it), waits for the PV after its first
-   EARLY_PACK_WAIT exponentials. */
+   EARLY_PACK_WAIT exponentials; early_pack 2 emits c->k_release there first, fenced on the last
+   of those exponentials, because ptxas otherwise hoists the wait above them (softmax.c). */
 #define EARLY_PACK_WAIT 10
 static inline int kg_early_pack(const fa3_plan *p)
 {
-    return p->early_pack && !p->dbg_no_softmax; /* plan.c: e4m3 never takes it */
+    return p->dbg_no_softmax ? 0 : p->early_pack; /* plan.c: e4m3 never takes it */
 }
 void kg_softmax(kgen *g, cons *c, int masked, int pv_in_flight);
 void kg_rescale_o(kgen *g, cons *c);

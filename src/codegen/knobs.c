@@ -45,7 +45,11 @@
    - early_pack=0/1 (bf16/fp16; not yet on the GPU): FA4's hd64 loop order (session 13's SASS
      comparison, docs/notes.md): in an overlapped block the PV's wait_group 0 after the first 10
      exponentials, each P pair packed right after its second exponential (those before the
-     wait right after it), O's rescale after the softmax as before;
+     wait right after it), O's rescale after the softmax as before; early_pack=2: the same with
+     the block's K release moved to just before the PV's wait, predicated on the row sums so far
+     being > -1 or NaN (always), since ptxas hoists the wait above every exponential at hd64
+     otherwise and not above an mbarrier arrive: nvdisasm of the hd64 loop puts 12 EX2 before
+     the wait (FA4: 12), hd128 54, hd256 30 (early_pack=1: 0 / 8 / 6);
    - ring_stage=0/1 (bf16/fp16, default 1; plan.c has the A/B): where O would be staged in the
      Q buffer (one Q buffer, head_dim 192/256), stage it in the last key block's K (consumer 0)
      and V (consumer 1) ring slots instead (o_stage 3), so Q is released after the last QK;
@@ -102,7 +106,7 @@ static const struct knob {
     {"uniform_desc", offsetof(fa3_plan, uniform_desc), 0, 1},
     {"late_v_wait", offsetof(fa3_plan, late_v_wait), 0, 1},
     {"ring_stage", offsetof(fa3_plan, ring_stage), 0, 1},
-    {"early_pack", offsetof(fa3_plan, early_pack), 0, 1},
+    {"early_pack", offsetof(fa3_plan, early_pack), 0, 2},
     {"wait_hint", offsetof(fa3_plan, wait_hint), 0, 1},
     {"dyn_sched", offsetof(fa3_plan, dyn_sched), 0, 3},
     {"l2_floor", offsetof(fa3_plan, l2_floor), 0, 64},

@@ -143,6 +143,8 @@ static void k_release(kgen *g, cons *c)
     INS("setp.eq.u32 $, $, 0;", cw0, c->cw);
     INS("and.pred $, $, $;", rel, last, cw0);
     INS("setp.eq.and.u32 $, $, 0, !$;", rel, g->lane, rel);
+    if (g->sc.fenced)
+        INS("and.pred $, $, $;", rel, rel, g->sc.fence);
     ptx_mbar_release(g->f, g->mb_k_empty[0], 4 * g->p->num_consumer_wg,
                      "consumer after QK (consumer 0: not the tile's last block)");
     INS("@$ mbarrier.arrive.shared::cta.b64 _, [$];", rel,
@@ -232,10 +234,14 @@ static void block_body(kgen *g, cons *c, int masked, int lab_loop)
     pv(g, c);
     pp_arrive(g, c);
     INS("wgmma.wait_group.sync.aligned 1;"); /* S_j ready; PV may still run */
-    k_release(g, c);
-    q_release_if_last(g, c);
     const int early = kg_early_pack(g->p); /* the softmax waits for the PV and packs P */
+    /* early_pack 2: the softmax releases K just before the PV's wait (kg_softmax) */
+    c->k_release = early == 2 ? k_release : NULL;
+    if (!c->k_release)
+        k_release(g, c);
+    q_release_if_last(g, c);
     kg_softmax(g, c, masked, 1);
+    c->k_release = NULL;
     if (!early)
         INS("wgmma.wait_group.sync.aligned 0;");
     v_release(g, c);

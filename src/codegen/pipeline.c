@@ -24,6 +24,9 @@ void kg_scratch_init(kgen *g)
     g->sc.wrap = ptx_reg(g->f, PTX_PRED, "wrap");
     g->sc.flip = ptx_reg(g->f, PTX_B32, "flip");
     g->sc.bar = ptx_reg(g->f, PTX_B32, "bar");
+    if (kg_early_pack(g->p) == 2) /* only there: the other kernels' PTX stays as it was */
+        g->sc.fence = ptx_reg(g->f, PTX_PRED, "fence");
+    g->sc.fenced = 0;
 }
 
 void kg_mbar_wait(kgen *g, ptx_r addr, ptx_r parity, int mbar)
@@ -77,7 +80,10 @@ void kg_release_warp(kgen *g, ptx_r addr, int mbar, const char *site)
 {
     ptx_mbar_release(g->f, mbar, 4 * g->p->num_consumer_wg, site);
     ptx_r l0 = g->sc.pt;
-    INS("setp.eq.u32 $, $, 0;", l0, g->lane);
+    if (g->sc.fenced)
+        INS("setp.eq.and.u32 $, $, 0, $;", l0, g->lane, g->sc.fence);
+    else
+        INS("setp.eq.u32 $, $, 0;", l0, g->lane);
     INS("@$ mbarrier.arrive.shared::cta.b64 _, [$];", l0, addr);
 }
 

@@ -185,6 +185,26 @@ static void pack_pair(kgen *g, cons *c, int j)
         ptx_at(c->s, 2 * j));
 }
 
+/* early_pack: the PV's wait inside the softmax, after the exponentials summed so far into the
+   row sums part[r][0 .. min(nsum, seen[r]) - 1]. ptxas hoists a wgmma.wait_group above
+   independent arithmetic (at hd64 above every exponential) but not above an mbarrier arrive:
+   with c->k_release (early_pack 2) the block's K release comes first, on lane 0 and every such
+   sum > -1 or NaN (always true: sums of 2^y; ptxas cannot fold it), so the wait stays behind
+   those exponentials. */
+static void pv_wait(kgen *g, cons *c, ptx_r part[2][4], int nsum, const int seen[2])
+{
+    if (c->k_release) {
+        INS("setp.gtu.f32 $, $, 0fBF800000;", g->sc.fence, part[0][0]); /* -1.0 */
+        for (int r = 0; r < 2; r++)
+            for (int k = !r; k < nsum && k < seen[r]; k++)
+                INS("setp.gtu.and.f32 $, $, 0fBF800000, $;", g->sc.fence, part[r][k], g->sc.fence);
+        g->sc.fenced = 1;
+        c->k_release(g, c);
+        g->sc.fenced = 0;
+    }
+    INS("wgmma.wait_group.sync.aligned 0;");
+}
+
 void kg_softmax(kgen *g, cons *c, int masked, int pv_in_flight)
 {
     const fa3_plan *p = g->p;
@@ -266,7 +286,7 @@ void kg_softmax(kgen *g, cons *c, int masked, int pv_in_flight)
             else
                 INS("add.f32 $, $, $;", part[r][k], part[r][k], x);
             if (early && !waited && i + 1 == EARLY_PACK_WAIT) {
-                INS("wgmma.wait_group.sync.aligned 0;");
+                pv_wait(g, c, part, nsum, seen);
                 waited = 1;
             }
             for (; early && waited && 2 * packed + 1 <= i; packed++)
@@ -282,7 +302,7 @@ void kg_softmax(kgen *g, cons *c, int masked, int pv_in_flight)
         INS("add.f32 $, $, $;", sum[r], sum[r], x);
     }
     if (early && !waited) /* fewer scores than the wait's place */
-        INS("wgmma.wait_group.sync.aligned 0;");
+        pv_wait(g, c, part, nsum, seen);
     for (; early && packed < ns / 2; packed++)
         pack_pair(g, c, packed);
     for (int r = 0; r < 2 && nsum == 4; r++) {
