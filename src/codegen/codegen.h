@@ -76,6 +76,11 @@ typedef struct fa3_plan {
                               knob 2: a counter at every launch, 3: never; 0: each role walks
                               the static order itself, and where it does not apply (producer.c,
                               runtime/schedule.c fa3_dyn_section) */
+    int ring_addr;         /* A/B knob: a ring barrier's address as stage·8 + bars, then its
+                              table offset, which ptxas folds into the SYNCS address
+                              (pipeline.c kg_ring_bar); the consumers' K/V descriptors as
+                              stage·(stage bytes / 16) + the ring's descriptor word
+                              (mainloop.c ring_wait_desc) */
     int wait_hint;         /* A/B knob: every mbarrier try_wait with a 10 ms suspend-time hint
                               (CUTLASS's), not the system's default limit (pipeline.c) */
     int tree_reduce;       /* A/B knob: row max and (fast_exp) row sums over 4 accumulators each

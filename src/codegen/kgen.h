@@ -40,6 +40,8 @@ typedef struct scratch {
        run time, opaque to ptxas), so the PV's wait after them stays where it is emitted */
     ptx_r fence;
     int fenced;
+    int ring_addr; /* the plan's ring_addr, in the consumers only (the producer's 24 registers
+                      spilled with it at hd192/256 masked) */
 } scratch;
 
 /* A tile's coordinates and key-block range (tile_order.c). */
@@ -73,6 +75,7 @@ typedef struct cons {
     ptx_r kfirst[2], klast[2];  /* keys each row sees: [kfirst, klast] */
     ptx_r all_last, all_first;  /* last key every row of the tile sees, first key every row sees */
     ptx_r descq, desck, descv;
+    ptx_r kdesc0, vdesc0;       /* ring_addr: the low descriptor word of K's and V's stage 0 */
     ptx_r pp_own, pp_next;      /* ping-pong barrier ids */
     ptx_r s, a, o;              /* arrays: S then P (fp32), P fragments, O accumulators */
     ptx_r h[2];                 /* e4m3: the two e4m3x2 halves of a P fragment */

@@ -56,6 +56,15 @@
    - late_v_wait=0/1: an overlapped key block waits for the previous block's V after issuing its
      QK, just before the PV (FA4's order; mainloop.c block_body), so a late V holds up only the
      PV. Both are the planner's choice for bf16/fp16 (plan.c has the A/B, session 11);
+   - ring_addr=1 (not yet on the GPU): the consumers' ring barrier addresses as stage·8 + bars
+     with the table offset added last, which ptxas folds into the SYNCS address ([UR+0x28]),
+     and their K/V descriptors as stage·(stage bytes / 16) plus stage 0's descriptor word, kept
+     from the tile loop's start (pipeline.c kg_ring_bar, mainloop.c ring_wait_desc). nvdisasm of
+     the bf16 non-causal loops: hd64/128/256 463/509/502 -> 449/494/490 SASS a key block (FA4:
+     418/455/423; session 13 counted +7 barrier-address and +4 descriptor instructions at hd64).
+     The producer keeps its form: with it, its 24 registers spilled 8-12 bytes at hd192/256
+     masked. test_ptxas's 520 cases compile under ring_addr=1,early_pack=2 with no spill
+     (FA3JIT_TEST_PTXAS_KNOBS);
    - wait_hint=1: each mbarrier try_wait carries a suspend-time hint of 10 ms (CUTLASS's
      ClusterBarrier::wait), so a waiting thread sleeps until the phase completes instead of
      re-issuing the try_wait and its branch: ncu (session 11, hd128 16k non-causal) counted
@@ -108,6 +117,7 @@ static const struct knob {
     {"ring_stage", offsetof(fa3_plan, ring_stage), 0, 1},
     {"early_pack", offsetof(fa3_plan, early_pack), 0, 2},
     {"wait_hint", offsetof(fa3_plan, wait_hint), 0, 1},
+    {"ring_addr", offsetof(fa3_plan, ring_addr), 0, 1},
     {"dyn_sched", offsetof(fa3_plan, dyn_sched), 0, 3},
     {"l2_floor", offsetof(fa3_plan, l2_floor), 0, 64},
 };

@@ -115,6 +115,12 @@ static void ring_wait_desc(kgen *g, cons *c, int is_v)
     ptx_r full = kg_ring_bar(g, mb, ps->stage, is_v ? c->tmp.voff : c->tmp.koff);
     kg_mbar_wait(g, full, ps->phase, mb[0]);
     ptx_r a = is_v ? c->tmp.vaddr : c->tmp.kaddr;
+    if (p->ring_addr && !vt) { /* make_desc's word of stage 0 plus the stage's 16-byte units */
+        const int stride = (is_v ? p->smem_v_stage : p->smem_k_stage) >> 4;
+        INS("mad.lo.u32 $, $, %d, $;", a, ps->stage, stride, is_v ? c->vdesc0 : c->kdesc0);
+        INS("mov.b64 $, {$, 0x40000040};", is_v ? c->descv : c->desck, a);
+        return;
+    }
     INS("mad.lo.u32 $, $, %d, $;", a, ps->stage,
         vt ? p->smem_vt_stage : is_v ? p->smem_v_stage : p->smem_k_stage, g->sbase);
     INS("add.u32 $, $, %d;", a, a, vt ? p->smem_vt : is_v ? p->smem_v : p->smem_k);
@@ -291,12 +297,24 @@ void kg_consumer(kgen *g)
     c.a = ptx_array(g->f, PTX_B32, "a", p->block_n / (p->fp8 ? 8 : 4));
     c.o = ptx_array(g->f, PTX_F32, "o", p->hdv_chunks * 32); /* O (padded head_dim_v) */
     kg_scratch_init(g);
+    g->sc.ring_addr = p->ring_addr;
     c.tmp.dq = ptx_reg(g->f, PTX_B64, "dq");
     c.tmp.dk = ptx_reg(g->f, PTX_B64, "dk");
     c.tmp.dv = ptx_reg(g->f, PTX_B64, "dv");
     if (p->uniform_desc) {
         c.tmp.dlo = ptx_reg(g->f, PTX_B32, "dlo");
         c.tmp.dhi = ptx_reg(g->f, PTX_B32, "dhi");
+    }
+    if (p->ring_addr) { /* stage 0's descriptor words (ring_wait_desc); the shifted addresses
+                           stay below 2^14, under the LBO field at bit 16 */
+        c.kdesc0 = ptx_reg(g->f, PTX_B32, "kdesc0");
+        c.vdesc0 = ptx_reg(g->f, PTX_B32, "vdesc0");
+        INS("add.u32 $, $, %d;", c.kdesc0, g->sbase, p->smem_k);
+        INS("shr.u32 $, $, 4;", c.kdesc0, c.kdesc0);
+        INS("or.b32 $, $, %d;", c.kdesc0, c.kdesc0, 1 << 16);
+        INS("add.u32 $, $, %d;", c.vdesc0, g->sbase, p->smem_v);
+        INS("shr.u32 $, $, 4;", c.vdesc0, c.vdesc0);
+        INS("or.b32 $, $, %d;", c.vdesc0, c.vdesc0, (p->block_n * 128 >> 4) << 16);
     }
     c.tmp.koff = ptx_reg(g->f, PTX_B32, "koff");
     c.tmp.voff = ptx_reg(g->f, PTX_B32, "voff");

@@ -27,6 +27,7 @@ void kg_scratch_init(kgen *g)
     if (kg_early_pack(g->p) == 2) /* only there: the other kernels' PTX stays as it was */
         g->sc.fence = ptx_reg(g->f, PTX_PRED, "fence");
     g->sc.fenced = 0;
+    g->sc.ring_addr = 0; /* kg_consumer sets it */
 }
 
 void kg_mbar_wait(kgen *g, ptx_r addr, ptx_r parity, int mbar)
@@ -48,6 +49,11 @@ void kg_mbar_wait(kgen *g, ptx_r addr, ptx_r parity, int mbar)
 ptx_r kg_ring_bar(kgen *g, const int *mb, ptx_r stage, ptx_r off)
 {
     ptx_r b = g->sc.bar;
+    if (g->sc.ring_addr) {
+        INS("mad.lo.u32 $, $, 8, $;", b, stage, g->bars);
+        INS("add.u32 $, $, %d;", b, b, g->f->mbar[mb[0]].offset);
+        return b;
+    }
     INS("shl.b32 $, $, 3;", off, stage);
     INS("add.u32 $, $, %d;", b, g->bars, g->f->mbar[mb[0]].offset);
     INS("add.u32 $, $, $;", b, b, off);
@@ -64,6 +70,11 @@ ptx_r kg_q_bar(kgen *g, const int *mb, ptx_r buf)
     }
     const int o0 = g->f->mbar[mb[0]].offset, o1 = g->f->mbar[mb[1]].offset;
     if (o1 - o0 == 16) { /* the q_empty pair: base + 16·buf */
+        if (g->sc.ring_addr) { /* the offset last: ptxas folds it into the address */
+            INS("mad.lo.u32 $, $, 16, $;", a, buf, g->bars);
+            INS("add.u32 $, $, %d;", a, a, o0);
+            return a;
+        }
         INS("add.u32 $, $, %d;", a, g->bars, o0);
         INS("mad.lo.u32 $, $, 16, $;", a, buf, a);
         return a;
