@@ -459,6 +459,9 @@ def main(argv=None):
     print("\n".join(report.table_lines(rows, peers)))
     print()
     print("\n".join(report.summary_lines(rows, peers)))
+    if variants:
+        print()
+        print("\n".join(report.variant_lines(rows)))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -143,3 +143,42 @@ def row_line(row, peers):
         t = statistics.median(runs) if runs else None
         text += f"  [{v}] {fmt(t):>6} x{fmt(ratio(t, best), '.2f')}"
     return text
+
+
+def variant_lines(rows):
+    """Each --variants column against the default fa3jit column of the same run: the median over
+    a group's rows of median(variant's rounds) / median(default's rounds), by head_dim, mask and
+    seqlen below / at least LONG_SEQLEN, then over all rows (a same-run A/B's reading, as
+    docs/notes.md reports them). Rows where either column has no rounds are left out; [] without
+    variants."""
+    names = []
+    for r in rows:
+        names += [v for v in r.get("variants", {}) if v not in names]
+    if not names:
+        return []
+    groups = {}
+    for r in rows:
+        key = (r["head_dim"], r["causal"], r["seqlen"] >= LONG_SEQLEN)
+        groups.setdefault(key, []).append(r)
+
+    def med(part, v):
+        xs = [statistics.median(r["variants"][v]) / statistics.median(r["fa3jit_runs"])
+              for r in part if r.get("variants", {}).get(v) and r.get("fa3jit_runs")]
+        return (statistics.median(xs), len(xs)) if xs else (None, 0)
+
+    out = ["variant / default (same run; median of the group's rows, rows in brackets):"]
+    for key in sorted(groups):
+        hd, causal, long_ = key
+        label = (f"hd{hd} {'causal' if causal else 'full'} "
+                 f"{'>=' if long_ else '<'} {LONG_SEQLEN}")
+        cells = []
+        for v in names:
+            m, n = med(groups[key], v)
+            cells.append(f"[{v}] {fmt(m, '.3f')} ({n})")
+        out.append(f"  {label:<22}" + "  ".join(cells))
+    cells = []
+    for v in names:
+        m, n = med(rows, v)
+        cells.append(f"[{v}] {fmt(m, '.3f')} ({n})")
+    out.append(f"  {'all rows':<22}" + "  ".join(cells))
+    return out

@@ -136,6 +136,49 @@ class Summary(unittest.TestCase):
                       cr.summary_lines([row(512, 1.0, peers=("fa4",))], ["fa4"])[1])
 
 
+class VariantSummary(unittest.TestCase):
+    def vrow(self, hd, causal, seqlen, base, variants):
+        r = row(seqlen, statistics.median(base), cudnn=100.0, causal=causal)
+        r.update(head_dim=hd, fa3jit_runs=base, variants=variants)
+        return r
+
+    def test_group_medians_against_a_direct_count(self):
+        rng = random.Random(11)
+        rows = []
+        for hd in (64, 128):
+            for causal in (False, True):
+                for s in (512, 2048, 4096, 16384):
+                    base = [rng.uniform(300, 700) for _ in range(3)]
+                    rows.append(self.vrow(hd, causal, s, base, {
+                        "a=1": [rng.uniform(300, 700) for _ in range(3)],
+                        "b=1": [] if s == 512 else [rng.uniform(300, 700) for _ in range(3)]}))
+        lines = cr.variant_lines(rows)
+        self.assertEqual(len(lines), 1 + 8 + 1)
+
+        def direct(part, v):
+            xs = [statistics.median(r["variants"][v]) / statistics.median(r["fa3jit_runs"])
+                  for r in part if r["variants"][v]]
+            return statistics.median(xs), len(xs)
+
+        part = [r for r in rows if r["head_dim"] == 64 and r["causal"] and r["seqlen"] < 4096]
+        line = [x for x in lines if x.strip().startswith("hd64 causal < 4096")][0]
+        m, n = direct(part, "a=1")
+        self.assertIn(f"[a=1] {m:.3f} ({n})", line)
+        m, n = direct(part, "b=1")  # the 512 row has no rounds of b=1: left out
+        self.assertEqual(n, 1)
+        self.assertIn(f"[b=1] {m:.3f} (1)", line)
+        m, n = direct(rows, "b=1")
+        self.assertIn(f"[b=1] {m:.3f} ({n})", lines[-1])
+        self.assertTrue(lines[-1].strip().startswith("all rows"))
+
+    def test_identical_column_reads_one_and_none_without_variants(self):
+        rows = [self.vrow(256, False, 8192, [500.0, 510.0, 490.0], {"x=0": [490.0, 500.0, 510.0]})]
+        self.assertIn("[x=0] 1.000 (1)", cr.variant_lines(rows)[1])
+        self.assertEqual(cr.variant_lines([row(512, 1.0)]), [])
+        rows[0]["variants"]["x=0"] = []
+        self.assertIn("[x=0] n/a (0)", cr.variant_lines(rows)[1])
+
+
 class Table(unittest.TestCase):
     def test_columns_and_na(self):
         rows = [row(1024, 600.0, cudnn=500.0, fa4=None, causal=True)]
@@ -276,6 +319,8 @@ class MainWithFakeTimers(unittest.TestCase):
         self.assertIsNone(rows[0]["ratio"])
         self.assertEqual(rows[0]["variants"]["wg3=0"], [500.0] * 3)
         self.assertIn("| fa3jit TFLOP/s | FA4 TFLOP/s | fa3jit/FA4 |", text)
+        self.assertIn("variant / default", text)
+        self.assertIn("hd128 full < 4096", text)
 
     def test_bench_timer(self):
         calls, rows, text = self.run_main(
