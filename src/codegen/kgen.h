@@ -75,7 +75,8 @@ typedef struct cons {
     ptx_r kfirst[2], klast[2];  /* keys each row sees: [kfirst, klast] */
     ptx_r all_last, all_first;  /* last key every row of the tile sees, first key every row sees */
     ptx_r descq, desck, descv;
-    ptx_r kdesc0, vdesc0;       /* ring_addr: the low descriptor word of K's and V's stage 0 */
+    ptx_r kdesc0, vdesc0;       /* ring_addr: the low descriptor word of K's and V's stage 0
+                                   (vdesc0: 16-bit only; e4m3's transposed V keeps its form) */
     ptx_r pp_own, pp_next;      /* ping-pong barrier ids */
     ptx_r s, a, o;              /* arrays: S then P (fp32), P fragments, O accumulators */
     ptx_r h[2];                 /* e4m3: the two e4m3x2 halves of a P fragment */
@@ -131,7 +132,8 @@ typedef struct kgen {
 ptx_r kg_param(kgen *g, ptx_cls cls, const char *type, int off, const char *name);
 void kg_mbar_wait(kgen *g, ptx_r addr, ptx_r parity, int mbar);
 /* Address of ring barrier mb[stage] (a group of plan->stages barriers 8 bytes apart), into
-   g->sc.bar; off receives stage·8. */
+   g->sc.bar; off receives stage·8 (not written where g->sc.ring_addr: the consumers under the
+   ring_addr knob). */
 ptx_r kg_ring_bar(kgen *g, const int *mb, ptx_r stage, ptx_r off);
 /* The role's shared temporaries. */
 void kg_scratch_init(kgen *g);

@@ -308,13 +308,15 @@ void kg_consumer(kgen *g)
     if (p->ring_addr) { /* stage 0's descriptor words (ring_wait_desc); the shifted addresses
                            stay below 2^14, under the LBO field at bit 16 */
         c.kdesc0 = ptx_reg(g->f, PTX_B32, "kdesc0");
-        c.vdesc0 = ptx_reg(g->f, PTX_B32, "vdesc0");
         INS("add.u32 $, $, %d;", c.kdesc0, g->sbase, p->smem_k);
         INS("shr.u32 $, $, 4;", c.kdesc0, c.kdesc0);
         INS("or.b32 $, $, %d;", c.kdesc0, c.kdesc0, 1 << 16);
-        INS("add.u32 $, $, %d;", c.vdesc0, g->sbase, p->smem_v);
-        INS("shr.u32 $, $, 4;", c.vdesc0, c.vdesc0);
-        INS("or.b32 $, $, %d;", c.vdesc0, c.vdesc0, (p->block_n * 128 >> 4) << 16);
+        if (!p->fp8) {
+            c.vdesc0 = ptx_reg(g->f, PTX_B32, "vdesc0");
+            INS("add.u32 $, $, %d;", c.vdesc0, g->sbase, p->smem_v);
+            INS("shr.u32 $, $, 4;", c.vdesc0, c.vdesc0);
+            INS("or.b32 $, $, %d;", c.vdesc0, c.vdesc0, (p->block_n * 128 >> 4) << 16);
+        }
     }
     c.tmp.koff = ptx_reg(g->f, PTX_B32, "koff");
     c.tmp.voff = ptx_reg(g->f, PTX_B32, "voff");
