@@ -166,19 +166,13 @@ def variant_lines(rows):
               for r in part if r.get("variants", {}).get(v) and r.get("fa3jit_runs")]
         return (statistics.median(xs), len(xs)) if xs else (None, 0)
 
+    def line(label, part):
+        cells = [f"[{v}] {fmt(m, '.3f')} ({n})" for v in names for m, n in [med(part, v)]]
+        return f"  {label:<22}" + "  ".join(cells)
+
     out = ["variant / default (same run; median of the group's rows, rows in brackets):"]
-    for key in sorted(groups):
-        hd, causal, long_ = key
-        label = (f"hd{hd} {'causal' if causal else 'full'} "
-                 f"{'>=' if long_ else '<'} {LONG_SEQLEN}")
-        cells = []
-        for v in names:
-            m, n = med(groups[key], v)
-            cells.append(f"[{v}] {fmt(m, '.3f')} ({n})")
-        out.append(f"  {label:<22}" + "  ".join(cells))
-    cells = []
-    for v in names:
-        m, n = med(rows, v)
-        cells.append(f"[{v}] {fmt(m, '.3f')} ({n})")
-    out.append(f"  {'all rows':<22}" + "  ".join(cells))
+    for hd, causal, long_ in sorted(groups):
+        out.append(line(f"hd{hd} {'causal' if causal else 'full'} "
+                        f"{'>=' if long_ else '<'} {LONG_SEQLEN}", groups[(hd, causal, long_)]))
+    out.append(line("all rows", rows))
     return out

@@ -185,8 +185,8 @@ void kg_descales_init(kgen *g, cons *c); /* e4m3: the descale parameters, before
 void kg_descales_tile(kgen *g, cons *c); /* e4m3: the tile's constants with its descales */
 /* early_pack (kg_early_pack): the softmax packs P as it goes (kg_pack_p is then not called) and,
    with pv_in_flight (the block's PV issued before it), waits for the PV after its first
-   EARLY_PACK_WAIT exponentials; early_pack 2 emits c->k_release there first, fenced on the last
-   of those exponentials, because ptxas otherwise hoists the wait above them (softmax.c). */
+   EARLY_PACK_WAIT exponentials; early_pack 2 emits c->k_release there first, fenced on the row
+   sums of those exponentials, because ptxas otherwise hoists the wait above them (softmax.c). */
 #define EARLY_PACK_WAIT 10
 static inline int kg_early_pack(const fa3_plan *p)
 {

@@ -102,6 +102,17 @@ static void make_desc(kgen *g, ptx_r desc, ptx_r addr, int lbo_enc)
     INS("mov.b64 $, {$, 0x40000040};", desc, addr);
 }
 
+/* ring_addr: make_desc's low word for the ring's stage 0 at smem offset off, kept in a register
+   of its own for the consumer's life. */
+static ptx_r ring_desc_word(kgen *g, const char *name, int off, int lbo_enc)
+{
+    ptx_r w = ptx_reg(g->f, PTX_B32, name);
+    INS("add.u32 $, $, %d;", w, g->sbase, off);
+    INS("shr.u32 $, $, 4;", w, w);
+    INS("or.b32 $, $, %d;", w, w, lbo_enc << 16);
+    return w;
+}
+
 /* Wait for the ring operand of a block and build its descriptor: K of block n (stage ps,
    K-major, LBO unused) or V of the previous block (stage pps; 16-bit: MN-major, LBO = the
    distance between 64-column boxes, bn·128 B; e4m3: the transposed stage, K-major, once the
@@ -307,16 +318,9 @@ void kg_consumer(kgen *g)
     }
     if (p->ring_addr) { /* stage 0's descriptor words (ring_wait_desc); the shifted addresses
                            stay below 2^14, under the LBO field at bit 16 */
-        c.kdesc0 = ptx_reg(g->f, PTX_B32, "kdesc0");
-        INS("add.u32 $, $, %d;", c.kdesc0, g->sbase, p->smem_k);
-        INS("shr.u32 $, $, 4;", c.kdesc0, c.kdesc0);
-        INS("or.b32 $, $, %d;", c.kdesc0, c.kdesc0, 1 << 16);
-        if (!p->fp8) {
-            c.vdesc0 = ptx_reg(g->f, PTX_B32, "vdesc0");
-            INS("add.u32 $, $, %d;", c.vdesc0, g->sbase, p->smem_v);
-            INS("shr.u32 $, $, 4;", c.vdesc0, c.vdesc0);
-            INS("or.b32 $, $, %d;", c.vdesc0, c.vdesc0, (p->block_n * 128 >> 4) << 16);
-        }
+        c.kdesc0 = ring_desc_word(g, "kdesc0", p->smem_k, 1);
+        if (!p->fp8)
+            c.vdesc0 = ring_desc_word(g, "vdesc0", p->smem_v, p->block_n * 128 >> 4);
     }
     c.tmp.koff = ptx_reg(g->f, PTX_B32, "koff");
     c.tmp.voff = ptx_reg(g->f, PTX_B32, "voff");
