@@ -78,10 +78,8 @@ static ptx_r ring_slot(kgen *g, cons *c, int bar)
         INS("mov.u32 $, $;", k, kg_ring_bar(g, g->mb_k_empty, c->pps.stage, c->tmp.koff));
         INS("mov.u32 $, $;", v, kg_ring_bar(g, g->mb_v_empty, c->pps.stage, c->tmp.voff));
     } else {
-        INS("mad.lo.u32 $, $, %d, $;", k, c->pps.stage, p->smem_k_stage, g->sbase);
-        INS("add.u32 $, $, %d;", k, k, p->smem_k);
-        INS("mad.lo.u32 $, $, %d, $;", v, c->pps.stage, p->smem_v_stage, g->sbase);
-        INS("add.u32 $, $, %d;", v, v, p->smem_v);
+        kg_ring_slot(g, k, c->pps.stage, p->smem_k_stage, p->smem_k);
+        kg_ring_slot(g, v, c->pps.stage, p->smem_v_stage, p->smem_v);
     }
     INS("setp.eq.u32 $, $, 0;", cw0, c->cw);
     INS("selp.b32 $, $, $, $;", out, k, v, cw0);

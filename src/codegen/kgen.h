@@ -135,6 +135,9 @@ void kg_mbar_wait(kgen *g, ptx_r addr, ptx_r parity, int mbar);
    g->sc.bar; off receives stage·8 (not written where g->sc.ring_addr: the consumers under the
    ring_addr knob). */
 ptx_r kg_ring_bar(kgen *g, const int *mb, ptx_r stage, ptx_r off);
+/* dst = the shared address of a ring stage's slot: sbase + off + stage·stage_bytes (off, stage_bytes:
+   the plan's smem_k/smem_k_stage, smem_v/smem_v_stage or smem_vt/smem_vt_stage). */
+void kg_ring_slot(kgen *g, ptx_r dst, ptx_r stage, int stage_bytes, int off);
 /* The role's shared temporaries. */
 void kg_scratch_init(kgen *g);
 /* Address of Q barrier mb[buffer] (buf: 0 or 1 in a register; one Q buffer: mb[0]). */

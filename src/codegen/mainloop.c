@@ -132,9 +132,8 @@ static void ring_wait_desc(kgen *g, cons *c, int is_v)
         INS("mov.b64 $, {$, 0x40000040};", is_v ? c->descv : c->desck, a);
         return;
     }
-    INS("mad.lo.u32 $, $, %d, $;", a, ps->stage,
-        vt ? p->smem_vt_stage : is_v ? p->smem_v_stage : p->smem_k_stage, g->sbase);
-    INS("add.u32 $, $, %d;", a, a, vt ? p->smem_vt : is_v ? p->smem_v : p->smem_k);
+    kg_ring_slot(g, a, ps->stage, vt ? p->smem_vt_stage : is_v ? p->smem_v_stage : p->smem_k_stage,
+                 vt ? p->smem_vt : is_v ? p->smem_v : p->smem_k);
     make_desc(g, is_v ? c->descv : c->desck, a, is_v && !vt ? p->block_n * 128 >> 4 : 1);
 }
 

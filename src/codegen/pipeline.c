@@ -60,6 +60,12 @@ ptx_r kg_ring_bar(kgen *g, const int *mb, ptx_r stage, ptx_r off)
     return b;
 }
 
+void kg_ring_slot(kgen *g, ptx_r dst, ptx_r stage, int stage_bytes, int off)
+{
+    INS("mad.lo.u32 $, $, %d, $;", dst, stage, stage_bytes, g->sbase);
+    INS("add.u32 $, $, %d;", dst, dst, off);
+}
+
 /* Address of Q barrier mb[buf]: with two buffers, buf (0 or 1) picks the entry. */
 ptx_r kg_q_bar(kgen *g, const int *mb, ptx_r buf)
 {

@@ -94,8 +94,7 @@ void kg_vt_transpose(kgen *g, pipe_state ps)
     /* store bases, one per output word s: row n_s = 4(a&1) + 8(a>>1) + ((s + r) & 3), logical key
        byte 16·(w mod 8) + 4b, swizzled by n_s mod 8 = 4(a&1) + ((s + r) & 3) */
     ptx_r st[4], vt0 = ptx_reg(g->f, PTX_B32, "vtst");
-    INS("mad.lo.u32 $, $, %d, $;", vt0, ps.stage, p->smem_vt_stage, g->sbase);
-    INS("add.u32 $, $, %d;", vt0, vt0, p->smem_vt);
+    kg_ring_slot(g, vt0, ps.stage, p->smem_vt_stage, p->smem_vt);
     INS("mad.lo.u32 $, $, 4, $;", vt0, t->b, vt0);
     ptx_r a1 = ptx_reg(g->f, PTX_B32, "vta1"), n0 = ptx_reg(g->f, PTX_B32, "vtn0");
     ptx_r r = ptx_reg(g->f, PTX_B32, "vtr");
