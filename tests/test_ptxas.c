@@ -78,7 +78,7 @@ typedef struct ptxas_case {
    dtype, causal softcap dense and local softcap paged.
    NBM128: head_dim 64's two-consumer tile (block_m 128, fa3_fwd_tune's short causal choice),
    bf16/fp16 x causal/local with softcap, dense and varlen + paged (its largest). */
-enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 14, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
+enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 15, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
        NCOMBINE = 5 * 2 * 2, NPACK = 6 * 3 * 2, NBM64 = 6 * 3 * 4, NDECODE = 6 * 3 * 2,
        NBM128 = 2 * 2 * 2,
        NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NPACK + NBM64 +
@@ -533,7 +533,8 @@ int main(void)
        kernel before the tile hand-over), O staged in Q (hd192/256: the kernel before session
        13's ring staging), FA4's P packing order (early_pack, not yet measured; 2: the PV's wait held behind the K
        release), the ring's barrier and descriptor addresses by one multiply-add (ring_addr, not
-       yet measured) */
+       yet measured), the new max's arithmetic branched over where the warp keeps its maxima
+       (kept_branch, not yet measured) */
     static const struct { int hd, hdv, mask; } kv[NKNOB] = {
         {64, 64, 1}, {64, 64, 2}, {192, 192, 2}, {256, 256, 1}};
     static const struct { const char *knobs, *tag; } ks[NKNOBSETS] = {
@@ -550,7 +551,8 @@ int main(void)
         {"ring_stage=0", "ring_stage0"},
         {"early_pack=1", "early_pack1"},
         {"early_pack=2", "early_pack2"},
-        {"ring_addr=1", "ring_addr1"}};
+        {"ring_addr=1", "ring_addr1"},
+        {"kept_branch=1", "kept_branch1"}};
     for (int k = 0; k < NKNOBSETS; k++)
         for (int i = 0; i < NKNOB; i++) {
             ptxas_case *pc = &g_cases[n];

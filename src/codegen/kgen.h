@@ -95,7 +95,10 @@ typedef struct cons {
         ptx_r dlo, dhi;               /* a descriptor's words (desc_add) */
         ptx_r koff, voff, kaddr, vaddr; /* ring offsets and operand addresses */
         ptx_r bmax[2], shf, mnew[2], mz[2], psum[2], nokey; /* softmax */
-        ptx_r cr[2], noff[2], enew[2], c2, big, p16; /* fast_exp */
+        ptx_r cr[2], noff[2], enew[2], c2, big, p16; /* fast_exp (kept_branch: cr and noff
+                                                        carry from block to block, set in the
+                                                        tile's first block and where a max
+                                                        moves) */
         ptx_r racc[2][3], sacc[2][3]; /* tree_reduce: the max's and sums' other accumulators */
         ptx_r emu[3], emu_i[2];       /* ex2_emu: the polynomial's temporaries */
         ptx_r col0, lanecol, rlast[2], rfirst[2]; /* mask */

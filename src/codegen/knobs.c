@@ -65,6 +65,19 @@
      The producer keeps its form: with it, its 24 registers spilled 8-12 bytes at hd192/256
      masked. test_ptxas's 520 cases compile under ring_addr=1,early_pack=2 with no spill
      (FA3JIT_TEST_PTXAS_KNOBS);
+   - kept_branch=1 (bf16/fp16 with cond_rescale; not yet on the GPU): a warp whose vote keeps
+     every row's max branches over the new max's arithmetic (softmax.c row_new_max: the max,
+     the exp2 offset with its large-score guard, the carried rounding e, alpha's exponential),
+     whose results would equal the carried ones; alpha = 1 there. The per-row scale and offset
+     of the exponent FMA then carry from block to block (the tile's first block computes them
+     for every row; not with ex2_emu, whose 2^-inf is not 0). tools/probes/softmax_sim runs
+     both kernels' PTX on the same adversarial scores: P, O and LSE bit-identical. nvdisasm of
+     the bf16 non-causal loops (tools/probes/sass_loop.py --kept), SASS executed on a block
+     whose warp keeps its maxima, hd64/128/256: default 431/445/374, kept_branch=1 403/417/346,
+     with ring_addr=1 as well 389/402/333 (FA4's hd64 loop: 413-418); static 463/509/502 ->
+     467/513/506. The PV's wait stays where it was. test_ptxas compiles every case under
+     kept_branch=1 and kept_branch=1,ring_addr=1 with no spill; with early_pack=2 as well
+     hd64's local softcap kernels spill 8 bytes (three consumers, 128 registers);
    - wait_hint=1: each mbarrier try_wait carries a suspend-time hint of 10 ms (CUTLASS's
      ClusterBarrier::wait), so a waiting thread sleeps until the phase completes instead of
      re-issuing the try_wait and its branch: ncu (session 11, hd128 16k non-causal) counted
@@ -118,6 +131,7 @@ static const struct knob {
     {"early_pack", offsetof(fa3_plan, early_pack), 0, 2},
     {"wait_hint", offsetof(fa3_plan, wait_hint), 0, 1},
     {"ring_addr", offsetof(fa3_plan, ring_addr), 0, 1},
+    {"kept_branch", offsetof(fa3_plan, kept_branch), 0, 1},
     {"dyn_sched", offsetof(fa3_plan, dyn_sched), 0, 3},
     {"l2_floor", offsetof(fa3_plan, l2_floor), 0, 64},
 };

@@ -248,8 +248,25 @@ void kg_softmax(kgen *g, cons *c, int masked, int pv_in_flight)
         }
         INS("or.pred $, $, $;", c->rescale, c->rescale, need); /* 8.0 above */
         INS("vote.sync.any.pred $, $, -1;", c->rescale, c->rescale);
-        for (int r = 0; r < 2; r++)
-            row_new_max(g, c, r, 1);
+        if (p->kept_branch && fast && pv_in_flight && !p->ex2_emu) {
+            /* kept_branch: in the loop's blocks, a warp that keeps every row's max jumps over the
+               new max's arithmetic, whose results (m, e, c_r, -off) would equal the carried ones
+               (the tile's first block, pv_in_flight 0, computes them for every row); alpha = 1
+               (a row without keys: 0 there, but its l is 0 or NaN either way: p = 2^-inf = 0;
+               not with ex2_emu, whose polynomial gives 2^-126 there) */
+            const int keep = ptx_label(g->f, "kept_max"), done = ptx_label(g->f, "new_max");
+            INS("@!$ bra.uni %s;", c->rescale, ptx_lab(g->f, keep));
+            for (int r = 0; r < 2; r++)
+                row_new_max(g, c, r, 0);
+            INS("bra.uni %s;", ptx_lab(g->f, done));
+            ptx_place(g->f, keep);
+            for (int r = 0; r < 2; r++)
+                INS("mov.f32 $, " ONE_F ";", c->alpha[r]);
+            ptx_place(g->f, done);
+        } else {
+            for (int r = 0; r < 2; r++)
+                row_new_max(g, c, r, 1);
+        }
     }
     /* p = 2^fma(s, c_r, -off) (fast_exp) or 2^((s - m_z)·c) (explicit rounding: no contraction
        into an FMA), partial row sums */

@@ -4,7 +4,11 @@
 holds both HGMMA and MUFU.EX2 (plain backward branches are mbarrier retry stubs). Static counts
 of the body = instructions per key block and thread on the path without retries. Used for the
 SASS comparison with FA4 (docs/notes.md, session 10).
-usage: sass_loop.py LISTING [--body FILE]   (FILE: the loop body, one instruction a line)"""
+--kept also walks the body as a key block runs where the warp keeps its rows' maxima (the
+common block once a row's max has settled: cond_rescale): the O rescale's branch over its FMULs
+taken, and with kept_branch the branch right after the VOTE.ANY too; other predicated branches
+(the mbarrier retry paths) not taken. It prints the instructions that path executes.
+usage: sass_loop.py LISTING [--body FILE] [--kept]   (FILE: the loop body, one instruction a line)"""
 import collections
 import re
 import sys
@@ -63,6 +67,29 @@ def main_loop(ins, labels):
     return ins[best[0]:best[1] + 1]
 
 
+def kept_path(ins, labels, body):
+    """Instructions executed on one key block of the loop `body` where the warp keeps its maxima."""
+    first = next(i for i, (a, _) in enumerate(ins) if a == body[0][0])
+    last = first + len(body) - 1
+    i, n, prev, waited = first, 0, "", False
+    while first <= i <= last and n <= len(body):
+        text = ins[i][1]
+        n += 1
+        if i == last:
+            return n
+        waited |= "DEPBAR.LE gsb0, 0x0" in text
+        m = TARGET.search(text)
+        if m and opcode(text).startswith("BRA"):
+            to = labels[m.group(1)]
+            skipped = [opcode(t) for _, t in ins[i + 1:to]] if to > i else []
+            if (not text.startswith("@") or "VOTE.ANY" in prev or
+                    (waited and sum(o.startswith("FMUL") for o in skipped) >= 16)):
+                prev, i = text, to
+                continue
+        prev, i = text, i + 1
+    sys.exit("the kept walk left the loop body")
+
+
 def klass(op):
     for name, prefixes in CLASSES:
         if op.startswith(prefixes):
@@ -77,6 +104,8 @@ if __name__ == "__main__":
     print(f"loop {body[0][0]:#x}-{body[-1][0]:#x}: {len(body)} instructions")
     for name, n in counts.most_common():
         print(f"  {name:24s} {n}")
+    if "--kept" in sys.argv:
+        print(f"executed on a block that keeps its maxima: {kept_path(ins, labels, body)}")
     if "--body" in sys.argv:
         with open(sys.argv[sys.argv.index("--body") + 1], "w") as f:
             f.writelines(f"/*{a:04x}*/ {t}\n" for a, t in body)
