@@ -78,7 +78,7 @@ typedef struct ptxas_case {
    dtype, causal softcap dense and local softcap paged.
    NBM128: head_dim 64's two-consumer tile (block_m 128, fa3_fwd_tune's short causal choice),
    bf16/fp16 x causal/local with softcap, dense and varlen + paged (its largest). */
-enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 15, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
+enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 16, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
        NCOMBINE = 5 * 2 * 2, NPACK = 6 * 3 * 2, NBM64 = 6 * 3 * 4, NDECODE = 6 * 3 * 2,
        NBM128 = 2 * 2 * 2,
        NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NPACK + NBM64 +
@@ -534,7 +534,8 @@ int main(void)
        13's ring staging), FA4's P packing order (early_pack, not yet measured; 2: the PV's wait held behind the K
        release), the ring's barrier and descriptor addresses by one multiply-add (ring_addr, not
        yet measured), the new max's arithmetic branched over where the warp keeps its maxima
-       (kept_branch, not yet measured) */
+       (kept_branch, not yet measured), Q's descriptors built once a tile (q_desc_tile, not yet
+       measured) */
     static const struct { int hd, hdv, mask; } kv[NKNOB] = {
         {64, 64, 1}, {64, 64, 2}, {192, 192, 2}, {256, 256, 1}};
     static const struct { const char *knobs, *tag; } ks[NKNOBSETS] = {
@@ -552,7 +553,8 @@ int main(void)
         {"early_pack=1", "early_pack1"},
         {"early_pack=2", "early_pack2"},
         {"ring_addr=1", "ring_addr1"},
-        {"kept_branch=1", "kept_branch1"}};
+        {"kept_branch=1", "kept_branch1"},
+        {"q_desc_tile=1", "q_desc_tile1"}};
     for (int k = 0; k < NKNOBSETS; k++)
         for (int i = 0; i < NKNOB; i++) {
             ptxas_case *pc = &g_cases[n];

@@ -81,6 +81,8 @@ typedef struct fa3_plan {
                               (pipeline.c kg_ring_bar); the consumers' K/V descriptors as
                               stage·(stage bytes / 16) + the ring's descriptor word
                               (mainloop.c ring_wait_desc) */
+    int q_desc_tile;       /* A/B knob (16-bit): Q's descriptor of every QK k-step built once a
+                              tile, not in each QK (mainloop.c) */
     int kept_branch;       /* A/B knob (cond_rescale with fast_exp): a warp that keeps its rows'
                               maxima branches over the new max's arithmetic (softmax.c) */
     int wait_hint;         /* A/B knob: every mbarrier try_wait with a 10 ms suspend-time hint

@@ -78,6 +78,14 @@
      467/513/506. The PV's wait stays where it was. test_ptxas compiles every case under
      kept_branch=1 and kept_branch=1,ring_addr=1 with no spill; with early_pack=2 as well
      hd64's local softcap kernels spill 8 bytes (three consumers, 128 registers);
+   - q_desc_tile=1 (bf16/fp16; not yet on the GPU): Q's descriptor of every QK k-step built once
+     a tile, after Q's wait, instead of in each QK (mainloop.c q_tile_descs). ptxas keeps them in
+     uniform registers, each beside the K descriptor its wgmma pairs it with (gdesc[UR40] reads
+     UR40..43: Q's then K's), so a QK issues one UIADD3.64 a k-step (K's) where it issued three
+     (Q's low word, its constant high word, K's). SASS executed on a kept block (as kept_branch's
+     above), hd64/128: 431/445 -> 423/429; with kept_branch=1,ring_addr=1 as well 381/387
+     (those two alone: 389/402), hd192 395 -> 387. Not at head_dim 256: its 16 k-steps' pairs
+     do not all fit in uniform registers (-6 a block) and its masked kernels spilled 4-16 bytes;
    - wait_hint=1: each mbarrier try_wait carries a suspend-time hint of 10 ms (CUTLASS's
      ClusterBarrier::wait), so a waiting thread sleeps until the phase completes instead of
      re-issuing the try_wait and its branch: ncu (session 11, hd128 16k non-causal) counted
@@ -132,6 +140,7 @@ static const struct knob {
     {"wait_hint", offsetof(fa3_plan, wait_hint), 0, 1},
     {"ring_addr", offsetof(fa3_plan, ring_addr), 0, 1},
     {"kept_branch", offsetof(fa3_plan, kept_branch), 0, 1},
+    {"q_desc_tile", offsetof(fa3_plan, q_desc_tile), 0, 1},
     {"dyn_sched", offsetof(fa3_plan, dyn_sched), 0, 3},
     {"l2_floor", offsetof(fa3_plan, l2_floor), 0, 64},
 };

@@ -38,6 +38,53 @@ static void desc_add(kgen *g, cons *c, ptx_r dst, ptx_r src, int off)
     INS("mov.b64 $, {$, $};", dst, c->tmp.dlo, c->tmp.dhi);
 }
 
+/* k-step ks's offset (16-byte units) in a Q or K tile of `rows` rows: 64-column boxes of rows·128
+   bytes, 32 bytes a step within a box */
+static int step_off(int ks, int rows)
+{
+    return ((ks / 4) * rows * 128 + (ks % 4) * 32) >> 4;
+}
+
+/* q_desc_tile (knob; 16-bit, head_dim <= 192): Q's descriptors built once a tile, not in every
+   QK. At head_dim 256 (16 k-steps) ptxas keeps only some in uniform registers (-6 SASS a key
+   block) and the masked kernels spill 4-16 bytes, so it stays off there. */
+static int q_desc_tile(const fa3_plan *p)
+{
+    return p->q_desc_tile && !p->fp8 && p->qk_steps <= 12;
+}
+
+/* dst = Q's descriptor of k-step ks */
+static void q_desc_build(kgen *g, cons *c, ptx_r dst, int ks)
+{
+    const int qoff = step_off(ks, g->p->block_m);
+    if (g->p->uniform_desc)
+        desc_add(g, c, dst, c->descq, qoff);
+    else
+        INS("add.s64 $, $, %d;", dst, c->descq, qoff);
+}
+
+/* Q's descriptor of k-step ks: the tile's (q_desc_tile) or one built in c->tmp.dq */
+static ptx_r q_step_desc(kgen *g, cons *c, int ks)
+{
+    if (q_desc_tile(g->p))
+        return c->qdesc[ks];
+    q_desc_build(g, c, c->tmp.dq, ks);
+    return c->tmp.dq;
+}
+
+/* q_desc_tile: every k-step's Q descriptor, once a tile (after q_wait_desc); ptxas keeps them in
+   uniform registers beside the K descriptors the wgmmas pair them with */
+static void q_tile_descs(kgen *g, cons *c)
+{
+    if (g->p->qk_steps > (int)(sizeof c->qdesc / sizeof c->qdesc[0]))
+        ptx_bug(g->f, "q_desc_tile: %d k-steps", g->p->qk_steps);
+    for (int ks = 0; ks < g->p->qk_steps && ks < (int)(sizeof c->qdesc / sizeof c->qdesc[0]);
+         ks++) {
+        c->qdesc[ks] = ptx_reg(g->f, PTX_B64, "qdesc");
+        q_desc_build(g, c, c->qdesc[ks], ks);
+    }
+}
+
 /* S = Q·Kᵀ for this warpgroup's 64 rows: qk_steps SS wgmmas, m64n{bn}k16 (16-bit: 4 per 64-column
    box, padded columns are TMA's zeros) or m64n{bn}k32 (e4m3: 4 per 128-column box, only the
    steps head_dim needs). */
@@ -46,15 +93,8 @@ static void qk(kgen *g, cons *c)
     const fa3_plan *p = g->p;
     INS("wgmma.fence.sync.aligned;");
     for (int ks = 0; ks < p->qk_steps; ks++) {
-        const int chunk = ks / 4, within = ks % 4;
-        const int qoff = (chunk * p->block_m * 128 + within * 32) >> 4;
-        const int koff = (chunk * p->block_n * 128 + within * 32) >> 4;
-        ptx_r dq = c->tmp.dq, dk = c->tmp.dk;
-        if (p->uniform_desc)
-            desc_add(g, c, dq, c->descq, qoff);
-        else
-            INS("add.s64 $, $, %d;", dq, c->descq, qoff);
-        INS("add.s64 $, $, %d;", dk, c->desck, koff);
+        ptx_r dq = q_step_desc(g, c, ks), dk = c->tmp.dk;
+        INS("add.s64 $, $, %d;", dk, c->desck, step_off(ks, p->block_n));
         if (p->fp8)
             INS("wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 ${, $, $, $, 1, 1;",
                 p->block_n, c->s, p->block_n / 2, dq, dk, ks ? c->ptrue : c->pfalse);
@@ -424,6 +464,8 @@ void kg_consumer(kgen *g)
     INS("setp.le.s32 $, $, 0;", empty, c.t.niters);
     INS("@$ bra %s;", empty, ptx_lab(g->f, c.lab_epilogue));
     q_wait_desc(g, &c);
+    if (q_desc_tile(p))
+        q_tile_descs(g, &c);
     if (nwg > 1) {
         /* my ping-pong barrier and the next consumer's (per tile: short-lived registers) */
         INS("add.u32 $, $, %d;", c.pp_own, c.cw, p->nb_pingpong);
