@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fa3-gen check of a kernel knob set before its speed counts (session 13): every head dim, bf16
 # and fp16, non-causal and causal, plus hd128 local, under each KNOBS argument (FA3JIT_PLAN_DEBUG
-# syntax), then racecheck and synccheck of hd128 causal under the first. Run on the device after
+# syntax); under the first also hd128's varlen, paged, packed-GQA, split-KV and block_m 64
+# layouts (session 15), then racecheck and synccheck of hd128 causal. Run on the device after
 # tools/gpu-bundle.sh (carry .gpu): bash tools/probes/knob_check.sh pv_wait_fence=1 ...
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -25,6 +26,9 @@ for k in "$@"; do
     done
   done
   run "$k hd128 local" env FA3JIT_PLAN_DEBUG=$k $g check --head-dim 128 --local
+done
+for layout in "--causal --varlen" "--paged 64" "--pack-gqa" "--causal --split-kv" "--block-m 64"; do
+  run "$1 hd128 $layout" env FA3JIT_PLAN_DEBUG=$1 $g check --head-dim 128 $layout
 done
 for t in racecheck synccheck; do
   run "$t $1" env FA3JIT_PLAN_DEBUG=$1 compute-sanitizer --tool $t $g check --head-dim 128 --causal --quick
