@@ -75,7 +75,7 @@ typedef struct cons {
     ptx_r kfirst[2], klast[2];  /* keys each row sees: [kfirst, klast] */
     ptx_r all_last, all_first;  /* last key every row of the tile sees, first key every row sees */
     ptx_r descq, desck, descv;
-    ptx_r qdesc[12];            /* q_desc_tile: Q's descriptor of each k-step, built per tile */
+    ptx_r qdesc[8];             /* q_desc_tile: Q's descriptors of the first 8 k-steps, per tile */
     ptx_r kdesc0, vdesc0;       /* ring_addr: the low descriptor word of K's and V's stage 0
                                    (vdesc0: 16-bit only; e4m3's transposed V keeps its form) */
     ptx_r pp_own, pp_next;      /* ping-pong barrier ids */

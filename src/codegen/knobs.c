@@ -78,14 +78,15 @@
      467/513/506. The PV's wait stays where it was. test_ptxas compiles every case under
      kept_branch=1 and kept_branch=1,ring_addr=1 with no spill; with early_pack=2 as well
      hd64's local softcap kernels spill 8 bytes (three consumers, 128 registers);
-   - q_desc_tile=1 (bf16/fp16; not yet on the GPU): Q's descriptor of every QK k-step built once
-     a tile, after Q's wait, instead of in each QK (mainloop.c q_tile_descs). ptxas keeps them in
-     uniform registers, each beside the K descriptor its wgmma pairs it with (gdesc[UR40] reads
-     UR40..43: Q's then K's), so a QK issues one UIADD3.64 a k-step (K's) where it issued three
-     (Q's low word, its constant high word, K's). SASS executed on a kept block (as kept_branch's
-     above), hd64/128: 431/445 -> 423/429; with kept_branch=1,ring_addr=1 as well 381/387
-     (those two alone: 389/402), hd192 395 -> 387. Not at head_dim 256: its 16 k-steps' pairs
-     do not all fit in uniform registers (-6 a block) and its masked kernels spilled 4-16 bytes;
+   - q_desc_tile=1 (bf16/fp16; not yet on the GPU): Q's descriptors of a QK's first 8 k-steps
+     built once a tile, after Q's wait, instead of in each QK (mainloop.c q_tile_descs). ptxas
+     keeps them in uniform registers, each beside the K descriptor its wgmma pairs it with
+     (gdesc[UR40] reads UR40..43: Q's then K's), so such a k-step issues one UIADD3.64 (K's)
+     where it issued three (Q's low word, its constant high word, K's). All 12 / 16 k-steps of
+     head_dim 192 / 256 did not fit: ptxas kept some (379 -> 387, 317 -> 329 SASS) and hd256's
+     masked kernels spilled 4-16 bytes. SASS executed on a kept block (as kept_branch's above),
+     hd64/128/192/256: default 431/445/436/374, q_desc_tile=1 423/429/420/359; with
+     kept_branch=1,ring_addr=1 as well 381/387/379/317 (those two alone: 389/402/395/333);
    - wait_hint=1: each mbarrier try_wait carries a suspend-time hint of 10 ms (CUTLASS's
      ClusterBarrier::wait), so a waiting thread sleeps until the phase completes instead of
      re-issuing the try_wait and its branch: ncu (session 11, hd128 16k non-causal) counted

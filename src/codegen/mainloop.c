@@ -45,12 +45,14 @@ static int step_off(int ks, int rows)
     return ((ks / 4) * rows * 128 + (ks % 4) * 32) >> 4;
 }
 
-/* q_desc_tile (knob; 16-bit, head_dim <= 192): Q's descriptors built once a tile, not in every
-   QK. At head_dim 256 (16 k-steps) ptxas keeps only some in uniform registers (-6 SASS a key
-   block) and the masked kernels spill 4-16 bytes, so it stays off there. */
+/* q_desc_tile (knob; 16-bit): Q's descriptors of the first Q_TILE_STEPS k-steps built once a
+   tile, not in every QK. All 12 of head_dim 192 or 16 of 256: ptxas kept only some in uniform
+   registers (hd192 387, hd256 329 SASS a kept block against 379 / 317 with 8) and hd256's
+   masked kernels spilled 4-16 bytes. */
+#define Q_TILE_STEPS 8
 static int q_desc_tile(const fa3_plan *p)
 {
-    return p->q_desc_tile && !p->fp8 && p->qk_steps <= 12;
+    return p->q_desc_tile && !p->fp8;
 }
 
 /* dst = Q's descriptor of k-step ks */
@@ -66,20 +68,18 @@ static void q_desc_build(kgen *g, cons *c, ptx_r dst, int ks)
 /* Q's descriptor of k-step ks: the tile's (q_desc_tile) or one built in c->tmp.dq */
 static ptx_r q_step_desc(kgen *g, cons *c, int ks)
 {
-    if (q_desc_tile(g->p))
+    if (q_desc_tile(g->p) && ks < Q_TILE_STEPS)
         return c->qdesc[ks];
     q_desc_build(g, c, c->tmp.dq, ks);
     return c->tmp.dq;
 }
 
-/* q_desc_tile: every k-step's Q descriptor, once a tile (after q_wait_desc); ptxas keeps them in
-   uniform registers beside the K descriptors the wgmmas pair them with */
+/* q_desc_tile: the first Q_TILE_STEPS k-steps' Q descriptors, once a tile (after q_wait_desc);
+   ptxas keeps them in uniform registers beside the K descriptors the wgmmas pair them with */
 static void q_tile_descs(kgen *g, cons *c)
 {
-    if (g->p->qk_steps > (int)(sizeof c->qdesc / sizeof c->qdesc[0]))
-        ptx_bug(g->f, "q_desc_tile: %d k-steps", g->p->qk_steps);
-    for (int ks = 0; ks < g->p->qk_steps && ks < (int)(sizeof c->qdesc / sizeof c->qdesc[0]);
-         ks++) {
+    _Static_assert(sizeof c->qdesc / sizeof c->qdesc[0] == Q_TILE_STEPS, "cons.qdesc");
+    for (int ks = 0; ks < g->p->qk_steps && ks < Q_TILE_STEPS; ks++) {
         c->qdesc[ks] = ptx_reg(g->f, PTX_B64, "qdesc");
         q_desc_build(g, c, c->qdesc[ks], ks);
     }
