@@ -533,8 +533,8 @@ int main(void)
        kernel before the tile hand-over), O staged in Q (hd192/256: the kernel before session
        13's ring staging), FA4's P packing order (early_pack, not yet measured; 2: the PV's wait held behind the K
        release), the ring's barrier and descriptor addresses by one multiply-add (ring_addr, not
-       yet measured), the new max's arithmetic branched over where the warp keeps its maxima
-       (kept_branch, not yet measured), Q's descriptors built once a tile (q_desc_tile, not yet
+       yet measured), the new max's arithmetic computed on every block (kept_branch=0: the kernel
+       before session 15), Q's descriptors built once a tile (q_desc_tile, not yet
        measured) */
     static const struct { int hd, hdv, mask; } kv[NKNOB] = {
         {64, 64, 1}, {64, 64, 2}, {192, 192, 2}, {256, 256, 1}};
@@ -553,7 +553,7 @@ int main(void)
         {"early_pack=1", "early_pack1"},
         {"early_pack=2", "early_pack2"},
         {"ring_addr=1", "ring_addr1"},
-        {"kept_branch=1", "kept_branch1"},
+        {"kept_branch=0", "kept_branch0"},
         {"q_desc_tile=1", "q_desc_tile1"}};
     for (int k = 0; k < NKNOBSETS; k++)
         for (int i = 0; i < NKNOB; i++) {

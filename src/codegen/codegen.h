@@ -83,8 +83,9 @@ typedef struct fa3_plan {
                               (mainloop.c ring_wait_desc) */
     int q_desc_tile;       /* A/B knob (16-bit): Q's descriptor of every QK k-step built once a
                               tile, not in each QK (mainloop.c) */
-    int kept_branch;       /* A/B knob (cond_rescale with fast_exp): a warp that keeps its rows'
-                              maxima branches over the new max's arithmetic (softmax.c) */
+    int kept_branch;       /* bf16/fp16 (cond_rescale with fast_exp; default 1): a warp that
+                              keeps its rows' maxima branches over the new max's arithmetic
+                              (softmax.c) */
     int wait_hint;         /* A/B knob: every mbarrier try_wait with a 10 ms suspend-time hint
                               (CUTLASS's), not the system's default limit (pipeline.c) */
     int tree_reduce;       /* A/B knob: row max and (fast_exp) row sums over 4 accumulators each

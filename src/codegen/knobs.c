@@ -65,10 +65,8 @@
      The producer keeps its form: with it, its 24 registers spilled 8-12 bytes at hd192/256
      masked. test_ptxas's 520 cases compile under ring_addr=1,early_pack=2 with no spill
      (FA3JIT_TEST_PTXAS_KNOBS);
-   - kept_branch=1 (bf16/fp16 with cond_rescale; the winner of session 15's A/B, not yet the
-     default: bf16, cuDNN in the run, 3 rounds, kept_branch / default hd64 non-causal 1.066 /
-     1.075 (< / >= 4096), hd64 causal 1.034 / 1.045, hd128/256 1.000-1.024, all rows 1.021;
-     the whole GPU ladder passed under it): a warp whose vote keeps
+   - kept_branch=0/1 (bf16/fp16 with cond_rescale; default 1 since session 15, plan.c has the
+     A/B; kept_branch=0 is the kernel before it): a warp whose vote keeps
      every row's max branches over the new max's arithmetic (softmax.c row_new_max: the max,
      the exp2 offset with its large-score guard, the carried rounding e, alpha's exponential),
      whose results would equal the carried ones; alpha = 1 there. The per-row scale and offset

@@ -138,6 +138,13 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        hd64/128, none at hd256 (there cond_rescale skips the O rescale's 128 multiplies at run
        time). */
     p->fast_exp = p->cond_rescale = !p->fp8;
+    /* A warp that keeps every row's max branches over the new max's arithmetic (kept_branch,
+       softmax.c; -28 SASS a kept block). Same-run A/B on the H200 (bench/compare.py --variants,
+       graph replay, L2 flushed, 3 rounds rotated, bf16, cuDNN in the run, 2026-12-05 session 15
+       call 2), kept_branch / old default, median of each group: hd64 non-causal 1.066 / 1.075
+       (seqlen < / >= 4096), hd64 causal 1.034 / 1.045, hd128 and hd256 1.000-1.024; all 36 rows
+       1.021. The whole GPU ladder passed under it first (calls 3-4; its PTX is this default's). */
+    p->kept_branch = p->cond_rescale && p->fast_exp;
     /* FA4's row max over 4 accumulators (tree_reduce) and its P-before-rescale order
        (pack_first), for head_dim > 64, bf16/fp16. Same-run A/B on the H200 (bench/compare.py
        --variants, graph replay, 3 rounds rotated, bf16, 2026-12-01 session 9 call 8), both /
