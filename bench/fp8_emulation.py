@@ -173,6 +173,32 @@ def attention_fp64(q, k, v, softmax_scale=None, mask=None, softcap=0.0, p_offset
     return out
 
 
+def lse_score_error_bound(q, k, softmax_scale=None, mask=None, softcap=0.0):
+    """Per row, (batch, heads, seqlen_q): sum_j P_j · cap'(s_j) · scale · sum_i |q_i·k_ji|, in fp64.
+    A score whose products are summed with relative error e (of the sum of their magnitudes) moves
+    the row's LSE by at most e times this (first order: dLSE = sum_j P_j ds_j, and the softcap's
+    tanh scales ds by its derivative). Rows that see no key get 0."""
+    torch = _torch()
+    b, sq, h, d = q.shape
+    hk = k.shape[2]
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
+    rows = []
+    for bi in range(b):
+        qt = q[bi].double().transpose(0, 1)
+        kt = k[bi].double().transpose(0, 1).repeat_interleave(h // hk, dim=0)
+        s = torch.matmul(qt, kt.transpose(-1, -2)) * scale
+        mag = torch.matmul(qt.abs(), kt.abs().transpose(-1, -2)) * scale
+        if softcap:
+            t = torch.tanh(s / softcap)
+            s, mag = softcap * t, mag * (1 - t * t)
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        p = torch.softmax(s, dim=-1).nan_to_num(0.0)
+        rows.append((p * mag).sum(dim=-1))
+        del s, mag, p
+    return torch.stack(rows, 0)
+
+
 def rmse(a, ref):
     return (a.double() - ref.double()).pow(2).mean().sqrt().item()
 

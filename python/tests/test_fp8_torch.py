@@ -113,7 +113,17 @@ def check_fp8(q8, k8, v8, dq, dk, dv, out_dtype=torch.bfloat16, softmax_scale=No
     # and with the number of products per score (head_dim, relative to 128)
     grow = max(1.0, (softmax_scale if softmax_scale else d ** -0.5) * d ** 0.5)
     grow *= max(1.0, (d / 128) ** 0.5)
-    torch.testing.assert_close(lse[seen].double(), ref_lse[seen], atol=1e-2 * grow, rtol=0)
+    # plus, per row, the first-order bound of the scores' accumulation error: about 14 kept bits
+    # (DeepSeek-V3 report, section 3.3.2, on Hopper FP8 GEMMs) for each of the head_dim / 32
+    # k-steps' additions, times the softmax-weighted magnitude of the products (large where q is
+    # scaled up, as test_fp8_softcap does; session 16 saw 0.020 there against 0.0141 allowed)
+    bound = emu.lse_score_error_bound(qd, kd, softmax_scale, mask, softcap)
+    tol = 1e-2 * grow + (d / 32) * 2.0 ** -14 * bound
+    diff = (lse.double() - ref_lse).abs()
+    bad = seen & ~(diff <= tol)
+    assert not bad.any(), (
+        f"LSE: {int(bad.sum())} of {int(seen.sum())} rows off by more than allowed; worst "
+        f"{(diff - tol)[bad].max().item():.3g} over, |lse - ref| up to {diff[seen].max().item():.3g}")
     return out
 
 
