@@ -169,7 +169,8 @@ typedef struct fa3_config {
     int softcap;      /* 1: scores s = softmax_scale·q·kᵀ become softcap·tanh(s/softcap) before
                          the softmax (Gemma-2); the softcap value is given per call; 0: not */
     fa3_arch arch;    /* FA3_ARCH_SM90A */
-    int block_n;      /* keys per tile; 0 = the planner's choice (recommended) */
+    int block_n;      /* keys per tile; 0 = the planner's choice (recommended; fa3_fwd_tune
+                         sets 64 for head_dim 256's short causal/local calls) */
     int stages;       /* K/V shared-memory ring depth; 0 = the planner's choice */
     fa3_dtype out_dtype; /* dtype of O: FA3_DTYPE_AUTO (the default) = dtype for bf16/fp16 and
                             bf16 for e4m3; e4m3 configs also take FA3_DTYPE_FP16; bf16/fp16
@@ -229,8 +230,9 @@ FA3_API fa3_status fa3_config_canonicalize(const fa3_config *cfg, fa3_config *ou
  * stages): every head_dim / head_dim_v pair (64, 96, 128, 192, 256 with head_dim_v = head_dim,
  * and 192 with 128) × dtype (bf16, fp16, e4m3 with out_dtype bf16) × mask (none, causal, local)
  * × softcap (0, 1) × varlen (0, 1) × paged_kv (0, 1) × split_kv (0, 1), and the decode
- * configs: pack_gqa 1 with split_kv 1, varlen 0 and block_m 64, and head_dim 64's two-consumer
- * tile: block_m 128 for bf16/fp16, causal/local, split_kv 0 (the planner's block_m otherwise)
+ * configs: pack_gqa 1 with split_kv 1, varlen 0 and block_m 64, head_dim 64's two-consumer
+ * tile: block_m 128 for bf16/fp16, causal/local, split_kv 0 (the planner's block_m otherwise),
+ * and head_dim 256's short key blocks: block_n 64 for bf16/fp16, causal/local, split_kv 0
  * that fa3_config_canonicalize accepts, in that order. Writes the first min(total, max) of them to out
  * (out may be NULL when max <= 0) and returns the total, so fa3_supported_configs(NULL, 0) gives
  * the count. Pure, thread-safe, needs no GPU. This is the set `fa3-gen cache warm --all`
@@ -572,8 +574,10 @@ FA3_API fa3_status fa3_fwd_workspace_size(const fa3_kernel *kernel, const fa3_fw
  * more than one block_n block), else 0; and block_m 128 (two consumer warpgroups) for head_dim
  * 64 (head_dim_v 64) bf16/fp16 one-pass calls, causal or local with a finite window on either
  * side, with seqlen_q and seqlen_k (varlen: the max_ values) <= 1024, else 0 (the planner's: 192
- * there). Reads window_size_left/right for that. A caller who then sets pack_gqa 1 or split_kv 1
- * itself should reset block_m to 0 (python/fa3jit/_splits.py does). Reads batch, num_heads,
+ * there); and block_n 64 for head_dim 256 (head_dim_v 256) bf16/fp16 one-pass calls under the
+ * same mask and length rule, else 0 (the planner's: 80 there). Reads window_size_left/right for
+ * that. A caller who then sets pack_gqa 1 or split_kv 1 itself should reset block_m and block_n
+ * to 0 (python/fa3jit/_splits.py does). Reads batch, num_heads,
  * num_heads_k and seqlen_q, seqlen_k (rectangular Q; paged: seqlen_k as fa3_fwd takes it) or
  * max_seqlen_q, max_seqlen_k (varlen configs) of args; the other fields of cfg are canonicalized first (their
  * errors as fa3_config_canonicalize's) and left as given. Fields past cfg->struct_size are not

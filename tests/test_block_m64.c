@@ -5,8 +5,9 @@
  * dtype-emulating reference as its scale), on fresh random inputs (the seed is printed), O and
  * LSE NaN-prefilled: every element of every row must be written, a row that sees no key exactly
  * O = 0 and LSE = -inf. The kernel's info must say block_m 64 and 256 threads. The same checks
- * cover head_dim 64's two-consumer tile (block_m 128, 384 threads): causal, local softcap GQA,
- * paged, at seqlen_q 1..1000.
+ * cover head_dim 64's two-consumer tile (block_m 128, 384 threads) and head_dim 256's 64-key
+ * blocks (block_n 64; the planner's are 80): causal, local softcap GQA, paged, at seqlen_q
+ * 1..1000.
  *
  * Cases (one line each): seqlen_q 1, 7, 64, 65, 300 (one tile, a full one, a second tile, many)
  * against seqlen_k 1, 100, 4096; masks none, causal (seqlen_q > seqlen_k: rows that see no key),
@@ -46,6 +47,7 @@ typedef struct bm_kernel {
     int split;           /* 1: split_kv config */
     int h, hk;           /* query heads, K/V heads */
     int block_m;         /* 0: 64 (the decode tile); 128: head_dim 64's two-consumer tile */
+    int block_n;         /* 0: the planner's; 64: head_dim 256's short causal/local key blocks */
 } bm_kernel;
 
 typedef struct bm_shape {
@@ -253,6 +255,7 @@ static void run_kernel(const bm_kernel *kc, const bm_shape *shapes)
     cfg.split_kv = kc->split;
     const int bm = kc->block_m ? kc->block_m : 64;
     cfg.block_m = bm;
+    cfg.block_n = kc->block_n;
     fa3_kernel *kern;
     CHECK(fa3_jit_get_kernel(g_ctx, &cfg, &kern));
     fa3_kernel_info info;
@@ -262,6 +265,8 @@ static void run_kernel(const bm_kernel *kc, const bm_shape *shapes)
     assert_int_equal(info.block_m, bm);
     assert_int_equal(info.threads, 128 + 2 * bm);
     assert_int_equal(info.config.block_m, bm);
+    if (kc->block_n)
+        assert_int_equal(info.block_n, kc->block_n);
     for (const bm_shape *s = shapes; s->batch; s++)
         run_shape(kc, kern, &ref_cfg, s);
 }
@@ -280,9 +285,9 @@ static void test_dense(void **state)
     (void)state;
     REQUIRE_GPU();
     const bm_kernel none = {"hd128 bf16 none GQA 4", 128, 0, FA3_DTYPE_BF16, FA3_MASK_NONE,
-                            -1, -1, 0, 0, 0, 8, 2, 0};
+                            -1, -1, 0, 0, 0, 8, 2, 0, 0};
     const bm_kernel causal = {"hd128 bf16 causal GQA 4", 128, 0, FA3_DTYPE_BF16,
-                              FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 8, 2, 0};
+                              FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 8, 2, 0, 0};
     run_kernel(&none, shapes_all);
     run_kernel(&causal, shapes_all); /* sq > sk: rows that see no key */
 }
@@ -293,14 +298,14 @@ static void test_features(void **state)
     REQUIRE_GPU();
     static const bm_kernel ks[] = {
         {"hd128 bf16 local softcap", 128, 0, FA3_DTYPE_BF16, FA3_MASK_LOCAL, 64, 32, 1, 0, 0, 4,
-         4, 0},
-        {"hd64 bf16 causal MQA", 64, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 4, 1, 0},
-        {"hd256 bf16 none", 256, 0, FA3_DTYPE_BF16, FA3_MASK_NONE, -1, -1, 0, 0, 0, 4, 2, 0},
+         4, 0, 0},
+        {"hd64 bf16 causal MQA", 64, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 4, 1, 0, 0},
+        {"hd256 bf16 none", 256, 0, FA3_DTYPE_BF16, FA3_MASK_NONE, -1, -1, 0, 0, 0, 4, 2, 0, 0},
         {"hd192x128 bf16 causal", 192, 128, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 4,
-         2, 0},
+         2, 0, 0},
         {"hd128 fp16 none softcap", 128, 0, FA3_DTYPE_FP16, FA3_MASK_NONE, -1, -1, 1, 0, 0, 8,
-         2, 0},
-        {"hd128 e4m3 causal", 128, 0, FA3_DTYPE_E4M3, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 8, 2, 0},
+         2, 0, 0},
+        {"hd128 e4m3 causal", 128, 0, FA3_DTYPE_E4M3, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 8, 2, 0, 0},
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
         run_kernel(&ks[i], shapes_decode);
@@ -311,7 +316,7 @@ static void test_paged(void **state)
     (void)state;
     REQUIRE_GPU();
     const bm_kernel k = {"hd128 bf16 none paged 16", 128, 0, FA3_DTYPE_BF16, FA3_MASK_NONE, -1,
-                         -1, 0, 16, 0, 8, 2, 0};
+                         -1, 0, 16, 0, 8, 2, 0, 0};
     static const bm_shape shapes[] = {
         {3, 1, 4096, 0}, {2, 7, 100, 0}, {2, 65, 4096, 0}, {2, 1, 1, 0}, {0, 0, 0, 0}};
     run_kernel(&k, shapes);
@@ -322,9 +327,9 @@ static void test_split(void **state)
     (void)state;
     REQUIRE_GPU();
     const bm_kernel causal = {"hd128 bf16 causal split", 128, 0, FA3_DTYPE_BF16,
-                              FA3_MASK_CAUSAL, -1, 0, 0, 0, 1, 8, 2, 0};
+                              FA3_MASK_CAUSAL, -1, 0, 0, 0, 1, 8, 2, 0, 0};
     const bm_kernel paged = {"hd64 fp16 local paged 16 split", 64, 0, FA3_DTYPE_FP16,
-                             FA3_MASK_LOCAL, 1000, 0, 1, 16, 1, 4, 1, 0};
+                             FA3_MASK_LOCAL, 1000, 0, 1, 16, 1, 4, 1, 0, 0};
     static const bm_shape shapes[] = {
         {2, 1, 4096, 1}, {2, 1, 4096, 4}, {2, 7, 4096, 4}, {2, 65, 100, 4}, {1, 300, 4096, 4},
         {2, 7, 1, 4}, {0, 0, 0, 0}};
@@ -340,11 +345,32 @@ static void test_two_consumer_hd64(void **state)
     REQUIRE_GPU();
     static const bm_kernel ks[] = {
         {"hd64 bf16 causal bm128", 64, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 4, 4,
-         128},
+         128, 0},
         {"hd64 fp16 local softcap GQA bm128", 64, 0, FA3_DTYPE_FP16, FA3_MASK_LOCAL, 100, 20, 1,
-         0, 0, 8, 2, 128},
+         0, 0, 8, 2, 128, 0},
         {"hd64 bf16 causal paged 16 bm128", 64, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 16,
-         0, 4, 2, 128},
+         0, 4, 2, 128, 0},
+    };
+    static const bm_shape shapes[] = {
+        {2, 1, 100, 0}, {2, 65, 4096, 0}, {1, 300, 100, 0}, {2, 129, 129, 0}, {1, 1000, 1000, 0},
+        {2, 512, 512, 0}, {0, 0, 0, 0}};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        run_kernel(&ks[i], shapes);
+}
+
+/* head_dim 256's 64-key blocks (the planner's are 80), fa3_fwd_tune's choice for short
+   causal/local calls: causal (sq > sk: rows that see no key), local softcap GQA, paged */
+static void test_short_keys_hd256(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    static const bm_kernel ks[] = {
+        {"hd256 bf16 causal bn64", 256, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 4, 4,
+         128, 64},
+        {"hd256 fp16 local softcap GQA bn64", 256, 0, FA3_DTYPE_FP16, FA3_MASK_LOCAL, 100, 20, 1,
+         0, 0, 8, 2, 128, 64},
+        {"hd256 bf16 causal paged 16 bn64", 256, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0,
+         16, 0, 4, 2, 128, 64},
     };
     static const bm_shape shapes[] = {
         {2, 1, 100, 0}, {2, 65, 4096, 0}, {1, 300, 100, 0}, {2, 129, 129, 0}, {1, 1000, 1000, 0},
@@ -361,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_paged),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_two_consumer_hd64),
+        cmocka_unit_test(test_short_keys_hd256),
     };
     const size_t n = sizeof tests / sizeof tests[0];
     return gpu_test_main("test_block_m64", tests, n, (int)n, &g_ctx, &g_seed, &g_skipped);

@@ -77,12 +77,14 @@ typedef struct ptxas_case {
    NDECODE: the listed decode family (pack_gqa 1, block_m 64, split-KV), every head-dim pair and
    dtype, causal softcap dense and local softcap paged.
    NBM128: head_dim 64's two-consumer tile (block_m 128, fa3_fwd_tune's short causal choice),
-   bf16/fp16 x causal/local with softcap, dense and varlen + paged (its largest). */
+   bf16/fp16 x causal/local with softcap, dense and varlen + paged (its largest).
+   NBN64: head_dim 256's 64-key blocks (block_n 64, fa3_fwd_tune's short causal choice), the same
+   eight layouts. */
 enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 16, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
        NCOMBINE = 5 * 2 * 2, NPACK = 6 * 3 * 2, NBM64 = 6 * 3 * 4, NDECODE = 6 * 3 * 2,
-       NBM128 = 2 * 2 * 2,
+       NBM128 = 2 * 2 * 2, NBN64 = 2 * 2 * 2,
        NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NPACK + NBM64 +
-                NDECODE + NBM128 };
+                NDECODE + NBM128 + NBN64 };
 static ptxas_case g_cases[NCASES];
 
 /* Resources read from a ptxas -v log (-1 = not found). */
@@ -641,6 +643,24 @@ int main(void)
                 pc->cfg.block_m = 128;
                 pc->must_accept = 1;
                 snprintf(pc->name, sizeof pc->name, "hd64_%s_%s_softcap_bm128%s", dts[dt],
+                         masks[m], l ? "_varlen_paged" : "");
+                tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
+                n++;
+            }
+    /* head_dim 256's 64-key blocks */
+    for (int dt = 0; dt < 2; dt++)
+        for (int m = 1; m <= 2; m++)
+            for (int l = 0; l < 2; l++) {
+                ptxas_case *pc = &g_cases[n];
+                fa3_config_init(&pc->cfg);
+                pc->cfg.head_dim = 256;
+                pc->cfg.dtype = (fa3_dtype)dt;
+                pc->cfg.mask = (fa3_mask)m;
+                pc->cfg.softcap = 1;
+                pc->cfg.varlen = pc->cfg.paged_kv = l;
+                pc->cfg.block_n = 64;
+                pc->must_accept = 1;
+                snprintf(pc->name, sizeof pc->name, "hd256_%s_%s_softcap_bn64%s", dts[dt],
                          masks[m], l ? "_varlen_paged" : "");
                 tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
                 n++;

@@ -256,12 +256,73 @@ static void test_older_struct_size(void **state)
         assert_int_equal(st, FA3_ERR_INVALID_ARGUMENT); /* a struct_size this build refuses */
 }
 
+/* head_dim 256's short causal/local calls take 64-key blocks (the planner's 80 otherwise); the
+   chosen config is a listed one, and every other choice leaves block_n 0 (the planner's) */
+static int tuned_block_n(fa3_config c, int batch, int sq, int sk, int wl, int wr)
+{
+    fa3_fwd_args a = shape(batch, sq, sk, 8, 8);
+    a.window_size_left = wl;
+    a.window_size_right = wr;
+    a.max_seqlen_q = sq;
+    a.max_seqlen_k = sk;
+    c.block_n = 48; /* overwritten */
+    assert_int_equal(fa3_fwd_tune(&c, &a, 132), FA3_OK);
+    if (c.block_n == 64) { /* one pass, unpacked, the planner's rows */
+        assert_int_equal(c.split_kv, 0);
+        assert_int_equal(c.pack_gqa, 0);
+        assert_int_equal(c.block_m, 0);
+        fa3_config canon, list[4096];
+        assert_int_equal(fa3_config_canonicalize(&c, &canon), FA3_OK);
+        const int n = fa3_supported_configs(list, 4096);
+        assert_in_range(n, 1, 4096);
+        int found = 0;
+        for (int i = 0; i < n && !found; i++)
+            found = memcmp(&list[i], &canon, sizeof canon) == 0;
+        assert_true(found);
+    }
+    return c.block_n;
+}
+
+static void test_hd256_short_keys(void **state)
+{
+    (void)state;
+    fa3_config c;
+    fa3_config_init(&c);
+    c.head_dim = 256;
+    c.mask = FA3_MASK_CAUSAL;
+    assert_int_equal(tuned_block_n(c, 32, 512, 512, -1, -1), 64);
+    assert_int_equal(tuned_block_n(c, 16, 1024, 1024, -1, -1), 64);
+    assert_int_equal(tuned_block_n(c, 8, 2048, 2048, -1, -1), 0);  /* long: the planner's 80 */
+    assert_int_equal(tuned_block_n(c, 16, 1024, 1025, -1, -1), 0);
+    assert_int_equal(tuned_block_n(c, 2, 100, 1000, -1, -1), 0);   /* split-KV (few tiles) */
+    c.softcap = 1;
+    c.dtype = FA3_DTYPE_FP16;
+    assert_int_equal(tuned_block_n(c, 32, 512, 512, -1, -1), 64);
+    c.dtype = FA3_DTYPE_E4M3; /* plans its own tiles */
+    assert_int_equal(tuned_block_n(c, 32, 512, 512, -1, -1), 0);
+    c.dtype = FA3_DTYPE_BF16;
+    c.mask = FA3_MASK_LOCAL;
+    assert_int_equal(tuned_block_n(c, 32, 512, 512, 128, 0), 64);
+    assert_int_equal(tuned_block_n(c, 32, 512, 512, -1, -1), 0);    /* no window: full */
+    c.mask = FA3_MASK_NONE;
+    assert_int_equal(tuned_block_n(c, 32, 512, 512, -1, -1), 0);
+    c.mask = FA3_MASK_CAUSAL;
+    c.varlen = 1;
+    assert_int_equal(tuned_block_n(c, 32, 700, 1024, -1, -1), 64);
+    c.varlen = 0;
+    c.head_dim = 192; /* not measured: the planner's */
+    assert_int_equal(tuned_block_n(c, 32, 512, 512, -1, -1), 0);
+    c.head_dim = 128;
+    assert_int_equal(tuned_block_n(c, 32, 512, 512, -1, -1), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_shapes),
         cmocka_unit_test(test_split_only),
         cmocka_unit_test(test_short_causal_tile),
+        cmocka_unit_test(test_hd256_short_keys),
         cmocka_unit_test(test_errors_leave_cfg),
         cmocka_unit_test(test_args_rules),
         cmocka_unit_test(test_older_struct_size),

@@ -37,7 +37,7 @@ def check_pack_gqa(pack_gqa):
 
 def choose(torch, cfg, n, device, batch, seqlen_q, seqlen_k, num_heads, num_heads_k,
            pack_gqa=None) -> int:
-    """Sets cfg's call-shape fields (split_kv, pack_gqa, block_m) for a call of this shape and
+    """Sets cfg's call-shape fields (split_kv, pack_gqa, block_m, block_n) for a call of this shape and
     returns the args' num_splits. What the caller leaves open (num_splits 0, pack_gqa None) is
     the library's choice (fa3_fwd_tune with the device's SM count: the decode family, packed GQA
     with the 64-row tile and split-KV, for few query rows; split-KV alone where the query tiles
@@ -61,4 +61,8 @@ def choose(torch, cfg, n, device, batch, seqlen_q, seqlen_k, num_heads, num_head
         # needs the ratio to divide the tile's rows (the planner's 192 takes 3, 6, 12 where 128
         # does not), and split-KV keeps the planner's tile
         cfg.block_m = 0
+    if cfg.pack_gqa or cfg.split_kv:
+        # head_dim 256's 64-key blocks are fa3_fwd_tune's one-pass, unpacked choice too (the
+        # listed configs)
+        cfg.block_n = 0
     return n

@@ -53,3 +53,21 @@ def test_forced_splits_keep_the_planner_tile():
     assert _splits.choose(None, cfg, 4, DEV, 32, 512, 512, 32, 32) == 4
     assert cfg.split_kv == 1
     assert cfg.block_m == 0
+
+
+def test_hd256_short_keys_reset_when_the_caller_splits_or_packs():
+    # fa3_fwd_tune gives head_dim 256's short causal calls 64-key blocks, a one-pass unpacked
+    # config; forced splits or packing go back to the planner's block_n (the listed configs)
+    _splits._sms[0] = 132
+    cfg = _lib.new_config()
+    cfg.head_dim = 256
+    cfg.mask = _lib.FA3_MASK_CAUSAL
+    assert _splits.choose(None, cfg, 0, DEV, 32, 512, 512, 8, 8) == 0
+    assert (cfg.split_kv, cfg.pack_gqa, cfg.block_m, cfg.block_n) == (0, 0, 0, 64)
+    assert _splits.choose(None, cfg, 4, DEV, 32, 512, 512, 8, 8) == 4
+    assert (cfg.split_kv, cfg.block_n) == (1, 0)
+    cfg = _lib.new_config()
+    cfg.head_dim = 256
+    cfg.mask = _lib.FA3_MASK_CAUSAL
+    _splits.choose(None, cfg, 0, DEV, 32, 512, 512, 8, 2, pack_gqa=True)
+    assert (cfg.pack_gqa, cfg.block_n) == (1, 0)

@@ -85,7 +85,8 @@ int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
        with split-KV and the 64-row decode tile (block_m 64), rectangular Q, dense and paged K/V
        (216; fa3_fwd_tune picks them for few query rows), and head_dim 64's two-consumer tile
        (block_m 128, bf16/fp16, causal/local, one pass, dense/varlen/paged: 32; fa3_fwd_tune
-       picks it for short sequences). Other pack_gqa / block_m 64
+       picks it for short sequences), and head_dim 256's 64-key blocks (block_n 64, the same
+       family: 32; fa3_fwd_tune's for short sequences). Other pack_gqa / block_m 64
        combinations are made on request (and compiled by test_ptxas's NPACK / NBM64 cases) but
        not listed: each listed family adds ~100-200 s to cli-cache's warm --all on 2 cores. */
     static const int heads[][2] = {{64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256},
@@ -97,14 +98,21 @@ int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
         for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
             for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++)
                 for (int sc = 0; sc <= 1; sc++)
-                for (int vl = 0; vl <= 19; vl++) { /* varlen, paged_kv, split_kv: bits 0-2;
-                                                       8: the decode family; 16: block_m 128 */
+                for (int vl = 0; vl <= 35; vl++) { /* varlen, paged_kv, split_kv: bits 0-2;
+                                                       8: the decode family; 16: block_m 128;
+                                                       32: block_n 64 */
                     if ((vl & 8) && (vl & 5) != 4)
                         continue; /* decode configs: split-KV, rectangular Q */
                     if ((vl & 16) && (heads[h][0] != 64 || heads[h][1] != 64 ||
-                                      dtypes[d] == FA3_DTYPE_E4M3 || masks[m] == FA3_MASK_NONE))
+                                      dtypes[d] == FA3_DTYPE_E4M3 || masks[m] == FA3_MASK_NONE ||
+                                      (vl & 12)))
                         continue; /* block_m 128: head_dim 64's short causal/local tile, 16-bit,
                                      one pass (fa3_fwd_tune) */
+                    if ((vl & 32) && (heads[h][0] != 256 || heads[h][1] != 256 ||
+                                      dtypes[d] == FA3_DTYPE_E4M3 || masks[m] == FA3_MASK_NONE ||
+                                      (vl & 28)))
+                        continue; /* block_n 64: head_dim 256's short causal/local key blocks,
+                                     16-bit, one pass (fa3_fwd_tune) */
                     fa3_config c, canon;
                     fa3_config_init(&c);
                     c.varlen = vl & 1;
@@ -112,6 +120,7 @@ int fa3_supported_configs_sized(fa3_config *out, int max, size_t struct_size)
                     c.split_kv = (vl >> 2) & 1;
                     c.pack_gqa = (vl >> 3) & 1;
                     c.block_m = vl & 8 ? 64 : vl & 16 ? 128 : 0;
+                    c.block_n = vl & 32 ? 64 : 0;
                     c.head_dim = heads[h][0];
                     c.head_dim_v = heads[h][1];
                     c.dtype = dtypes[d];

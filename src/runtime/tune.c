@@ -1,8 +1,8 @@
 /*
  * fa3_fwd_tune (fa3jit.h): the library's choice of a call's shape-dependent config fields —
- * split_kv, pack_gqa and block_m — from the call's shape and the device's SM
- * count, so that a caller who compiles configs per call gets the decode kernels and head_dim
- * 64's short causal tile where they pay.
+ * split_kv, pack_gqa, block_m and block_n — from the call's shape and the device's SM
+ * count, so that a caller who compiles configs per call gets the decode kernels, head_dim
+ * 64's short causal tile and head_dim 256's short key blocks where they pay.
  * Pure host arithmetic over fa3_plan_make's tile sizes; no GPU.
  */
 #include <stddef.h>
@@ -45,6 +45,7 @@ fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args_in, int num_sm
     c.split_kv = 0;
     c.pack_gqa = 0;
     c.block_m = 0;
+    c.block_n = 0;
     FA3_TRY(fa3_config_canonicalize(&c, &c));
     /* varlen: the longest sequence's rows and keys bound every tile (fa3_fwd's count) */
     const int64_t rows = c.varlen ? args->max_seqlen_q : args->seqlen_q;
@@ -96,6 +97,16 @@ fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args_in, int num_sm
                         (args->window_size_left >= 0 || args->window_size_right >= 0));
     const int short_tile = !decode && !split && bm == 192 && masked && rows <= 1024 &&
                            keys <= 1024;
+    /* head_dim 256's short causal/local calls: 64 keys a block where the planner takes 80. Same
+       run on the H200 (tools/probes/tile_ab.sh: fa3-gen bench, batch x seqlen 16k, 8 heads,
+       rounds rotated; session 16, call 5), bn64 / bn80: bf16 causal 512/1024 1.052/1.024 (fp16
+       1.048/1.027), causal 2048/4096 0.997/0.996, non-causal 512/1024/2048 1.016/0.993/1.002.
+       A short causal tile is mostly its diagonal: smaller key blocks leave fewer masked-out
+       scores and less per-tile setup ahead of the first PV. bn48 (3 stages) lost 5%. One pass,
+       unpacked (the listed configs: fa3_supported_configs); e4m3 plans its own tiles. */
+    const int short_keys = !decode && !split && c.dtype != FA3_DTYPE_E4M3 &&
+                           c.head_dim == 256 && c.head_dim_v == 256 && plan.block_n == 80 &&
+                           masked && rows <= 1024 && keys <= 1024;
     /* fields past the caller's struct_size (an older fa3jit.h) keep their meaning: absent */
 #define TUNE_SET(field, value)                                                                 \
     do {                                                                                       \
@@ -105,6 +116,7 @@ fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args_in, int num_sm
     TUNE_SET(split_kv, split);
     TUNE_SET(pack_gqa, decode);
     TUNE_SET(block_m, decode ? 64 : short_tile ? 128 : 0);
+    TUNE_SET(block_n, short_keys ? 64 : 0);
 #undef TUNE_SET
     return FA3_OK;
 }
