@@ -337,19 +337,21 @@ static void test_split(void **state)
     run_kernel(&paged, shapes);
 }
 
-/* head_dim 64's two-consumer tile (block_m 128; the planner's is 192), fa3_fwd_tune's choice for
-   short causal/local calls: causal (sq > sk: rows that see no key), local softcap GQA, paged */
-static void test_two_consumer_hd64(void **state)
+/* fa3_fwd_tune's tiles for short causal/local calls, one family a test: head_dim 64's
+   two-consumer tile (block_m 128; the planner's is 192) and head_dim 256's 64-key blocks
+   (block_n 64; the planner's are 80). Each: causal (sq > sk: rows that see no key), local softcap
+   GQA, paged 16. */
+static void run_short_tiles(int hd, int block_m, int block_n)
 {
-    (void)state;
-    REQUIRE_GPU();
-    static const bm_kernel ks[] = {
-        {"hd64 bf16 causal bm128", 64, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 4, 4,
-         128, 0},
-        {"hd64 fp16 local softcap GQA bm128", 64, 0, FA3_DTYPE_FP16, FA3_MASK_LOCAL, 100, 20, 1,
-         0, 0, 8, 2, 128, 0},
-        {"hd64 bf16 causal paged 16 bm128", 64, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 16,
-         0, 4, 2, 128, 0},
+    char id[3][64];
+    const char *what[3] = {"bf16 causal", "fp16 local softcap GQA", "bf16 causal paged 16"};
+    for (int i = 0; i < 3; i++)
+        snprintf(id[i], sizeof id[i], "hd%d %s %s%d", hd, what[i], block_n ? "bn" : "bm",
+                 block_n ? block_n : block_m);
+    const bm_kernel ks[] = {
+        {id[0], hd, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 4, 4, block_m, block_n},
+        {id[1], hd, 0, FA3_DTYPE_FP16, FA3_MASK_LOCAL, 100, 20, 1, 0, 0, 8, 2, block_m, block_n},
+        {id[2], hd, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 16, 0, 4, 2, block_m, block_n},
     };
     static const bm_shape shapes[] = {
         {2, 1, 100, 0}, {2, 65, 4096, 0}, {1, 300, 100, 0}, {2, 129, 129, 0}, {1, 1000, 1000, 0},
@@ -358,25 +360,18 @@ static void test_two_consumer_hd64(void **state)
         run_kernel(&ks[i], shapes);
 }
 
-/* head_dim 256's 64-key blocks (the planner's are 80), fa3_fwd_tune's choice for short
-   causal/local calls: causal (sq > sk: rows that see no key), local softcap GQA, paged */
+static void test_two_consumer_hd64(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    run_short_tiles(64, 128, 0);
+}
+
 static void test_short_keys_hd256(void **state)
 {
     (void)state;
     REQUIRE_GPU();
-    static const bm_kernel ks[] = {
-        {"hd256 bf16 causal bn64", 256, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0, 0, 0, 4, 4,
-         128, 64},
-        {"hd256 fp16 local softcap GQA bn64", 256, 0, FA3_DTYPE_FP16, FA3_MASK_LOCAL, 100, 20, 1,
-         0, 0, 8, 2, 128, 64},
-        {"hd256 bf16 causal paged 16 bn64", 256, 0, FA3_DTYPE_BF16, FA3_MASK_CAUSAL, -1, 0, 0,
-         16, 0, 4, 2, 128, 64},
-    };
-    static const bm_shape shapes[] = {
-        {2, 1, 100, 0}, {2, 65, 4096, 0}, {1, 300, 100, 0}, {2, 129, 129, 0}, {1, 1000, 1000, 0},
-        {2, 512, 512, 0}, {0, 0, 0, 0}};
-    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
-        run_kernel(&ks[i], shapes);
+    run_short_tiles(256, 128, 64);
 }
 
 int main(void)

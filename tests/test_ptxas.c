@@ -629,42 +629,30 @@ int main(void)
                 tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
                 n++;
             }
-    /* head_dim 64's two-consumer tile */
-    for (int dt = 0; dt < 2; dt++)
-        for (int m = 1; m <= 2; m++)
-            for (int l = 0; l < 2; l++) {
-                ptxas_case *pc = &g_cases[n];
-                fa3_config_init(&pc->cfg);
-                pc->cfg.head_dim = 64;
-                pc->cfg.dtype = (fa3_dtype)dt;
-                pc->cfg.mask = (fa3_mask)m;
-                pc->cfg.softcap = 1;
-                pc->cfg.varlen = pc->cfg.paged_kv = l;
-                pc->cfg.block_m = 128;
-                pc->must_accept = 1;
-                snprintf(pc->name, sizeof pc->name, "hd64_%s_%s_softcap_bm128%s", dts[dt],
-                         masks[m], l ? "_varlen_paged" : "");
-                tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
-                n++;
-            }
-    /* head_dim 256's 64-key blocks */
-    for (int dt = 0; dt < 2; dt++)
-        for (int m = 1; m <= 2; m++)
-            for (int l = 0; l < 2; l++) {
-                ptxas_case *pc = &g_cases[n];
-                fa3_config_init(&pc->cfg);
-                pc->cfg.head_dim = 256;
-                pc->cfg.dtype = (fa3_dtype)dt;
-                pc->cfg.mask = (fa3_mask)m;
-                pc->cfg.softcap = 1;
-                pc->cfg.varlen = pc->cfg.paged_kv = l;
-                pc->cfg.block_n = 64;
-                pc->must_accept = 1;
-                snprintf(pc->name, sizeof pc->name, "hd256_%s_%s_softcap_bn64%s", dts[dt],
-                         masks[m], l ? "_varlen_paged" : "");
-                tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
-                n++;
-            }
+    /* fa3_fwd_tune's short tiles: head_dim 64's two consumers (block_m 128), head_dim 256's
+       64-key blocks (block_n 64) */
+    for (int fam = 0; fam < 2; fam++)
+        for (int dt = 0; dt < 2; dt++)
+            for (int m = 1; m <= 2; m++)
+                for (int l = 0; l < 2; l++) {
+                    ptxas_case *pc = &g_cases[n];
+                    fa3_config_init(&pc->cfg);
+                    pc->cfg.head_dim = fam ? 256 : 64;
+                    pc->cfg.dtype = (fa3_dtype)dt;
+                    pc->cfg.mask = (fa3_mask)m;
+                    pc->cfg.softcap = 1;
+                    pc->cfg.varlen = pc->cfg.paged_kv = l;
+                    if (fam)
+                        pc->cfg.block_n = 64;
+                    else
+                        pc->cfg.block_m = 128;
+                    pc->must_accept = 1;
+                    snprintf(pc->name, sizeof pc->name, "hd%d_%s_%s_softcap_%s%s",
+                             pc->cfg.head_dim, dts[dt], masks[m], fam ? "bn64" : "bm128",
+                             l ? "_varlen_paged" : "");
+                    tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
+                    n++;
+                }
     /* split-KV's combine kernels (planned from the split config of that head_dim_v) */
     static const int hdvs[5] = {64, 96, 128, 192, 256};
     for (int h = 0; h < 5; h++)
