@@ -99,10 +99,10 @@ fa3_status fa3_fwd_tune(fa3_config *cfg, const fa3_fwd_args *args_in, int num_sm
                            keys <= 1024;
     /* head_dim 256's short causal/local calls: 64 keys a block where the planner takes 80. Same
        run on the H200 (tools/probes/tile_ab.sh: fa3-gen bench, batch x seqlen 16k, 8 heads,
-       rounds rotated; session 16, call 5), bn64 / bn80: bf16 causal 512/1024 1.052/1.024 (fp16
+       rounds rotated; session 16, calls 3-4), bn64 / bn80: bf16 causal 512/1024 1.052/1.024 (fp16
        1.048/1.027), causal 2048/4096 0.997/0.996, non-causal 512/1024/2048 1.016/0.993/1.002.
-       A short causal tile is mostly its diagonal: smaller key blocks leave fewer masked-out
-       scores and less per-tile setup ahead of the first PV. bn48 (3 stages) lost 5%. One pass,
+       The likely reason (not measured apart): a short causal tile is mostly its diagonal, and
+       smaller key blocks leave fewer masked-out scores. bn48 (3 stages) lost 5%. One pass,
        unpacked (the listed configs: fa3_supported_configs); e4m3 plans its own tiles. */
     const int short_keys = !decode && !split && c.dtype != FA3_DTYPE_E4M3 &&
                            c.head_dim == 256 && c.head_dim_v == 256 && plan.block_n == 80 &&
