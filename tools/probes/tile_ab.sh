@@ -5,6 +5,7 @@
 # than the graph-replayed compare.py (docs/notes.md, Measuring): compare variants, not libraries.
 #   TILE_SHAPES="64:512:--causal 64:1024:--causal" (head_dim:seqlen:mask flags, ',' for spaces)
 #   TILE_VARIANTS="--block-m,128;--block-m,128,--block-n,64" TILE_ROUNDS=3 TILE_DTYPE=bf16
+#   (a variant's tokens of the form +knob=v set FA3JIT_PLAN_DEBUG for it: "--block-m,128,+diag_half=1")
 #   bash tools/probes/tile_ab.sh   (after tools/gpu-bundle.sh, .gpu carried)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,9 +21,13 @@ for ((r = 0; r < rounds; r++)); do
     IFS=: read -r hd s mask <<<"$sh"
     n=${#variants[@]}
     for ((i = 0; i < n; i++)); do
-      j=$(((i + r) % n)) v=${variants[$(((i + r) % n))]}
+      j=$(((i + r) % n)) v=${variants[$(((i + r) % n))]} args= knobs=
+      IFS=, read -r -a toks <<<"$v"
+      for tk in "${toks[@]}"; do
+        case $tk in +*) knobs+=${knobs:+,}${tk#+} ;; *) args+=" $tk" ;; esac
+      done
       # shellcheck disable=SC2086
-      t=$($gen bench --dtype "$dtype" --head-dim "$hd" --seqlen "$s" ${mask//,/ } ${v//,/ } \
+      t=$(FA3JIT_PLAN_DEBUG=$knobs $gen bench --dtype "$dtype" --head-dim "$hd" --seqlen "$s" ${mask//,/ } $args \
             --reps 30 --warmup 10 2>&1 | awk 'NR > 1 && $NF ~ /^[0-9.]+$/ {print $NF}' | tail -1)
       [ -n "$t" ] || { echo "variant '$v' at $sh: no result"; rc=1; continue; }
       echo "$sh $j $t" >> "$log"
