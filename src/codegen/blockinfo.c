@@ -88,6 +88,38 @@ void kg_rows_init(kgen *g, cons *c)
     INS("selp.b32 $, 0, $, $;", c->all_first, u2, wl_none);
 }
 
+/* diag_half: where the last key any row of this consumer sees (that of its last row, 64·cw + 63
+   of the tile) lies in key block c->n: *half when it is below the block's middle n·bn + bn/2
+   (the block's first bn/2 columns are all its scores can use), *none when it is below the
+   block (no row sees any of its keys). Rows past the sequence count too (their bound is the
+   largest), which only makes the tests stricter. */
+void kg_first_block_reach(kgen *g, cons *c, ptx_r *half, ptx_r *none)
+{
+    const fa3_plan *p = g->p;
+    ptx_r r = ptx_reg(g->f, PTX_B32, "hrow"), k = ptx_reg(g->f, PTX_B32, "hkey");
+    ptx_r mid = ptx_reg(g->f, PTX_B32, "hmid");
+    *half = ptx_reg(g->f, PTX_PRED, "half");
+    *none = ptx_reg(g->f, PTX_PRED, "nokeys");
+    ptx_r wr_none = ptx_reg(g->f, PTX_PRED, "hwrnone");
+    INS("mad.lo.s32 $, $, 64, $;", r, c->cw, c->t.m0);
+    INS("add.s32 $, $, 63;", r, r);
+    if (p->cfg.pack_gqa) {
+        ptx_r ratio = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "ratio");
+        INS("div.u32 $, $, $;", r, r, ratio);
+    }
+    INS("add.s32 $, $, $;", k, r, c->t.sk); /* r + sk - sq + wr, at most sk - 1 */
+    INS("sub.s32 $, $, $;", k, k, c->t.sq);
+    INS("add.s32 $, $, $;", k, k, g->wr);
+    INS("sub.s32 $, $, 1;", r, c->t.sk);
+    INS("min.s32 $, $, $;", k, k, r);
+    INS("setp.lt.s32 $, $, 0;", wr_none, g->wr);
+    INS("selp.b32 $, $, $, $;", k, r, k, wr_none);
+    INS("mad.lo.s32 $, $, %d, %d;", mid, c->n, p->block_n, p->block_n / 2);
+    INS("setp.lt.s32 $, $, $;", *half, k, mid);
+    INS("sub.s32 $, $, %d;", mid, mid, p->block_n / 2);
+    INS("setp.lt.s32 $, $, $;", *none, k, mid);
+}
+
 /* 1 when key block c->n ends past the tile's all_last or starts before its all_first. */
 ptx_r kg_block_needs_mask(kgen *g, cons *c)
 {
@@ -117,7 +149,7 @@ void kg_apply_mask(kgen *g, cons *c)
         if (lower)
             INS("sub.s32 $, $, $;", c->tmp.rfirst[r], c->kfirst[r], col0);
     }
-    const int ns = p->block_n / 2;
+    const int ns = kg_ns(g, c);
     ptx_r out = g->sc.pt;
     for (int i = 0; i < ns; i++) {
         const int r = acc_row(i);

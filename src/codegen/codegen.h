@@ -86,6 +86,10 @@ typedef struct fa3_plan {
     int kept_branch;       /* bf16/fp16 (cond_rescale with fast_exp; default 1): a warp that
                               keeps its rows' maxima branches over the new max's arithmetic
                               (softmax.c) */
+    int diag_half;         /* 16-bit (default: three consumers with a mask): in the tile's first
+                              key block a consumer whose rows all end before its middle key
+                              takes a QK and softmax of block_n/2 columns, one whose rows end
+                              before it neither (mainloop.c) */
     int wait_hint;         /* A/B knob: every mbarrier try_wait with a 10 ms suspend-time hint
                               (CUTLASS's), not the system's default limit (pipeline.c) */
     int tree_reduce;       /* A/B knob: row max and (fast_exp) row sums over 4 accumulators each

@@ -80,6 +80,7 @@ typedef struct cons {
                                    (vdesc0: 16-bit only; e4m3's transposed V keeps its form) */
     ptx_r pp_own, pp_next;      /* ping-pong barrier ids */
     ptx_r s, a, o;              /* arrays: S then P (fp32), P fragments, O accumulators */
+    ptx_r sh;                   /* diag_half: the first block's half S, moved into s */
     ptx_r h[2];                 /* e4m3: the two e4m3x2 halves of a P fragment */
     ptx_r m[2], l[2], alpha[2]; /* row max, partial row sum, rescale factor of each row */
     ptx_r e[2];                 /* fast_exp: the offset's rounding, m·c_r - off (exact) */
@@ -90,6 +91,7 @@ typedef struct cons {
     /* early_pack 2: the block's K release, emitted by the softmax just before the PV's wait */
     void (*k_release)(struct kgen *g, struct cons *c);
     int lab_epilogue;
+    int half; /* diag_half: the code being emitted covers the block's first block_n/2 columns */
     /* the loop body's temporaries (see scratch) */
     struct {
         ptx_r dq, dk, dv;             /* wgmma descriptors of one k-step */
@@ -182,8 +184,15 @@ void kg_vt_transpose(kgen *g, pipe_state ps);
 void kg_producer(kgen *g);
 void kg_consumer(kgen *g);
 
+/* S registers of the block the code covers (block_n/2 a thread; half of that for c->half) */
+static inline int kg_ns(const kgen *g, const cons *c)
+{
+    return (g->p->block_n / 2) >> c->half;
+}
+
 /* blockinfo.c */
 void kg_rows_init(kgen *g, cons *c);
+void kg_first_block_reach(kgen *g, cons *c, ptx_r *half, ptx_r *none);
 ptx_r kg_block_needs_mask(kgen *g, cons *c);
 void kg_apply_mask(kgen *g, cons *c);
 

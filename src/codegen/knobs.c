@@ -116,6 +116,12 @@
      through the same hand-over; 0: the kernel before session 12 (each role computes the
      static order itself). Session 1's version fetched at the tile boundary and lost 10-15%;
      this one fetches ahead.
+   - diag_half=0/1 (bf16/fp16; default 1 for three consumers with a mask, plan.c has the
+     A/B; session 17): in the tile's first key block (the diagonal of a causal tile, or the
+     key tail) a consumer whose rows see none of the block's last block_n/2 keys takes a QK of
+     block_n/2 columns and a softmax over them, and one whose rows see none of its keys takes
+     neither (blockinfo.c kg_first_block_reach, mainloop.c); P's other half is zero, so the
+     PV is unchanged;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -145,6 +151,7 @@ static const struct knob {
     {"q_desc_tile", offsetof(fa3_plan, q_desc_tile), 0, 1},
     {"dyn_sched", offsetof(fa3_plan, dyn_sched), 0, 3},
     {"l2_floor", offsetof(fa3_plan, l2_floor), 0, 64},
+    {"diag_half", offsetof(fa3_plan, diag_half), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])
 

@@ -91,6 +91,7 @@ static void q_tile_descs(kgen *g, cons *c)
 static void qk(kgen *g, cons *c)
 {
     const fa3_plan *p = g->p;
+    const int bn = p->block_n >> c->half; /* c->half: the block's first bn/2 keys */
     INS("wgmma.fence.sync.aligned;");
     for (int ks = 0; ks < p->qk_steps; ks++) {
         ptx_r dq = q_step_desc(g, c, ks), dk = c->tmp.dk;
@@ -100,7 +101,7 @@ static void qk(kgen *g, cons *c)
                 p->block_n, c->s, p->block_n / 2, dq, dk, ks ? c->ptrue : c->pfalse);
         else
             INS("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s ${, $, $, $, 1, 1, 0, 0;",
-                p->block_n, g->ab, g->ab, c->s, p->block_n / 2, dq, dk,
+                bn, g->ab, g->ab, c->half ? c->sh : c->s, bn / 2, dq, dk,
                 ks ? c->ptrue : c->pfalse);
     }
     INS("wgmma.commit_group.sync.aligned;");
@@ -316,6 +317,42 @@ static void block_body(kgen *g, cons *c, int masked, int lab_loop)
     INS("bra.uni %s;", ptx_lab(g->f, lab_loop));
 }
 
+/* The tile's first key block after its K wait: QK alone, then the masked softmax and P. */
+static void first_block(kgen *g, cons *c)
+{
+    pp_sync(g, c);
+    qk(g, c);
+    pp_arrive(g, c);
+    INS("wgmma.wait_group.sync.aligned 0;");
+    for (int i = 0; c->half && i < kg_ns(g, c); i++)
+        INS("mov.f32 $, $;", ptx_at(c->s, i), ptx_at(c->sh, i));
+    k_release(g, c);
+    q_release_if_last(g, c);
+    kg_softmax(g, c, 1, 0);
+    if (!kg_early_pack(g->p))
+        kg_pack_p(g, c);
+    for (int i = kg_ns(g, c); i < g->p->block_n / 2; i++) /* c->half: S's other half defined */
+        INS("mov.f32 $, " ZERO_F ";", ptx_at(c->s, i));
+}
+
+/* diag_half: the tile's first key block where no row of the consumer sees any of its keys: its
+   turn in the ping-pong and its releases, P = 0, and the row state the softmax would leave (m =
+   -inf, l = 0 and e = 0 from the tile's start; the exponent's scale c and offset 0, which the
+   loop's kept-max blocks carry, kept_branch) */
+static void first_block_none(kgen *g, cons *c)
+{
+    pp_sync(g, c);
+    pp_arrive(g, c);
+    k_release(g, c);
+    q_release_if_last(g, c);
+    for (int j = 0; j < g->p->block_n / 4; j++)
+        INS("mov.b32 $, 0;", ptx_at(c->a, j));
+    for (int r = 0; r < 2 && g->p->fast_exp; r++) {
+        INS("mov.f32 $, $;", c->tmp.cr[r], c->scale_log2);
+        INS("mov.f32 $, " ZERO_F ";", c->tmp.noff[r]);
+    }
+}
+
 void kg_consumer(kgen *g)
 {
     const fa3_plan *p = g->p;
@@ -343,6 +380,9 @@ void kg_consumer(kgen *g)
     INS("mov.u32 $, 0;", g->round);
     kg_tile_start(g);
     c.s = ptx_array(g->f, PTX_F32, "s", p->block_n / 2); /* S = Q·Kᵀ, then P in fp32 */
+    if (p->diag_half) /* the first block's half QK (its own registers: written into s, its
+                         wgmma was serialized at head_dim 64, C7511) */
+        c.sh = ptx_array(g->f, PTX_F32, "sh", p->block_n / 4);
     /* P as A fragments: 16-bit (2 a register) or e4m3 (4 a register) */
     c.a = ptx_array(g->f, PTX_B32, "a", p->block_n / (p->fp8 ? 8 : 4));
     c.o = ptx_array(g->f, PTX_F32, "o", p->hdv_chunks * 32); /* O (padded head_dim_v) */
@@ -479,17 +519,37 @@ void kg_consumer(kgen *g)
     c.n = ptx_reg(g->f, PTX_B32, "n");
     INS("mov.u32 $, 0;", c.it);
     INS("sub.s32 $, $, 1;", c.n, c.t.nmax);
-    /* 1. the tile's first block (the key tail or diagonal: always masked) */
+    /* 1. the tile's first block (the key tail or diagonal: always masked). diag_half: a
+       consumer whose rows see none of the block's last bn/2 keys takes a copy on its first bn/2
+       columns, and one whose rows see none of its keys takes no QK or softmax at all (the
+       branches sit where no wgmma is in flight; the PV of this P stays whole, its zero half or
+       whole read like any masked score's) */
+    const int half = p->diag_half && !p->fp8 && !p->dbg_no_softmax && p->block_n % 16 == 0;
+    ptx_r phalf = {0}, pnone = {0};
+    if (half)
+        kg_first_block_reach(g, &c, &phalf, &pnone);
+    const int lab_none = half ? ptx_label(g->f, "first_none") : 0;
+    const int lab_half = half ? ptx_label(g->f, "first_half") : 0;
+    const int lab_first = half ? ptx_label(g->f, "first_done") : 0;
     k_wait_desc(g, &c);
-    pp_sync(g, &c);
-    qk(g, &c);
-    pp_arrive(g, &c);
-    INS("wgmma.wait_group.sync.aligned 0;");
-    k_release(g, &c);
-    q_release_if_last(g, &c);
-    kg_softmax(g, &c, 1, 0);
-    if (!kg_early_pack(p))
-        kg_pack_p(g, &c);
+    if (half) {
+        INS("@$ bra %s;", pnone, ptx_lab(g->f, lab_none));
+        INS("@$ bra %s;", phalf, ptx_lab(g->f, lab_half));
+    }
+    for (int h = 0; h <= half; h++) {
+        if (h)
+            ptx_place(g->f, lab_half);
+        c.half = h;
+        first_block(g, &c);
+        if (half)
+            INS("bra.uni %s;", ptx_lab(g->f, lab_first));
+    }
+    c.half = 0;
+    if (half) {
+        ptx_place(g->f, lab_none);
+        first_block_none(g, &c);
+        ptx_place(g->f, lab_first);
+    }
     kg_pipe_assign(g, &c.pps, c.ps);
     kg_pipe_advance(g, &c.ps);
     INS("add.u32 $, $, 1;", c.it, c.it);

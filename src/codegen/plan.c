@@ -188,11 +188,12 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        fp16, FA4 and cuDNN in it), Q staging / ring, median of each group's rows: non-causal
        0.959 (< 4096) and 0.967, causal 0.969 and 0.995; 512 non-causal 0.921 in both dtypes. */
     p->ring_stage = !p->fp8;
+    p->diag_half = -1; /* the planner's choice, below, unless a knob sets it */
     if (!quiet)
         fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
     if (p->fp8) /* e4m3 takes neither, whatever the knobs: its P offset (2^8) leaves no headroom
                    for a kept max, and its exponent keeps the (s - m)·c form */
-        p->fast_exp = p->cond_rescale = p->early_pack = 0;
+        p->fast_exp = p->cond_rescale = p->early_pack = p->diag_half = 0;
     /* dyn_sched (knob): masked dense 16-bit configs only (varlen, paged and split-KV keep their
        own tile walks; e4m3's producer threads all work) */
     if (cfg->mask == FA3_MASK_NONE || cfg->varlen || cfg->paged_kv || cfg->split_kv ||
@@ -209,6 +210,18 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
                          : cfg->block_m == 128 ? 2
                                                : planned_consumers(cfg, p->block_n, p->wg3);
     p->block_m = 64 * p->num_consumer_wg;
+    /* A consumer whose rows see only the first half of the tile's first key block (or none of
+       it) takes a QK and softmax of that half (or neither): diag_half, mainloop.c. In a causal
+       192-row tile on 128-key blocks, 2 or 3 of the 3 consumers do on every diagonal. Same-run
+       A/B (session 17, tools/probes/tile_ab.sh, fa3-gen bench, bf16 hd64 causal, batch x
+       seqlen 16k, 32 heads, rounds rotated; H100 SXM), diag_half / default: block_m 192
+       1024/2048/4096/8192 1.072/1.042/1.027/1.018 (4 rounds; the half copy alone, without the
+       empty one: 1.045/1.034/1.023/1.016 in 3). Where two consumers take turns (block_m 128)
+       the other consumer's full block sets the pace: hd64 bm128 512/1024/2048/4096
+       1.004/0.993/1.002/0.997, hd128 causal 2048 1.009, hd256 causal 2048/8192 1.003/1.001
+       (half copy alone): off there, as it is without a mask (only a key tail could take it). */
+    if (p->diag_half < 0)
+        p->diag_half = p->num_consumer_wg == 3 && cfg->mask != FA3_MASK_NONE;
     p->threads = 128 * (1 + p->num_consumer_wg);
     p->entry_regs = (65536 / p->threads) & ~7; /* 168 for 384 threads, 128 for 512 */
     /* FA3's splits: two consumers 128×24 + 256×240 = 64512, three 128×24 + 384×160 = 64512

@@ -81,7 +81,7 @@ void kg_descales_tile(kgen *g, cons *c)
 /* The block's max of row r over the thread's values, then over the row's 4 threads (bmax). */
 static void row_max(kgen *g, cons *c, int r)
 {
-    const int ns = g->p->block_n / 2;
+    const int ns = kg_ns(g, c);
     ptx_r bmax = c->tmp.bmax[r], o = c->tmp.shf;
     /* tree_reduce: the row's j-th value into accumulator j % 4 (max is exact in any order) */
     const int nacc = g->p->tree_reduce ? 4 : 1;
@@ -208,7 +208,7 @@ static void pv_wait(kgen *g, cons *c, ptx_r part[2][4], int nsum, const int seen
 void kg_softmax(kgen *g, cons *c, int masked, int pv_in_flight)
 {
     const fa3_plan *p = g->p;
-    const int ns = p->block_n / 2;
+    const int ns = kg_ns(g, c);
     if (p->dbg_no_softmax) {
         /* timing only: P = S as it comes (no softcap, mask, max, exp or sum), alpha = 1; l stays
            0, so O is written as 0 (or NaN) and LSE as -inf */
@@ -322,6 +322,8 @@ void kg_softmax(kgen *g, cons *c, int masked, int pv_in_flight)
         pv_wait(g, c, part, nsum, seen);
     for (; early && packed < ns / 2; packed++)
         pack_pair(g, c, packed);
+    for (int j = ns / 2; early && j < p->block_n / 4; j++) /* c->half: P's other half is 0 */
+        INS("mov.b32 $, 0;", ptx_at(c->a, j));
     for (int r = 0; r < 2 && nsum == 4; r++) {
         INS("add.f32 $, $, $;", part[r][0], part[r][0], part[r][1]);
         INS("add.f32 $, $, $;", part[r][2], part[r][2], part[r][3]);
@@ -387,7 +389,9 @@ void kg_pack_p(kgen *g, cons *c)
             }
         return;
     }
-    for (int j = 0; j < g->p->block_n / 4; j++)
+    for (int j = 0; j < kg_ns(g, c) / 2; j++)
         INS("cvt.rn.%s.f32 $, $, $;", g->cvt, ptx_at(c->a, j), ptx_at(c->s, 2 * j + 1),
             ptx_at(c->s, 2 * j));
+    for (int j = kg_ns(g, c) / 2; j < g->p->block_n / 4; j++) /* c->half: P's other half is 0 */
+        INS("mov.b32 $, 0;", ptx_at(c->a, j));
 }
