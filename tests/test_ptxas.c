@@ -529,7 +529,8 @@ int main(void)
        the timing-only kernels without the softmax and without the O store, the softmax before
        fast_exp and cond_rescale, P packed first with the 4-accumulator reductions, the masked
        loop body alone, 8 of a row's exponentials by polynomial, the Q descriptor in ordinary
-       registers with V waited for before the QK (the kernel before session 11), the mbarrier
+       registers with V waited for before the QK (the kernel before session 11, also without
+       diag_half: with its copies of the first block hd64's masked kernels spill 16 bytes), the mbarrier
        waits with a suspend-time hint (on the kernel before the tile hand-over: with it the 24
        registers of the producer spill 8 bytes at hd192/256), each role's own static tile order (masked configs: the
        kernel before the tile hand-over), O staged in Q (hd192/256: the kernel before session
@@ -549,7 +550,7 @@ int main(void)
         {"pack_first=1,tree_reduce=1", "pack_first_tree_reduce"},
         {"one_body=1", "one_body1"},
         {"ex2_emu=8", "ex2_emu8"},
-        {"uniform_desc=0,late_v_wait=0", "old_desc_v_wait"},
+        {"uniform_desc=0,late_v_wait=0,diag_half=0", "old_desc_v_wait"},
         {"wait_hint=1,dyn_sched=0", "wait_hint1"},
         {"dyn_sched=0", "dyn_sched0"},
         {"ring_stage=0", "ring_stage0"},
