@@ -216,7 +216,7 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        A/B (session 17, tools/probes/tile_ab.sh, fa3-gen bench, bf16 hd64 causal, batch x
        seqlen 16k, 32 heads, rounds rotated; H100 SXM), diag_half / default: block_m 192
        1024/2048/4096/8192 1.072/1.042/1.027/1.018 (4 rounds; the half copy alone, without the
-       empty one: 1.045/1.034/1.023/1.016 in 3). Where two consumers take turns (block_m 128)
+       empty one: 1.049/1.034/1.023/1.016 in 3). Where two consumers take turns (block_m 128)
        the other consumer's full block sets the pace: hd64 bm128 512/1024/2048/4096
        1.004/0.993/1.002/0.997, hd128 causal 2048 1.009, hd256 causal 2048/8192 1.003/1.001
        (half copy alone): off there, as it is without a mask (only a key tail could take it).
