@@ -211,6 +211,7 @@ static inline int kg_early_pack(const fa3_plan *p)
 void kg_softmax(kgen *g, cons *c, int masked, int pv_in_flight);
 void kg_rescale_o(kgen *g, cons *c);
 void kg_pack_p(kgen *g, cons *c);
+void kg_zero_p(kgen *g, cons *c, int from);
 
 /* epilogue.c */
 ptx_r kg_q_empty_bar(kgen *g, cons *c); /* address of q_empty of this tile's Q buffer */

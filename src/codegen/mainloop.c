@@ -345,8 +345,7 @@ static void first_block_none(kgen *g, cons *c)
     pp_arrive(g, c);
     k_release(g, c);
     q_release_if_last(g, c);
-    for (int j = 0; j < g->p->block_n / 4; j++)
-        INS("mov.b32 $, 0;", ptx_at(c->a, j));
+    kg_zero_p(g, c, 0);
     for (int r = 0; r < 2 && g->p->fast_exp; r++) {
         INS("mov.f32 $, $;", c->tmp.cr[r], c->scale_log2);
         INS("mov.f32 $, " ZERO_F ";", c->tmp.noff[r]);
@@ -524,7 +523,7 @@ void kg_consumer(kgen *g)
        columns, and one whose rows see none of its keys takes no QK or softmax at all (the
        branches sit where no wgmma is in flight; the PV of this P stays whole, its zero half or
        whole read like any masked score's) */
-    const int half = p->diag_half && !p->fp8 && !p->dbg_no_softmax && p->block_n % 16 == 0;
+    const int half = p->diag_half; /* plan.c: 16-bit, with the softmax, block_n / 2 a multiple of 8 */
     ptx_r phalf = {0}, pnone = {0};
     if (half)
         kg_first_block_reach(g, &c, &phalf, &pnone);

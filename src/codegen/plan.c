@@ -193,7 +193,7 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
         fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
     if (p->fp8) /* e4m3 takes neither, whatever the knobs: its P offset (2^8) leaves no headroom
                    for a kept max, and its exponent keeps the (s - m)·c form */
-        p->fast_exp = p->cond_rescale = p->early_pack = p->diag_half = 0;
+        p->fast_exp = p->cond_rescale = p->early_pack = 0;
     /* dyn_sched (knob): masked dense 16-bit configs only (varlen, paged and split-KV keep their
        own tile walks; e4m3's producer threads all work) */
     if (cfg->mask == FA3_MASK_NONE || cfg->varlen || cfg->paged_kv || cfg->split_kv ||
@@ -226,6 +226,8 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        kernel: median 0.999, quartiles 0.990 / 1.005 (the run's noise). */
     if (p->diag_half < 0)
         p->diag_half = p->num_consumer_wg == 3 && cfg->mask != FA3_MASK_NONE;
+    if (p->fp8 || p->dbg_no_softmax || p->block_n % 16) /* the half QK's m64n{bn/2}: 8 | bn/2 */
+        p->diag_half = 0;
     p->threads = 128 * (1 + p->num_consumer_wg);
     p->entry_regs = (65536 / p->threads) & ~7; /* 168 for 384 threads, 128 for 512 */
     /* FA3's splits: two consumers 128×24 + 256×240 = 64512, three 128×24 + 384×160 = 64512

@@ -322,8 +322,8 @@ void kg_softmax(kgen *g, cons *c, int masked, int pv_in_flight)
         pv_wait(g, c, part, nsum, seen);
     for (; early && packed < ns / 2; packed++)
         pack_pair(g, c, packed);
-    for (int j = ns / 2; early && j < p->block_n / 4; j++) /* c->half: P's other half is 0 */
-        INS("mov.b32 $, 0;", ptx_at(c->a, j));
+    if (early)
+        kg_zero_p(g, c, ns / 2); /* c->half: P's other half */
     for (int r = 0; r < 2 && nsum == 4; r++) {
         INS("add.f32 $, $, $;", part[r][0], part[r][0], part[r][1]);
         INS("add.f32 $, $, $;", part[r][2], part[r][2], part[r][3]);
@@ -392,6 +392,13 @@ void kg_pack_p(kgen *g, cons *c)
     for (int j = 0; j < kg_ns(g, c) / 2; j++)
         INS("cvt.rn.%s.f32 $, $, $;", g->cvt, ptx_at(c->a, j), ptx_at(c->s, 2 * j + 1),
             ptx_at(c->s, 2 * j));
-    for (int j = kg_ns(g, c) / 2; j < g->p->block_n / 4; j++) /* c->half: P's other half is 0 */
+    kg_zero_p(g, c, kg_ns(g, c) / 2); /* c->half: P's other half */
+}
+
+/* P's 16-bit fragments from a[from] on set to 0 (the keys a half or empty first block leaves
+   out: diag_half) */
+void kg_zero_p(kgen *g, cons *c, int from)
+{
+    for (int j = from; j < g->p->block_n / 4; j++)
         INS("mov.b32 $, 0;", ptx_at(c->a, j));
 }
