@@ -122,6 +122,16 @@
      block_n/2 columns and a softmax over them, and one whose rows see none of its keys takes
      neither (blockinfo.c kg_first_block_reach, mainloop.c); P's other half is zero, so the
      PV is unchanged;
+   - xtile=0/1 (bf16/fp16 with o_stage 0 or 1: head_dim <= 128 and (192, 128); not yet on the
+     GPU): the tile's end overlapped with the next tile's start (mainloop.c cross_tile). Where
+     the CTA's next tile has key blocks, the last PV of this tile and the first QK of the next
+     are issued in one ping-pong turn; then this tile's epilogue, then the next tile's first
+     (masked) softmax, and the loop goes on with the next tile. Session 13's ncu of the short
+     rows put a tile's setup, last PV and epilogue at about one key block's worth of every
+     warpgroup's time, serial across the warpgroups (their tile boundaries coincide); the
+     turn the tensor cores idled in is now a whole block's GEMMs. The first tile of a CTA, and
+     a tile after one with no key blocks, start as before (with diag_half where the plan has
+     it); merged starts take the whole first block;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -152,6 +162,7 @@ static const struct knob {
     {"dyn_sched", offsetof(fa3_plan, dyn_sched), 0, 3},
     {"l2_floor", offsetof(fa3_plan, l2_floor), 0, 64},
     {"diag_half", offsetof(fa3_plan, diag_half), 0, 1},
+    {"xtile", offsetof(fa3_plan, xtile), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])
 

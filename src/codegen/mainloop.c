@@ -352,6 +352,89 @@ static void first_block_none(kgen *g, cons *c)
     }
 }
 
+/* A tile's start: O = 0, and each row's max -inf, sum 0 (with the offset's rounding e and the
+   LSE's own sum) */
+static void tile_state_init(kgen *g, cons *c)
+{
+    for (int i = 0; i < g->p->hdv_chunks * 32; i++)
+        INS("mov.f32 $, " ZERO_F ";", ptx_at(c->o, i));
+    for (int r = 0; r < 2; r++) {
+        INS("mov.f32 $, " NEG_INF ";", c->m[r]);
+        INS("mov.f32 $, " ZERO_F ";", c->l[r]);
+        if (g->p->fast_exp)
+            INS("mov.f32 $, " ZERO_F ";", c->e[r]);
+        if (c->l_lse[r].id != c->l[r].id)
+            INS("mov.f32 $, " ZERO_F ";", c->l_lse[r]);
+    }
+}
+
+/* xtile: the next tile's decode (registers of its own) into the registers the loop reads */
+static void tile_assign(kgen *g, tile_info *dst, const tile_info *src)
+{
+    ptx_r *d[] = {&dst->tile, &dst->mblk,  &dst->head, &dst->batch, &dst->kvhead, &dst->m0,
+                  &dst->split, &dst->nmin, &dst->nmax, &dst->niters, &dst->sq,    &dst->sk,
+                  &dst->qoff, &dst->koff,  &dst->qrow, &dst->tbatch};
+    const ptx_r s[] = {src->tile, src->mblk, src->head,   src->batch, src->kvhead, src->m0,
+                       src->split, src->nmin, src->nmax,  src->niters, src->sq,    src->sk,
+                       src->qoff, src->koff, src->qrow,   src->tbatch};
+    _Static_assert(sizeof s / sizeof s[0] == sizeof(tile_info) / sizeof(ptx_r), "tile_info");
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+        if (!s[i].cls || (s[i].cls == d[i]->cls && s[i].id == d[i]->id))
+            continue; /* unset, or one register in both (a parameter such as seqlen_q) */
+        if (!d[i]->cls || d[i]->cls != PTX_B32)
+            ptx_bug(g->f, "tile_assign: field %zu has no register to receive it", i);
+        else
+            INS("mov.u32 $, $;", *d[i], s[i]);
+    }
+}
+
+/* xtile: the end of this tile overlapped with the start of the next (nt, which has key blocks):
+   one ping-pong turn issues the next tile's first QK and this tile's last PV; S's wait releases
+   the next tile's first K (and its Q, if that is its only block); O's wait releases this tile's
+   last V; then this tile's epilogue, then the next tile's state, rows and first (masked) softmax
+   and P, as the tile's first block leaves them (step 1). Every consumer of the CTA has the same
+   tiles, so each takes the same number of turns. Entered where the loop ended (no wgmma in
+   flight, ps at the next tile's first K, pps at this tile's last V); leaves at the next tile's
+   second block. */
+static void cross_tile(kgen *g, cons *c, tile_info nt)
+{
+    const fa3_plan *p = g->p;
+    INS("add.u32 $, $, 1;", c->qc, c->qc); /* this tile's Q use is over */
+    q_wait_desc(g, c);                      /* the next tile's Q */
+    INS("mov.u32 $, 0;", c->it);
+    k_wait_desc(g, c);
+    if (!p->late_v_wait)
+        v_wait_desc(g, c);
+    pp_sync(g, c);
+    qk(g, c);
+    if (p->late_v_wait)
+        v_wait_desc(g, c);
+    pv(g, c);
+    pp_arrive(g, c);
+    INS("wgmma.wait_group.sync.aligned 1;"); /* the next tile's S */
+    k_release(g, c);
+    const tile_info cur = c->t;
+    c->t = nt; /* its block count */
+    q_release_if_last(g, c);
+    c->t = cur;
+    INS("wgmma.wait_group.sync.aligned 0;"); /* this tile's O */
+    v_release(g, c);
+    const int lab = c->lab_epilogue;
+    c->lab_epilogue = -1;
+    kg_epilogue(g, c);
+    c->lab_epilogue = lab;
+    tile_assign(g, &c->t, &nt);
+    tile_state_init(g, c);
+    kg_rows_init(g, c); /* into the loop's registers */
+    INS("sub.s32 $, $, 1;", c->n, c->t.nmax);
+    kg_softmax(g, c, 1, 0);
+    if (!kg_early_pack(p))
+        kg_pack_p(g, c);
+    kg_pipe_assign(g, &c->pps, c->ps);
+    kg_pipe_advance(g, &c->ps);
+    INS("add.u32 $, $, 1;", c->it, c->it);
+}
+
 void kg_consumer(kgen *g)
 {
     const fa3_plan *p = g->p;
@@ -482,22 +565,26 @@ void kg_consumer(kgen *g)
     c.lab_epilogue = ptx_label(g->f, "epilogue");
     if (p->dyn_sched) /* the tile indices the producer hands over, use round (kg_tile_take) */
         g->dyn_tile = ptx_reg(g->f, PTX_B32, "dtile");
+    /* xtile: taken, the next round's tile was taken (dyn_sched) and decoded at the end of a
+       tile; more, it exists (mainloop's step 3) */
+    const int xt = p->xtile;
+    const int lab_have = xt ? ptx_label(g->f, "cons_have") : -1;
+    ptx_r taken = {0}, more = {0};
+    if (xt) {
+        taken = ptx_reg(g->f, PTX_PRED, "xtaken");
+        more = ptx_reg(g->f, PTX_PRED, "xmore");
+    }
     ptx_place(g->f, lab_tile);
     if (p->dyn_sched)
         kg_tile_take(g, g->round);
     c.t = kg_tile_next(g, lab_exit);
+    if (xt) {
+        ptx_place(g->f, lab_have);
+        INS("setp.ne.u32 $, $, $;", taken, c.cw, c.cw);
+    }
     if (p->fp8)
         kg_descales_tile(g, &c);
-    for (int i = 0; i < p->hdv_chunks * 32; i++)
-        INS("mov.f32 $, " ZERO_F ";", ptx_at(c.o, i));
-    for (int r = 0; r < 2; r++) {
-        INS("mov.f32 $, " NEG_INF ";", c.m[r]);
-        INS("mov.f32 $, " ZERO_F ";", c.l[r]);
-        if (p->fast_exp)
-            INS("mov.f32 $, " ZERO_F ";", c.e[r]);
-        if (c.l_lse[r].id != c.l[r].id)
-            INS("mov.f32 $, " ZERO_F ";", c.l_lse[r]);
-    }
+    tile_state_init(g, &c);
     kg_rows_init(g, &c);
     ptx_r empty = ptx_reg(g->f, PTX_PRED, "notile");
     INS("setp.le.s32 $, $, 0;", empty, c.t.niters);
@@ -575,8 +662,30 @@ void kg_consumer(kgen *g)
         block_body(g, &c, 1, lab_loop);
     }
 
-    /* 3. the last PV alone */
+    /* 3. xtile: where the CTA's next tile has key blocks, its start with this tile's end
+       (cross_tile); else, and without xtile, the last PV alone */
     ptx_place(g->f, lab_pv);
+    tile_info nt = {0};
+    if (xt) {
+        const int lab_last = ptx_label(g->f, "cons_last");
+        ptx_r r1 = ptx_reg(g->f, PTX_B32, "round1"), none = ptx_reg(g->f, PTX_PRED, "xnone");
+        INS("add.u32 $, $, 1;", r1, g->round);
+        INS("setp.eq.u32 $, $, $;", taken, c.cw, c.cw);
+        INS("setp.ne.u32 $, $, $;", more, c.cw, c.cw);
+        const ptx_r round = g->round;
+        g->round = r1; /* the next round's tile */
+        if (p->dyn_sched)
+            kg_tile_take(g, g->round);
+        nt = kg_tile_next(g, lab_last);
+        g->round = round;
+        INS("setp.eq.u32 $, $, $;", more, c.cw, c.cw);
+        INS("setp.le.s32 $, $, 0;", none, nt.niters);
+        INS("@$ bra %s;", none, ptx_lab(g->f, lab_last));
+        cross_tile(g, &c, nt);
+        INS("mov.u32 $, $;", g->round, r1);
+        INS("bra.uni %s;", ptx_lab(g->f, lab_loop));
+        ptx_place(g->f, lab_last);
+    }
     v_wait_desc(g, &c);
     pp_sync(g, &c);
     pv(g, &c);
@@ -601,7 +710,14 @@ void kg_consumer(kgen *g)
 
     kg_epilogue(g, &c);
     INS("add.u32 $, $, 1;", g->round, g->round);
-    INS("bra.uni %s;", ptx_lab(g->f, lab_tile));
+    if (xt) { /* the next round's tile, if step 3 took it: none left, or one without blocks */
+        INS("@!$ bra %s;", taken, ptx_lab(g->f, lab_tile));
+        INS("@!$ bra %s;", more, ptx_lab(g->f, lab_exit));
+        tile_assign(g, &c.t, &nt);
+        INS("bra.uni %s;", ptx_lab(g->f, lab_have));
+    } else {
+        INS("bra.uni %s;", ptx_lab(g->f, lab_tile));
+    }
 
     ptx_place(g->f, lab_exit);
     if (p->o_stage) {

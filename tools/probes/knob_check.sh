@@ -2,7 +2,10 @@
 # fa3-gen check of a kernel knob set before its speed counts (session 13): every head dim, bf16
 # and fp16, non-causal and causal, plus hd128 local, under each KNOBS argument (FA3JIT_PLAN_DEBUG
 # syntax); under the first also hd128's varlen, paged, packed-GQA, split-KV and block_m 64
-# layouts (session 15), then racecheck and synccheck of hd128 causal. Run on the device after
+# layouts (session 15), then several tiles per CTA (batch 4, 16 heads: seqlen 1000 gives 384-512
+# tiles over 132 CTAs, among them tiles without key blocks at seqlen_q 1000 / seqlen_k 63; the
+# tile loop's joins: xtile, session 18), then racecheck and synccheck of hd128 causal. Run on the
+# device after
 # tools/gpu-bundle.sh (carry .gpu): bash tools/probes/knob_check.sh pv_wait_fence=1 ...
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -30,7 +33,15 @@ done
 for layout in "--causal --varlen" "--paged 64" "--pack-gqa" "--causal --split-kv" "--block-m 64"; do
   run "$1 hd128 $layout" env FA3JIT_PLAN_DEBUG=$1 $g check --head-dim 128 $layout
 done
+for shape in "--head-dim 64 --causal" "--head-dim 64 --causal --block-m 128" "--head-dim 64 --local" \
+             "--head-dim 128" "--head-dim 128 --causal --dtype fp16"; do
+  run "$1 $shape b4 h16" env FA3JIT_PLAN_DEBUG=$1 $g check $shape --quick --batch 4 --heads 16
+done
+run "$1 hd128 causal 2048 b4 h16" env FA3JIT_PLAN_DEBUG=$1 $g check --head-dim 128 --causal \
+  --batch 4 --heads 16 --seqlen-q 2048 --seqlen-k 2048
 for t in racecheck synccheck; do
   run "$t $1" env FA3JIT_PLAN_DEBUG=$1 compute-sanitizer --tool $t $g check --head-dim 128 --causal --quick
+  run "$t $1 two tiles a CTA" env FA3JIT_PLAN_DEBUG=$1 compute-sanitizer --tool $t $g check \
+    --head-dim 64 --causal --block-m 128 --batch 4 --heads 16 --seqlen-q 512 --seqlen-k 512
 done
 exit $rc
