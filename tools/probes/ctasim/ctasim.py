@@ -1,0 +1,861 @@
+"""A CPU emulator of one CTA of fa3jit's generated forward kernel (no GPU): every warp of the CTA
+interpreted from the kernel's PTX, 32 lanes at a time (numpy), with the machine state the kernel
+relies on modeled as the PTX ISA describes it:
+
+  - shared memory (bytes), mbarriers (arrival count, transaction bytes, phase), named barriers
+    (bar.sync / bar.arrive with thread counts);
+  - TMA (cp.async.bulk.tensor): 4-D tiled loads into 128B-swizzled shared memory (zeros past
+    the tensor), completing transaction bytes on the mbarrier; stores back with clipping;
+  - wgmma.mma_async m64nNk16 (bf16/fp16, fp32 accumulate), A from a shared-memory descriptor or
+    registers, B from a descriptor (K-major or MN-major, 128B swizzle), executed at the
+    warpgroup's wait_group (deferred: a register or shared-memory hazard between issue and wait
+    shows up as a wrong result, not hidden by an eager copy);
+  - divergence by per-lane masks, reconverging at the lowest program counter.
+
+Warps run in turn until they block (an mbarrier not yet in the phase asked for, a named barrier
+not yet full, a warpgroup collective not all there); if every live warp blocks, the CTA is
+deadlocked and the emulator says where each warp stands. Timing is not modeled: the interleaving
+is one legal order among many (a seed varies it). Written for kernel changes that must be
+checked while no GPU is lent (docs/notes.md, session 18). Needs numpy.
+"""
+import re
+import sys
+import os
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "softmax_sim"))
+import ptxsim as ps  # noqa: E402  (float32 helpers: fma32, ex2, bf16 conversions)
+
+L = 32
+U32 = np.uint32
+U64 = np.uint64
+M32 = np.uint64(0xFFFFFFFF)
+PARAM_BASE = 0x7F0000000000  # generic address of the parameter block
+
+
+ADDR_RE = re.compile(r"\[(.+?)(?:\+(-?\d+))?\]$")
+
+
+class SimError(RuntimeError):
+    pass
+
+
+# ------------------------------------------------------------------------------------ parsing
+
+def split_ops(s):
+    """Operands separated by commas outside braces and brackets."""
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def expand_list(tok):
+    """'{%s0, %s1}' -> ['%s0', '%s1']"""
+    assert tok.startswith("{") and tok.endswith("}"), tok
+    return [t.strip() for t in tok[1:-1].split(",") if t.strip()]
+
+
+class Ins:
+    __slots__ = ("text", "pred", "neg", "op", "parts", "ops", "line")
+
+    def __init__(self, text, line):
+        self.text = text
+        self.line = line
+        self.pred = None
+        self.neg = False
+        m = re.match(r"@(!?)(%[\w]+)\s+(.*)", text)
+        if m:
+            self.neg = m.group(1) == "!"
+            self.pred = m.group(2)
+            text = m.group(3)
+        op, _, rest = text.partition(" ")
+        self.op = op.rstrip(";")
+        self.parts = self.op.split(".")
+        self.ops = split_ops(rest.rstrip(";").strip()) if rest.strip() else []
+
+
+def parse(ptx):
+    """The entry's body: instructions and labels."""
+    body = ptx[ptx.index("{", ptx.index(".entry")) + 1:]
+    ins, labels = [], {}
+    for n, raw in enumerate(body.splitlines()):
+        ln = raw.split("//")[0].strip()
+        if not ln or ln.startswith(".reg") or ln == "}":
+            continue
+        if re.match(r"^\$?[\w$]+:$", ln):
+            labels[ln[:-1]] = len(ins)
+            continue
+        ins.append(Ins(ln, n))
+    return ins, labels
+
+
+# ------------------------------------------------------------------------------------ memory
+
+class Memory:
+    """Global memory: regions at fixed base addresses, plus the parameter block."""
+
+    def __init__(self):
+        self.regions = []  # (base, np.uint8 array)
+        self.next = 0x100000000
+
+    def alloc(self, nbytes, data=None):
+        base = self.next
+        self.next += ((nbytes + 0xFFFF) & ~0xFFFF) + 0x10000
+        buf = np.zeros(nbytes, np.uint8) if data is None else data.view(np.uint8).reshape(-1).copy()
+        self.regions.append((base, buf))
+        return base
+
+    def find(self, addr, n=1):
+        for base, buf in self.regions:
+            if base <= addr and addr + n <= base + buf.size:
+                return buf, addr - base
+        raise SimError("global access outside every allocation: 0x%x (+%d)" % (addr, n))
+
+    def region(self, base):
+        for b, buf in self.regions:
+            if b == base:
+                return buf
+        raise SimError("no region at 0x%x" % base)
+
+
+def swz(addr):
+    """128B swizzle of a shared-memory byte address (16-byte chunk XOR the 128-byte row mod 8)."""
+    return addr ^ (((addr >> 7) & 7) << 4)
+
+
+class TensorMap:
+    """What cuTensorMapEncodeTiled would hold: 4-D, dims innermost first, 128B swizzle."""
+
+    def __init__(self, gaddr, dtype_bytes, dims, strides, box):
+        self.gaddr, self.es, self.dims, self.strides, self.box = gaddr, dtype_bytes, dims, strides, box
+        assert box[0] * dtype_bytes == 128, "128B swizzle boxes are 128 bytes wide"
+
+
+# ------------------------------------------------------------------------------------ the CTA
+
+class Warp:
+    def __init__(self, wid):
+        self.wid = wid
+        self.regs = {}
+        self.groups = [(0, np.ones(L, bool))]  # (pc, lane mask)
+        self.done = False
+        self.block = None  # what it waits on, for the deadlock report
+
+
+class CTA:
+    def __init__(self, prog, labels, mem, params, tmaps, ctaid, nctaid, nthreads, smem_bytes,
+                 seed=0, trace=False):
+        self.prog, self.labels, self.mem, self.tmaps = prog, labels, mem, tmaps
+        self.params = params  # bytes
+        self.ctaid, self.nctaid = ctaid, nctaid
+        self.smem = np.zeros(smem_bytes + 1024, np.uint8)
+        self.mbar = {}  # addr -> [count, pending, tx, phase]
+        self.nbar = {}  # id -> [arrived threads, expected, waiting warp ids]
+        self.warps = [Warp(w) for w in range(nthreads // 32)]
+        self.rng = np.random.default_rng(seed)
+        self.coll = {}  # (warpgroup, pc) -> set of warp ids (collectives)
+        self.wg_groups = {}  # warpgroup -> list of committed groups (each a list of pending ops)
+        self.wg_open = {}  # warpgroup -> ops issued since the last commit
+        self.trace = trace
+        self.steps = 0
+        self.pc_count = np.zeros(len(prog) + 1, np.int64)  # warp executions of each instruction
+        self.lane = np.arange(L, dtype=U32)
+
+    # ---- registers
+    def get(self, w, tok, kind="u32"):
+        """Operand value as a 32-lane array of kind u32 / u64 / pred."""
+        if tok.startswith("%"):
+            if tok in ("%tid.x",):
+                return (w.wid * 32 + self.lane).astype(U32)
+            if tok == "%ctaid.x":
+                return np.full(L, self.ctaid, U32)
+            if tok == "%nctaid.x":
+                return np.full(L, self.nctaid, U32)
+            v = w.regs.get(tok)
+            if v is None:
+                return np.zeros(L, bool if kind == "pred" else (U64 if kind == "u64" else U32))
+            if kind == "u64":
+                return v.astype(U64)
+            if kind == "pred":
+                return v.astype(bool)
+            return v.astype(U32) if v.dtype != U32 else v
+        if tok in ("fa3_smem",):
+            return np.zeros(L, U32)
+        if tok == "fa3_params":
+            return np.full(L, PARAM_BASE, U64)
+        if tok.startswith(("0f", "0F")):
+            return np.full(L, int(tok[2:], 16), U32)
+        if tok.startswith(("0x", "0X")):
+            v = int(tok, 16)
+        else:
+            v = int(tok)
+        if kind == "u64":
+            return np.full(L, v & 0xFFFFFFFFFFFFFFFF, U64)
+        return np.full(L, v & 0xFFFFFFFF, U32)
+
+    def set(self, w, tok, val, mask):
+        if mask.all():
+            w.regs[tok] = val.copy()
+            return
+        old = w.regs.get(tok)
+        if old is None:
+            old = np.zeros_like(val)
+        w.regs[tok] = np.where(mask, val, old.astype(val.dtype))
+
+    def f32(self, w, tok):
+        return ps.b2f(self.get(w, tok))
+
+    # ---- shared and parameter memory
+    def smem_rd(self, addr, nbytes):
+        a = int(addr)
+        if a < 0 or a + nbytes > self.smem.size:
+            raise SimError("shared read outside the allocation: %d" % a)
+        return self.smem[a:a + nbytes]
+
+    def addr_of(self, w, tok, kind):
+        """[base+off] -> per-lane addresses (u64 for global/param, u32 for shared)."""
+        m = ADDR_RE.match(tok)
+        base, off = m.group(1), int(m.group(2) or 0)
+        if base == "fa3_params":
+            return np.full(L, PARAM_BASE + off, U64)
+        v = self.get(w, base, "u64" if kind != "shared" else "u32").astype(U64)
+        return v + np.uint64(off & 0xFFFFFFFFFFFFFFFF)
+
+    def param_rd(self, a, n):
+        off = int(a) - PARAM_BASE
+        if off < 0 or off + n > len(self.params):
+            raise SimError("parameter read outside the block: %d" % off)
+        return self.params[off:off + n]
+
+    # ---- mbarriers
+    def mb(self, addr):
+        b = self.mbar.get(int(addr))
+        if b is None:
+            raise SimError("mbarrier at shared %d used before mbarrier.init" % addr)
+        return b
+
+    def mb_arrive(self, addr, count=1, tx=0):
+        b = self.mb(addr)
+        b[2] += tx
+        b[1] -= count
+        if b[1] < 0:
+            raise SimError("mbarrier at %d: more arrivals than its count %d" % (addr, b[0]))
+        self.mb_maybe_flip(addr)
+
+    def mb_tx(self, addr, nbytes):
+        b = self.mb(addr)
+        b[2] -= nbytes
+        self.mb_maybe_flip(addr)
+
+    def mb_maybe_flip(self, addr):
+        b = self.mbar[int(addr)]
+        if b[1] == 0 and b[2] == 0:
+            b[3] ^= 1
+            b[1] = b[0]
+
+    # ---- TMA
+    def tma_load(self, dst, tm, coords, bar):
+        box = tm.box
+        rows = box[1] * box[2] * box[3]
+        src_mem, base_off = self.mem.find(tm.gaddr)
+        nbytes = box[0] * box[1] * box[2] * box[3] * tm.es
+        r = 0
+        for i3 in range(box[3]):
+            for i2 in range(box[2]):
+                for i1 in range(box[1]):
+                    c = [coords[0], coords[1] + i1, coords[2] + i2, coords[3] + i3]
+                    row = np.zeros(128, np.uint8)
+                    if all(0 <= c[d] < tm.dims[d] for d in (1, 2, 3)):
+                        n_in = max(0, min(box[0], tm.dims[0] - c[0]))
+                        if n_in > 0 and c[0] >= 0:
+                            g = base_off + (c[0] * tm.es + c[1] * tm.strides[0] + c[2] * tm.strides[1]
+                                            + c[3] * tm.strides[2])
+                            row[:n_in * tm.es] = src_mem[g:g + n_in * tm.es]
+                    a = dst + r * 128
+                    for ch in range(8):
+                        p = swz(a + ch * 16)
+                        self.smem[p:p + 16] = row[ch * 16:ch * 16 + 16]
+                    r += 1
+        self.mb_tx(bar, nbytes)
+
+    def tma_store(self, src, tm, coords):
+        box = tm.box
+        dst_mem, base_off = self.mem.find(tm.gaddr)
+        r = 0
+        for i3 in range(box[3]):
+            for i2 in range(box[2]):
+                for i1 in range(box[1]):
+                    c = [coords[0], coords[1] + i1, coords[2] + i2, coords[3] + i3]
+                    a = src + r * 128
+                    row = np.concatenate([self.smem[swz(a + ch * 16):swz(a + ch * 16) + 16]
+                                          for ch in range(8)])
+                    if all(0 <= c[d] < tm.dims[d] for d in (1, 2, 3)):
+                        n_in = max(0, min(box[0], tm.dims[0] - c[0]))
+                        if n_in > 0:
+                            g = base_off + (c[0] * tm.es + c[1] * tm.strides[0] + c[2] * tm.strides[1]
+                                            + c[3] * tm.strides[2])
+                            dst_mem[g:g + n_in * tm.es] = row[:n_in * tm.es]
+                    r += 1
+
+    # ---- wgmma
+    def desc_matrix(self, desc, rows, kdim, kmajor, esz_dtype):
+        """The operand a descriptor names, as a float array [rows][kdim] (K-major: rows = M or N,
+        element (r, k) at start + r·128 + 2k; MN-major (B only): element (k, n) at start +
+        (n // 64)·LBO + k·128 + 2·(n % 64)), 128B swizzle, SBO 1024."""
+        d = int(desc)
+        start = (d & 0x3FFF) << 4
+        lbo = ((d >> 16) & 0x3FFF) << 4
+        sbo = ((d >> 32) & 0x3FFF) << 4
+        sw = (d >> 62) & 3
+        if sw != 1 or sbo != 1024:
+            raise SimError("descriptor 0x%x: only 128B swizzle with SBO 1024 is modeled" % d)
+        out = np.zeros((rows, kdim), np.float32)
+        for r in range(rows):
+            for k in range(kdim):
+                if kmajor:
+                    a = start + (r // 8) * sbo + (r % 8) * 128 + 2 * k
+                else:  # r = n (column of B), k = k
+                    a = start + (r // 64) * lbo + (k // 8) * sbo + (k % 8) * 128 + 2 * (r % 64)
+                p = swz(a)
+                h = int(self.smem[p]) | (int(self.smem[p + 1]) << 8)
+                out[r, k] = h
+        h = out.astype(np.uint32)
+        if esz_dtype == "bf16":
+            return ps.from_bf16(h)
+        return ps.from_f16(h)
+
+    def wgmma_run(self, op):
+        """One deferred wgmma: D (+)= A·B over the 4 warps' registers."""
+        kind, n, dregs, a, bdesc, scale_d, tb, dt, warps = op
+        # D: thread (warp w, lane l) register i: row 16w + l/4 + 8((i>>1)&1), col 8(i>>2) + 2(l%4) + (i&1)
+        lane = np.arange(L)
+        D = np.zeros((64, n), np.float32)
+        rows_of = lambda w, i: 16 * w + lane // 4 + 8 * ((i >> 1) & 1)
+        cols_of = lambda i: 8 * (i >> 2) + 2 * (lane % 4) + (i & 1)
+        for wi, w in enumerate(warps):
+            for i, r in enumerate(dregs):
+                D[rows_of(wi, i), cols_of(i)] = ps.b2f(self.get(w, r))
+        if kind == "ss":
+            A = self.desc_matrix(a, 64, 16, True, dt)
+        else:
+            A = np.zeros((64, 16), np.float32)
+            for wi, w in enumerate(warps):
+                for j, r in enumerate(a):
+                    v = self.get(w, r)
+                    lo = (v & 0xFFFF).astype(U32)
+                    hi = (v >> 16).astype(U32)
+                    conv = ps.from_bf16 if dt == "bf16" else ps.from_f16
+                    row = 16 * wi + lane // 4 + 8 * (j & 1)
+                    col = 2 * (lane % 4) + 8 * (j >> 1)
+                    A[row, col] = conv(lo)
+                    A[row, col + 1] = conv(hi)
+        B = self.desc_matrix(bdesc, n, 16, not tb, dt)  # [n][k]
+        prod = (A.astype(np.float64) @ B.astype(np.float64).T).astype(np.float32)
+        out = D + prod if scale_d else prod
+        for wi, w in enumerate(warps):
+            for i, r in enumerate(dregs):
+                w.regs[r] = ps.f2b(out[rows_of(wi, i), cols_of(i)].astype(np.float32))
+
+    # ---- running
+    def run(self, max_steps=50_000_000):
+        order = list(range(len(self.warps)))
+        while True:
+            live = [w for w in self.warps if not w.done]
+            if not live:
+                return
+            progressed = False
+            self.rng.shuffle(order)
+            for wid in order:
+                w = self.warps[wid]
+                if w.done:
+                    continue
+                n = self.run_warp(w, 64 + int(self.rng.integers(0, 64)))
+                progressed |= n > 0
+            if not progressed:
+                rep = "; ".join("warp %d at %s: %s" % (w.wid, self.where(w), w.block)
+                                for w in self.warps if not w.done)
+                raise SimError("deadlock in CTA %d: %s" % (self.ctaid, rep))
+            if self.steps > max_steps:
+                raise SimError("step limit")
+
+    def where(self, w):
+        pc = min(g[0] for g in w.groups)
+        return "line %d '%s'" % (self.prog[pc].line, self.prog[pc].text[:60]) if pc < len(self.prog) else "end"
+
+    def run_warp(self, w, budget):
+        done = 0
+        while done < budget and not w.done:
+            w.groups.sort(key=lambda g: g[0])
+            # merge groups at the same pc
+            merged = []
+            for pc, m in w.groups:
+                if merged and merged[-1][0] == pc:
+                    merged[-1] = (pc, merged[-1][1] | m)
+                else:
+                    merged.append((pc, m))
+            w.groups = merged
+            pc, mask = w.groups[0]
+            if pc >= len(self.prog):
+                raise SimError("warp %d ran past the end" % w.wid)
+            ins = self.prog[pc]
+            r = self.step(w, ins, pc, mask)
+            if r != "block":
+                self.pc_count[pc] += 1
+            if r == "block":
+                return done
+            done += 1
+            self.steps += 1
+        return done
+
+    def step(self, w, ins, pc, mask):
+        act = mask
+        if ins.pred is not None:
+            p = self.get(w, ins.pred, "pred")
+            act = mask & (~p if ins.neg else p)
+        op, o, parts = ins.op, ins.ops, ins.parts
+        base = parts[0]
+        if self.trace:
+            print("w%d %s" % (w.wid, ins.text[:100]))
+        # ---- control flow
+        if base == "bra":
+            tgt = self.labels[o[0]]
+            take, stay = act, mask & ~act
+            ng = [g for g in w.groups[1:]]
+            if take.any():
+                ng.append((tgt, take))
+            if stay.any():
+                ng.append((pc + 1, stay))
+            w.groups = ng
+            return None
+        if base == "ret":
+            rest = mask & ~act
+            ng = w.groups[1:]
+            if rest.any():
+                ng.append((pc + 1, rest))
+            w.groups = ng
+            if not w.groups:
+                w.done = True
+            return None
+        # everything below runs on the group and moves it on by one
+        r = self.exec(w, ins, act, mask, pc)
+        if r == "block":
+            return "block"
+        w.groups[0] = (pc + 1, mask)
+        return None
+
+    def collective(self, w, pc, mask, what, work):
+        """A warpgroup collective at pc: the last of the 4 warps to arrive does work(warps);
+        each then passes. Returns "block" while it waits."""
+        if not mask.all():
+            raise SimError("warp %d: %s with a partial warp at line %d" % (w.wid, what, self.prog[pc].line))
+        wg = w.wid // 4
+        st = self.coll.get(wg)
+        if st is not None and st["pc"] != pc:
+            if st["done"] and w.wid in st["passed"]:
+                w.block = "%s: the warpgroup's previous collective not yet passed by all" % what
+                return "block"
+            raise SimError("warpgroup %d: warp %d at %s (line %d) while others are at line %d"
+                           % (wg, w.wid, what, self.prog[pc].line, self.prog[st["pc"]].line))
+        if st is None:
+            st = self.coll[wg] = {"pc": pc, "arrived": set(), "done": False, "passed": set()}
+        if not st["done"]:
+            st["arrived"].add(w.wid)
+            if len(st["arrived"]) < 4:
+                w.block = "%s (warpgroup %d: %d of 4 there)" % (what, wg, len(st["arrived"]))
+                return "block"
+            work([self.warps[i] for i in sorted(st["arrived"])])
+            st["done"] = True
+        st["passed"].add(w.wid)
+        if len(st["passed"]) == 4:
+            del self.coll[wg]
+        w.block = None
+        return None
+
+    def exec(self, w, ins, act, mask, pc):
+        op, o, parts = ins.op, ins.ops, ins.parts
+        base = parts[0]
+        typ = parts[-1]
+        with np.errstate(all="ignore"):
+            # ---------------------------------------------------------- wgmma
+            if base == "wgmma":
+                wg = w.wid // 4
+                sub = parts[1]
+                if sub == "fence":
+                    return self.collective(w, pc, mask, op, lambda ws: None)
+                if sub == "commit_group":
+                    def commit(ws):
+                        self.wg_groups.setdefault(wg, []).append(self.wg_open.pop(wg, []))
+                    return self.collective(w, pc, mask, op, commit)
+                if sub == "wait_group":
+                    keep = int(o[0])
+
+                    def wait(ws):
+                        g = self.wg_groups.setdefault(wg, [])
+                        while len(g) > keep:
+                            for opx in g.pop(0):
+                                self.wgmma_run(opx)
+                    return self.collective(w, pc, mask, op, wait)
+                # mma_async: recorded now, run at the wait that completes its group
+                m = re.match(r"m64n(\d+)k16", parts[4])
+                n = int(m.group(1))
+                dt = parts[6]
+
+                def issue(ws):
+                    dregs = expand_list(o[0])
+                    sd = bool(self.get(ws[0], o[3], "pred")[0])
+                    if o[1].startswith("{"):  # RS: A from registers
+                        opx = ("rs", n, dregs, expand_list(o[1]), int(self.get(ws[0], o[2], "u64")[0]),
+                               sd, int(o[6]), dt, ws)
+                    else:
+                        opx = ("ss", n, dregs, int(self.get(ws[0], o[1], "u64")[0]),
+                               int(self.get(ws[0], o[2], "u64")[0]), sd, int(o[7]), dt, ws)
+                    self.wg_open.setdefault(wg, []).append(opx)
+                return self.collective(w, pc, mask, "wgmma", issue)
+            # ---------------------------------------------------------- barriers
+            if base == "bar":
+                if not act.any():
+                    return None
+                if not act.all():
+                    raise SimError("warp %d: bar with a partial warp at line %d" % (w.wid, ins.line))
+                bid = int(self.get(w, o[0])[0])
+                cnt = int(o[1]) if len(o) > 1 else len(self.warps) * 32
+                b = self.nbar.setdefault(bid, {"arrived": 0, "gen": 0, "count": cnt})
+                if b["count"] != cnt:
+                    raise SimError("named barrier %d used with %d and %d threads" % (bid, b["count"], cnt))
+                if parts[1] == "arrive":
+                    self.nbar_arrive(bid)
+                    return None
+                # sync: first visit arrives, then waits for the generation to move on
+                tag = ("bar", pc)
+                if getattr(w, "bar_gen", None) is None:
+                    w.bar_gen = b["gen"]
+                    self.nbar_arrive(bid)
+                if b["gen"] == w.bar_gen:
+                    w.block = "bar.sync %d (%d of %d)" % (bid, b["arrived"], cnt)
+                    return "block"
+                w.bar_gen = None
+                return None
+            if base == "mbarrier":
+                if parts[1] == "init":
+                    for lane in np.nonzero(act)[0]:
+                        a = int(self.addr_of(w, o[0], "shared")[lane])
+                        c = int(o[1])
+                        self.mbar[a] = [c, c, 0, 0]
+                    return None
+                if parts[1] == "try_wait":
+                    addrs = self.addr_of(w, o[1], "shared")
+                    par = self.get(w, o[2])
+                    res = np.zeros(L, bool)
+                    for lane in np.nonzero(act)[0]:
+                        b = self.mb(addrs[lane])
+                        res[lane] = b[3] != (int(par[lane]) & 1)
+                    if act.any() and not res[act].all():
+                        w.block = "mbarrier at %d, parity %d" % (int(addrs[np.nonzero(act)[0][0]]),
+                                                               int(par[np.nonzero(act)[0][0]]))
+                        return "block"  # yield instead of spinning; re-run later
+                    self.set(w, o[0], res, act)
+                    return None
+                if parts[1] == "arrive":
+                    addrs = self.addr_of(w, o[1], "shared")
+                    cnt = int(o[2]) if len(o) > 2 and "expect_tx" not in parts else 1
+                    tx = int(o[2]) if "expect_tx" in parts else 0
+                    for lane in np.nonzero(act)[0]:
+                        self.mb_arrive(int(addrs[lane]), cnt, tx)
+                    return None
+                raise SimError("mbarrier op " + op)
+            if base == "fence" or base == "setmaxnreg":
+                return None
+            # ---------------------------------------------------------- TMA
+            if base == "cp":
+                if parts[1:3] == ["async", "bulk"] and parts[3] == "tensor":
+                    for lane in np.nonzero(act)[0]:
+                        if parts[5].startswith("shared"):  # load: .shared::cluster.global
+                            dst = int(self.addr_of(w, o[0], "shared")[lane])
+                            tm_tok, crd = o[1][1:-1].split(",", 1)
+                            tma = int(self.get(w, tm_tok.strip(), "u64")[lane]) - PARAM_BASE
+                            coords = [int(np.int32(self.get(w, c)[lane].astype(np.uint32).view(np.int32)))
+                                      if c.startswith("%") else int(c) for c in expand_list(crd.strip())]
+                            bar = int(self.addr_of(w, o[2], "shared")[lane])
+                            self.tma_load(dst, self.tmaps[tma], coords, bar)
+                        else:  # store: .global.shared::cta.bulk_group
+                            tm_tok, crd = o[0][1:-1].split(",", 1)
+                            tma = int(self.get(w, tm_tok.strip(), "u64")[lane]) - PARAM_BASE
+                            coords = [int(self.get(w, c)[lane].astype(np.uint32).view(np.int32))
+                                      if c.startswith("%") else int(c) for c in expand_list(crd.strip())]
+                            src = int(self.addr_of(w, o[1], "shared")[lane])
+                            self.tma_store(src, self.tmaps[tma], coords)
+                    return None
+                if parts[1:3] == ["async", "bulk"] and parts[3] in ("commit_group", "wait_group"):
+                    return None  # stores complete at once
+                raise SimError("cp op " + op)
+            # ---------------------------------------------------------- memory
+            if base in ("ld", "st"):
+                space = parts[1]
+                vec = 2 if "v2" in parts else 1
+                if base == "ld":
+                    if space == "param":
+                        a = self.addr_of(w, o[1], "param")
+                        nb = 8 if typ in ("u64", "s64", "b64") else 4
+                        raw = self.param_rd(a[0], nb)
+                        v = np.frombuffer(bytes(raw), U64 if nb == 8 else U32)[0]
+                        self.set(w, o[0], np.full(L, v, U64 if nb == 8 else U32), act)
+                        return None
+                    a = self.addr_of(w, o[1], "shared" if space == "shared" else "global")
+                    out = np.zeros(L, U32)
+                    for lane in np.nonzero(act)[0]:
+                        if space == "shared":
+                            raw = self.smem_rd(a[lane], 4)
+                        else:
+                            buf, off = self.mem.find(int(a[lane]), 4)
+                            raw = buf[off:off + 4]
+                        out[lane] = np.frombuffer(bytes(raw), U32)[0]
+                    self.set(w, o[0], out, act)
+                    return None
+                a = self.addr_of(w, o[0], "shared" if space == "shared" else "global")
+                vals = expand_list(o[1]) if vec > 1 else [o[1]]
+                vv = [self.get(w, t) for t in vals]
+                for lane in np.nonzero(act)[0]:
+                    for k, v in enumerate(vv):
+                        b = np.array([v[lane]], U32).view(np.uint8)
+                        ad = int(a[lane]) + 4 * k
+                        if space == "shared":
+                            self.smem[ad:ad + 4] = b
+                        else:
+                            buf, off = self.mem.find(ad, 4)
+                            buf[off:off + 4] = b
+                return None
+            if base == "atom":
+                a = self.addr_of(w, o[1], "global")
+                out = np.zeros(L, U32)
+                for lane in np.nonzero(act)[0]:
+                    buf, off = self.mem.find(int(a[lane]), 4)
+                    old = np.frombuffer(bytes(buf[off:off + 4]), U32)[0]
+                    out[lane] = old
+                    buf[off:off + 4] = np.array([old + int(self.get(w, o[2])[lane])], U32).view(np.uint8)
+                self.set(w, o[0], out, act)
+                return None
+            # ---------------------------------------------------------- warp collectives
+            if base == "shfl":
+                if not mask.all() or not act.all():
+                    raise SimError("shfl with a partial warp at line %d" % ins.line)
+                v = self.get(w, o[1])
+                k = int(self.get(w, o[2])[0]) if o[2].startswith("%") else int(o[2])
+                src = self.lane ^ k if parts[2] == "bfly" else np.full(L, k, U32)
+                self.set(w, o[0], v[src], act)
+                return None
+            if base == "vote":
+                if not mask.all():
+                    raise SimError("vote with a partial warp")
+                v = self.get(w, o[1], "pred")
+                self.set(w, o[0], np.full(L, bool(v[act].any())), act)
+                return None
+            # ---------------------------------------------------------- moves
+            if base == "mov":
+                if o[1].startswith("{"):  # pack
+                    lo, hi = expand_list(o[1])
+                    v = self.get(w, lo).astype(U64) | (self.get(w, hi).astype(U64) << np.uint64(32))
+                    self.set(w, o[0], v, act)
+                    return None
+                if o[0].startswith("{"):  # unpack
+                    lo, hi = expand_list(o[0])
+                    v = self.get(w, o[1], "u64")
+                    self.set(w, lo, (v & M32).astype(U32), act)
+                    self.set(w, hi, (v >> np.uint64(32)).astype(U32), act)
+                    return None
+                if typ in ("b64", "u64"):
+                    self.set(w, o[0], self.get(w, o[1], "u64"), act)
+                elif typ == "pred":
+                    self.set(w, o[0], self.get(w, o[1], "pred"), act)
+                else:
+                    self.set(w, o[0], self.get(w, o[1]), act)
+                return None
+            if base == "cvta":
+                self.set(w, o[0], self.get(w, o[1], "u64"), act)
+                return None
+            if base == "selp":
+                p = self.get(w, o[3], "pred")
+                k = "u64" if typ in ("b64", "u64", "s64") else "u32"
+                self.set(w, o[0], np.where(p, self.get(w, o[1], k), self.get(w, o[2], k)), act)
+                return None
+            if base == "setp":
+                r = self.setp(w, parts, o)
+                self.set(w, o[0], r, act)
+                return None
+            if typ == "pred":
+                if base in ("and", "or", "xor"):
+                    a, b = self.get(w, o[1], "pred"), self.get(w, o[2], "pred")
+                    r = a & b if base == "and" else a | b if base == "or" else a ^ b
+                    self.set(w, o[0], r, act)
+                    return None
+                if base == "not":
+                    self.set(w, o[0], ~self.get(w, o[1], "pred"), act)
+                    return None
+            if base == "cvt":
+                self.cvt(w, ins, act)
+                return None
+            if typ == "f32":
+                self.fop(w, base, parts, o, act)
+                return None
+            if typ in ("u32", "s32", "b32", "u64", "s64", "b64"):
+                self.iop(w, base, parts, typ, o, act)
+                return None
+        raise SimError("not modeled: %s (line %d)" % (ins.text, ins.line))
+
+    def nbar_arrive(self, bid):
+        b = self.nbar[bid]
+        b["arrived"] += 32
+        if b["arrived"] > b["count"]:
+            raise SimError("named barrier %d: %d arrivals, count %d" % (bid, b["arrived"], b["count"]))
+        if b["arrived"] == b["count"]:
+            b["arrived"] = 0
+            b["gen"] += 1
+
+    def setp(self, w, parts, o):
+        cmp = parts[1]
+        typ = parts[-1]
+        comb = parts[2] if len(parts) == 4 else None
+        if typ == "f32":
+            a, b = self.f32(w, o[1]), self.f32(w, o[2])
+            unord = np.isnan(a) | np.isnan(b)
+            c = cmp.rstrip("u") if cmp not in ("nan", "num") else cmp
+            r = {"eq": a == b, "ne": a != b, "gt": a > b, "ge": a >= b, "lt": a < b, "le": a <= b}[c]
+            if cmp.endswith("u") and cmp != "nan":
+                r = r | unord
+            elif cmp == "ne":
+                r = r & ~unord
+        else:
+            k = "u64" if typ in ("u64", "s64", "b64") else "u32"
+            a, b = self.get(w, o[1], k), self.get(w, o[2], k)
+            if typ == "s32":
+                a, b = a.view(np.int32), b.view(np.int32)
+            elif typ == "s64":
+                a, b = a.view(np.int64), b.view(np.int64)
+            r = {"eq": a == b, "ne": a != b, "gt": a > b, "ge": a >= b, "lt": a < b, "le": a <= b,
+                 "hi": a > b, "hs": a >= b, "lo": a < b, "ls": a <= b}[cmp]
+        if comb == "and":
+            r = r & self.get(w, o[3], "pred")
+        elif comb == "or":
+            r = r | self.get(w, o[3], "pred")
+        return r
+
+    def cvt(self, w, ins, act):
+        op, o = ins.op, ins.ops
+        if op in ("cvt.rn.bf16x2.f32", "cvt.rn.f16x2.f32"):
+            conv = ps.to_bf16 if "bf16" in op else ps.to_f16
+            hi, lo = conv(self.f32(w, o[1])), conv(self.f32(w, o[2]))
+            self.set(w, o[0], ((hi << 16) | lo).astype(U32), act)
+        elif op == "cvt.rn.bf16.f32":
+            self.set(w, o[0], ps.to_bf16(self.f32(w, o[1])).astype(U32), act)
+        elif op == "cvt.rn.f16.f32":
+            self.set(w, o[0], ps.to_f16(self.f32(w, o[1])).astype(U32), act)
+        elif op == "cvt.f32.bf16":
+            self.set(w, o[0], ps.f2b(ps.from_bf16(self.get(w, o[1]))), act)
+        elif op == "cvt.f32.f16":
+            self.set(w, o[0], ps.f2b(ps.from_f16(self.get(w, o[1]))), act)
+        elif op == "cvt.u64.u32":
+            self.set(w, o[0], self.get(w, o[1]).astype(U64), act)
+        elif op == "cvt.s64.s32":
+            self.set(w, o[0], self.get(w, o[1]).view(np.int32).astype(np.int64).view(U64), act)
+        elif op == "cvt.u32.u64":
+            self.set(w, o[0], (self.get(w, o[1], "u64") & M32).astype(U32), act)
+        else:
+            raise SimError("cvt not modeled: " + ins.text)
+
+    def fop(self, w, base, parts, o, act):
+        f = lambda t: self.f32(w, t)
+        if base == "add":
+            r = f(o[1]) + f(o[2])
+        elif base == "sub":
+            r = f(o[1]) - f(o[2])
+        elif base == "mul":
+            r = ps.mul_rp(f(o[1]), f(o[2])) if "rp" in parts else f(o[1]) * f(o[2])
+        elif base == "fma":
+            r = ps.fma32(f(o[1]), f(o[2]), f(o[3]))
+        elif base == "max":
+            r = ps.fmax(f(o[1]), f(o[2]), nan_prop="NaN" in parts)
+        elif base == "min":
+            r = np.fmin(f(o[1]), f(o[2]))
+        elif base == "abs":
+            r = np.abs(f(o[1]))
+        elif base == "neg":
+            r = -f(o[1])
+        elif base == "ex2":
+            r = ps.ex2_approx_ftz(f(o[1]))
+        elif base == "lg2":
+            r = ps.lg2_approx(f(o[1]))
+        elif base == "rcp":
+            r = np.float32(1) / f(o[1])
+        elif base == "tanh":
+            r = np.tanh(f(o[1]).astype(np.float64)).astype(np.float32)
+        else:
+            raise SimError("f32 op not modeled: " + ".".join(parts))
+        r = np.asarray(r, np.float32)
+        if "ftz" in parts and base != "ex2":
+            r = ps.ftz(r)
+        self.set(w, o[0], ps.f2b(r), act)
+
+    def iop(self, w, base, parts, typ, o, act):
+        wide = typ in ("u64", "s64", "b64")
+        k = "u64" if wide else "u32"
+        M = np.uint64(0xFFFFFFFFFFFFFFFF) if wide else M32
+        signed = typ.startswith("s")
+        g = lambda t: self.get(w, t, k).astype(U64)
+        a = g(o[1])
+        b = g(o[2]) if len(o) > 2 else None
+        if signed:
+            sa = a.astype(U32).view(np.int32).astype(np.int64) if not wide else a.view(np.int64)
+            sb = (b.astype(U32).view(np.int32).astype(np.int64) if not wide else b.view(np.int64)) \
+                if b is not None else None
+        if base == "add":
+            r = (a + b) & M
+        elif base == "sub":
+            r = (a - b) & M
+        elif base == "mul":
+            assert parts[1] == "lo"
+            r = (a * b) & M
+        elif base == "mad":
+            assert parts[1] == "lo"
+            r = (a * b + g(o[3])) & M
+        elif base == "shl":
+            r = (a << (b & np.uint64(63))) & M
+        elif base == "shr":
+            if signed:
+                r = (sa >> sb).astype(np.int64).view(U64) & M
+            else:
+                r = a >> b
+        elif base == "and":
+            r = a & b
+        elif base == "or":
+            r = a | b
+        elif base == "xor":
+            r = a ^ b
+        elif base == "div":
+            if signed:
+                q = np.where(sb != 0, np.abs(sa) // np.maximum(np.abs(sb), 1), 0) * np.sign(sa) * np.sign(sb)
+                r = q.astype(np.int64).view(U64) & M
+            else:
+                r = np.where(b != 0, a // np.maximum(b, 1), M)
+        elif base == "rem":
+            if signed:
+                q = np.where(sb != 0, np.abs(sa) % np.maximum(np.abs(sb), 1), 0) * np.sign(sa)
+                r = q.astype(np.int64).view(U64) & M
+            else:
+                r = np.where(b != 0, a % np.maximum(b, 1), a)
+        elif base in ("min", "max"):
+            fn = np.minimum if base == "min" else np.maximum
+            r = fn(sa, sb).astype(np.int64).view(U64) & M if signed else fn(a, b)
+        else:
+            raise SimError("integer op not modeled: " + ".".join(parts))
+        self.set(w, o[0], r.astype(U64 if wide else U32), act)

@@ -1,0 +1,272 @@
+"""fa3jit's forward kernel on the CPU emulator (ctasim.py), against an fp64 reference.
+
+The kernel's PTX comes from fa3-gen (--emit-ptx --named-registers, FA3JIT_PLAN_DEBUG for knob
+variants); the parameter block is built here as runtime/fwd.c builds it for a dense bf16/fp16
+call (tensor maps as this emulator's records); the grid is kept small (--grid) so that each CTA
+walks several tiles of the persistent loop. Every CTA of the grid runs, then O (filled with NaN
+before) and LSE are compared with the reference on fresh random inputs.
+
+usage: run.py [--gen FA3GEN] [--knobs K] [--hd 64] [--causal|--local WL,WR] [--batch 1]
+              [--heads 2] [--sq 256] [--sk 256] [--block-m N] [--grid 2] [--no-otma] [--seed S]
+exit status 0 when every element is within tolerance, 1 otherwise.
+"""
+import argparse
+import os
+import re
+import struct
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import ctasim as cs  # noqa: E402
+import ptxsim as ps  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+def abi_offsets():
+    offs = {}
+    for ln in open(os.path.join(ROOT, "src", "kernel_abi.h")):
+        if ln.startswith("#define FA3P_OFF_"):
+            _, name, val = ln.split()[:3]
+            offs[name[len("FA3P_OFF_"):]] = int(val)
+    return offs
+
+
+def gen(fa3gen, args, knobs):
+    env = dict(os.environ)
+    env.pop("FA3JIT_PLAN_DEBUG", None)
+    if knobs:
+        env["FA3JIT_PLAN_DEBUG"] = knobs
+    ptx = subprocess.run([fa3gen, "--emit-ptx", "--named-registers"] + args, env=env, check=True,
+                         capture_output=True, text=True).stdout
+    info = subprocess.run([fa3gen, "--info", "--no-cache"] + args, env=env, check=True,
+                          capture_output=True, text=True).stdout
+    kv = {}
+    for ln in info.splitlines():
+        k, _, v = ln.partition(":")
+        kv[k.strip()] = v.strip()
+    tp = kv["tile plan"].replace(",", "").split()
+    plan = {"block_m": int(tp[1]), "block_n": int(tp[3]), "threads": int(kv["threads"]),
+            "smem": int(kv["shared memory"].split()[0])}
+    return ptx, plan
+
+
+def bf16_round(x, fp16):
+    if fp16:
+        return x.astype(np.float16).astype(np.float32)
+    return ps.from_bf16(ps.to_bf16(x.astype(np.float32)))
+
+
+def to_bits(x, fp16):
+    if fp16:
+        return x.astype(np.float16).view(np.uint16)
+    return ps.to_bf16(x.astype(np.float32)).astype(np.uint16)
+
+
+def from_bits(h, fp16):
+    if fp16:
+        return h.view(np.float16).astype(np.float32)
+    return ps.from_bf16(h.astype(np.uint32))
+
+
+def reference(q, k, v, scale, wl, wr):
+    """O and LSE in fp64: (batch, sq, heads, d) inputs; key j visible to row i when
+    i + sk - sq - wl <= j <= i + sk - sq + wr (a negative window: unlimited on that side)."""
+    b, sq, h, _ = q.shape
+    sk = k.shape[1]
+    i = np.arange(sq)[:, None]
+    j = np.arange(sk)[None, :]
+    d = i + sk - sq
+    vis = np.ones((sq, sk), bool)
+    if wr >= 0:
+        vis &= j <= d + wr
+    if wl >= 0:
+        vis &= j >= d - wl
+    o = np.zeros((b, sq, h, v.shape[3]))
+    lse = np.full((b, h, sq), -np.inf)
+    for bb in range(b):
+        for hh in range(h):
+            s = q[bb, :, hh, :].astype(np.float64) @ k[bb, :, hh, :].astype(np.float64).T * scale
+            s = np.where(vis, s, -np.inf)
+            m = s.max(axis=1, keepdims=True)
+            ok = np.isfinite(m[:, 0])
+            p = np.where(vis, np.exp(s - np.where(np.isfinite(m), m, 0)), 0)
+            l = p.sum(axis=1)
+            o[bb, ok, hh, :] = (p[ok] / l[ok, None]) @ v[bb, :, hh, :].astype(np.float64)
+            lse[bb, hh, ok] = np.log(l[ok]) + m[ok, 0]
+    return o, lse
+
+
+PLANTS = {
+    # the loop's S wait removed: the softmax reads S before its QK completes (deferred wgmma)
+    "no_s_wait": ("wgmma.wait_group.sync.aligned 1;", "", 1),
+    # xtile: the merged start's O zeroing moved before this tile's epilogue (O stored as 0)
+    "xtile_zero_early": None,
+    # xtile: the next tile's decode not moved into the loop's registers (the first copy)
+    "xtile_no_assign": None,
+}
+
+
+def plant(ptx, name):
+    """A defect put into the PTX, to show the emulator's check fails on it."""
+    lines = ptx.split("\n")
+    if name == "no_s_wait":
+        i = next(i for i, l in enumerate(lines) if "wgmma.wait_group.sync.aligned 1;" in l)
+        del lines[i]
+        return "\n".join(lines)
+    r1 = next(i for i, l in enumerate(lines) if re.search(r"add\.u32 %round1_\d+", l))
+    end = next(i for i in range(r1, len(lines)) if re.search(r"mov\.u32 %round_\d+, %round1_", lines[i]))
+    if name == "xtile_no_assign":
+        for i in range(r1, end):
+            if re.match(r"\s*mov\.u32 %(m0|niters|nmax|head)_\d+, %\w+;", lines[i]):
+                lines[i] = "\t// planted: " + lines[i].strip()
+        return "\n".join(lines)
+    if name == "xtile_zero_early":
+        w0 = next(i for i in range(r1, end) if "wgmma.wait_group.sync.aligned 0;" in lines[i])
+        zs = [i for i in range(w0, end) if re.match(r"\s*mov\.f32 %o\d+, 0f00000000;", lines[i])]
+        moved = [lines[i] for i in zs]
+        for i in reversed(zs):
+            del lines[i]
+        lines[w0 + 1:w0 + 1] = moved
+        return "\n".join(lines)
+    raise SystemExit("unknown plant " + name)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gen", default=os.path.join(ROOT, "build", "fa3-gen"))
+    ap.add_argument("--knobs", default="")
+    ap.add_argument("--hd", type=int, default=64)
+    ap.add_argument("--fp16", action="store_true")
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--local", default=None, help="WL,WR")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--heads", type=int, default=2)
+    ap.add_argument("--sq", type=int, default=256)
+    ap.add_argument("--sk", type=int, default=256)
+    ap.add_argument("--block-m", type=int, default=0)
+    ap.add_argument("--grid", type=int, default=2)
+    ap.add_argument("--no-otma", action="store_true", help="O from registers (param o_tma = 0)")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--trace", action="store_true")
+    ap.add_argument("--plant", default=None, choices=sorted(PLANTS))
+    a = ap.parse_args()
+    seed = a.seed if a.seed is not None else int.from_bytes(os.urandom(4), "little")
+    rng = np.random.default_rng(seed)
+
+    wl, wr = (-1, -1)
+    cfg = ["--head-dim", str(a.hd)]
+    if a.fp16:
+        cfg += ["--dtype", "fp16"]
+    if a.causal:
+        cfg.append("--causal")
+        wl, wr = -1, 0
+    elif a.local:
+        wl, wr = (int(x) for x in a.local.split(","))
+        cfg.append("--local")
+    if a.block_m:
+        cfg += ["--block-m", str(a.block_m)]
+    ptx, plan = gen(a.gen, cfg, a.knobs)
+    prog, labels = cs.parse(ptx)
+    bm, bn = plan["block_m"], plan["block_n"]
+    hd = hdv = a.hd
+    B, H, SQ, SK = a.batch, a.heads, a.sq, a.sk
+    es = 2
+
+    # inputs, rounded to the dtype; O and LSE NaN-filled
+    q = bf16_round(rng.standard_normal((B, SQ, H, hd)), a.fp16)
+    k = bf16_round(rng.standard_normal((B, SK, H, hd)), a.fp16)
+    v = bf16_round(rng.standard_normal((B, SK, H, hdv)), a.fp16)
+    mem = cs.Memory()
+    gq = mem.alloc(q.size * 2, to_bits(q, a.fp16))
+    gk = mem.alloc(k.size * 2, to_bits(k, a.fp16))
+    gv = mem.alloc(v.size * 2, to_bits(v, a.fp16))
+    onan = np.full(B * SQ * H * hdv, 0x7FC0 if not a.fp16 else 0x7E00, np.uint16)
+    go = mem.alloc(onan.size * 2, onan)
+    glse = mem.alloc(B * H * SQ * 4, np.full(B * H * SQ, np.nan, np.float32))
+    gctr = 0
+
+    def tmap(g, rows_total, heads, d, box_rows):
+        return cs.TensorMap(g, es, [d, rows_total, heads, B],
+                            [heads * d * es, d * es, rows_total * heads * d * es], [64, box_rows, 1, 1])
+
+    O = abi_offsets()
+    P = bytearray(768)
+
+    def put(name, fmt, val):
+        struct.pack_into("<" + fmt, P, O[name], val)
+
+    scale = 1.0 / np.sqrt(hd)
+    nmb = (SQ + bm - 1) // bm
+    tiles = nmb * H * B
+    put("O_PTR", "Q", go)
+    put("LSE_PTR", "Q", glse)
+    put("O_BATCH_STRIDE", "q", SQ * H * hdv)
+    put("O_ROW_STRIDE", "q", H * hdv)
+    put("O_HEAD_STRIDE", "q", hdv)
+    put("SEQLEN_Q", "i", SQ)
+    put("SEQLEN_K", "i", SK)
+    put("NUM_HEADS", "i", H)
+    put("HEADS_PER_KV", "i", 1)
+    put("NUM_M_BLOCKS", "i", nmb)
+    put("WINDOW_LEFT", "i", wl)
+    put("WINDOW_RIGHT", "i", wr)
+    put("SCORE_MUL", "f", 1.0)
+    put("SCALE_LOG2", "f", float(np.float32(scale * np.log2(np.e))))
+    put("LSE_MUL", "f", float(np.float32(scale)))
+    put("TOTAL_TILES", "I", tiles)
+    put("SECTION_HB", "I", H * B)
+    put("O_TMA", "I", 0 if a.no_otma else 1)
+    put("NUM_HEADS_K", "i", H)
+    put("TILE_COUNTER", "Q", gctr)
+    tm = {O["TMAP_Q"]: tmap(gq, SQ, H, hd, bm), O["TMAP_K"]: tmap(gk, SK, H, hd, bn),
+          O["TMAP_V"]: tmap(gv, SK, H, hdv, bn), O["TMAP_O"]: tmap(go, SQ, H, hdv, 64)}
+    grid = min(a.grid, tiles)
+    if a.plant:
+        ptx = plant(ptx, a.plant)
+        prog, labels = cs.parse(ptx)
+    t0 = time.time()
+    steps = 0
+    # the instructions that mark a tile loop's joins: a merged start (xtile: the round taken
+    # over from the peek) and the separate last PV's epilogue
+    marks = {"merged tile starts": re.compile(r"mov\.u32 %round_\d+, %round1_\d+;"),
+             "tile epilogues": re.compile(r"selp\.f32 %linv_\d+,")}
+    seen = {k: 0 for k in marks}
+    for cta in range(grid):
+        c = cs.CTA(prog, labels, mem, bytes(P), tm, cta, grid, plan["threads"], plan["smem"],
+                   seed=seed + cta, trace=a.trace)
+        c.run()
+        steps += c.steps
+        for name, rx in marks.items():
+            seen[name] += sum(int(c.pc_count[i]) for i, ins in enumerate(prog) if rx.search(ins.text))
+    dt = time.time() - t0
+
+    o = from_bits(mem.region(go).view(np.uint16), a.fp16).reshape(B, SQ, H, hdv)
+    lse = mem.region(glse).view(np.float32).reshape(B, H, SQ)
+    ro, rlse = reference(q, k, v, scale, wl, wr)
+    nan_o = int(np.isnan(o).sum())
+    err_o = np.abs(o - ro)
+    tol_o = 2.0 ** -7 * np.maximum(np.abs(ro), 1.0) + 2e-3
+    bad_o = int((err_o > tol_o).sum()) + nan_o
+    fin = np.isfinite(rlse)
+    bad_lse = int((np.abs(lse[fin] - rlse[fin]) > 1e-3 * np.maximum(1, np.abs(rlse[fin]))).sum()
+                  + (~np.isneginf(lse[~fin])).sum())
+    print("%s %s: b%d h%d sq%d sk%d bm%d bn%d grid %d (%d tiles), seed %d: %d warp steps in %.1f s; "
+          "O max err %.3g (%d bad of %d, %d NaN), LSE %d bad"
+          % (" ".join(cfg), a.knobs or "default", B, H, SQ, SK, bm, bn, grid, tiles, seed, steps, dt,
+             float(np.nanmax(err_o)) if o.size else 0, bad_o, o.size, nan_o, bad_lse))
+    print("  warp executions: " + ", ".join("%s %d" % kv for kv in seen.items()))
+    if bad_o or bad_lse:
+        idx = np.argwhere((err_o > tol_o) | np.isnan(o))[:5]
+        for b, i, h, d in idx:
+            print("  O[%d,%d,%d,%d] = %g, reference %g" % (b, i, h, d, o[b, i, h, d], ro[b, i, h, d]))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

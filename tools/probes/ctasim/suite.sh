@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The CPU emulator's cases (run.py) under each KNOBS argument ("" = the default kernel): dense
+# bf16/fp16, every mask, several tiles a CTA (small grids), tiles without key blocks between
+# tiles with them (seqlen_q > seqlen_k, causal), O by TMA and from registers; then the planted
+# defects, each of which must fail. No GPU needed; about 2 minutes a knob set on 2 cores.
+#   bash tools/probes/ctasim/suite.sh "" xtile=1
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+run="python3 $here/run.py"
+rc=0
+cases=(
+  "--hd 64 --sq 512 --sk 512 --heads 2 --grid 2 --causal --block-m 128"
+  "--hd 64 --sq 400 --sk 400 --batch 2 --heads 2 --grid 3 --causal --no-otma"
+  "--hd 64 --sq 1000 --sk 500 --heads 2 --grid 3 --causal"
+  "--hd 64 --sq 1000 --sk 63 --heads 2 --grid 2 --causal --block-m 128"
+  "--hd 64 --sq 63 --sk 1000 --heads 3 --grid 2 --causal"
+  "--hd 64 --sq 700 --sk 700 --heads 2 --grid 3 --local 100,20"
+  "--hd 64 --sq 300 --sk 300 --heads 2 --grid 2 --fp16"
+  "--hd 128 --sq 384 --sk 500 --heads 2 --grid 2 --causal --fp16"
+  "--hd 128 --sq 300 --sk 300 --heads 2 --grid 2 --no-otma"
+  "--hd 128 --sq 640 --sk 640 --heads 1 --grid 2 --local 200,0"
+)
+for knobs in "$@"; do
+  for c in "${cases[@]}"; do
+    out=$($run --knobs "$knobs" $c 2>&1)
+    s=$?
+    echo "$out" | head -2
+    [ $s = 0 ] || { echo "  FAILED (exit $s): ${knobs:-default} $c"; echo "$out" | tail -4; rc=1; }
+  done
+done
+# each planted defect must make a case fail (a check that cannot fail checks nothing)
+k1=${1:-}
+for p in no_s_wait; do
+  if $run --knobs "$k1" --hd 64 --sq 384 --sk 384 --heads 2 --grid 2 --causal --block-m 128 \
+       --plant $p > /dev/null 2>&1; then
+    echo "planted $p: NOT caught"; rc=1
+  else
+    echo "planted $p: caught"
+  fi
+done
+for k in "$@"; do
+  case ",$k," in *,xtile=1,*) ;; *) continue ;; esac
+  for p in xtile_zero_early xtile_no_assign; do
+    if $run --knobs "$k" --hd 64 --sq 384 --sk 384 --heads 2 --grid 2 --causal --block-m 128 \
+         --plant $p > /dev/null 2>&1; then
+      echo "planted $p ($k): NOT caught"; rc=1
+    else
+      echo "planted $p ($k): caught"
+    fi
+  done
+done
+exit $rc
