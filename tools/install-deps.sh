@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 PTXC_VERSION=13.0.88
 CUDA_DIR=${FA3JIT_CUDA_DIR:-/usr/local/cuda}
 PACKAGES=(meson ninja-build gcc libc6-dev pkg-config python3 python3-pip python3-pytest
-          libcmocka-dev libxxhash-dev unzip)
+          python3-numpy libcmocka-dev libxxhash-dev unzip)
 
 sudo_cmd=()
 if [ "$(id -u)" != 0 ]; then

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import ctasim as cs  # noqa: E402
 import ptxsim as ps  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def abi_offsets():
@@ -250,7 +250,9 @@ def main():
     ro, rlse = reference(q, k, v, scale, wl, wr)
     nan_o = int(np.isnan(o).sum())
     err_o = np.abs(o - ro)
-    tol_o = 2.0 ** -7 * np.maximum(np.abs(ro), 1.0) + 2e-3
+    # two units in the last place of a 16-bit output at |O| (from 0.25 down the bf16 P's
+    # rounding and the fp32 sums set the floor), so a wrong key, row or scale is far outside
+    tol_o = 2.0 ** -6 * np.maximum(np.abs(ro), 0.25) + 1e-3
     bad_o = int((err_o > tol_o).sum()) + nan_o
     fin = np.isfinite(rlse)
     bad_lse = int((np.abs(lse[fin] - rlse[fin]) > 1e-3 * np.maximum(1, np.abs(rlse[fin]))).sum()

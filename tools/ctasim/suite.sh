@@ -3,7 +3,7 @@
 # bf16/fp16, every mask, several tiles a CTA (small grids), tiles without key blocks between
 # tiles with them (seqlen_q > seqlen_k, causal), O by TMA and from registers; then the planted
 # defects, each of which must fail. No GPU needed; about 2 minutes a knob set on 2 cores.
-#   bash tools/probes/ctasim/suite.sh "" xtile=1
+#   bash tools/ctasim/suite.sh "" xtile=1
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 run="python3 $here/run.py"

@@ -24,7 +24,7 @@ import os
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "softmax_sim"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "probes", "softmax_sim"))
 import ptxsim as ps  # noqa: E402  (float32 helpers: fma32, ex2, bf16 conversions)
 
 L = 32
@@ -176,6 +176,8 @@ class CTA:
     # ---- registers
     def get(self, w, tok, kind="u32"):
         """Operand value as a 32-lane array of kind u32 / u64 / pred."""
+        if tok.startswith("!"):
+            return ~self.get(w, tok[1:], "pred")
         if tok.startswith("%"):
             if tok in ("%tid.x",):
                 return (w.wid * 32 + self.lane).astype(U32)
