@@ -540,8 +540,7 @@ int main(void)
        before session 15), Q's descriptors built once a tile (q_desc_tile, not yet
        measured), the first key block always whole (diag_half=0: the kernel before session 17)
        and its half and empty copies where two consumers take turns (diag_half=1), a tile's
-       end overlapped with the next tile's start (xtile, not yet measured; hd64 here, the
-       other two keep o_stage 3 or 2 and so the default kernel) */
+       end overlapped with the next tile's start (xtile, not yet measured) */
     static const struct { int hd, hdv, mask; } kv[NKNOB] = {
         {64, 64, 1}, {64, 64, 2}, {192, 192, 2}, {256, 256, 1}};
     static const struct { const char *knobs, *tag; } ks[NKNOBSETS] = {

@@ -90,8 +90,8 @@ typedef struct fa3_plan {
                               key block a consumer whose rows all end before its middle key
                               takes a QK and softmax of block_n/2 columns, one whose rows end
                               before it neither (mainloop.c) */
-    int xtile;             /* A/B knob (16-bit, O staged in its own buffer or stored from
-                              registers, no e4m3): the tile's last PV issued together with the
+    int xtile;             /* A/B knob (16-bit, O not staged in Q, no e4m3): the tile's last
+                              PV issued together with the
                               next tile's first QK, then this tile's epilogue, then the next
                               tile's first softmax (mainloop.c cross_tile) */
     int wait_hint;         /* A/B knob: every mbarrier try_wait with a 10 ms suspend-time hint

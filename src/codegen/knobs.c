@@ -122,10 +122,11 @@
      block_n/2 columns and a softmax over them, and one whose rows see none of its keys takes
      neither (blockinfo.c kg_first_block_reach, mainloop.c); P's other half is zero, so the
      PV is unchanged;
-   - xtile=0/1 (bf16/fp16 with o_stage 0 or 1: head_dim <= 128 and (192, 128); not yet on the
-     GPU): the tile's end overlapped with the next tile's start (mainloop.c cross_tile). Where
-     the CTA's next tile has key blocks, the last PV of this tile and the first QK of the next
-     are issued in one ping-pong turn; then this tile's epilogue, then the next tile's first
+   - xtile=0/1 (bf16/fp16 without O staged in Q; not yet on the GPU, checked on the CPU
+     emulator, tools/ctasim): the tile's end overlapped with the next tile's start (mainloop.c
+     cross_tile). Where the CTA's next tile has key blocks (with O staged in the ring, o_stage
+     3: two or more), the last PV of this tile and the first QK of the next are issued in one
+     ping-pong turn; then this tile's epilogue, then the next tile's first
      (masked) softmax, and the loop goes on with the next tile. Session 13's ncu of the short
      rows put a tile's setup, last PV and epilogue at about one key block's worth of every
      warpgroup's time, serial across the warpgroups (their tile boundaries coincide); the

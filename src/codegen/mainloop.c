@@ -352,6 +352,27 @@ static void first_block_none(kgen *g, cons *c)
     }
 }
 
+/* After the tile's last PV: release its V; o_stage 3: consumer 1 stages O in this V slot and
+   releases it in its epilogue, and consumer 0 tells it (nb_ring + 1) that its last PV has read
+   the slot */
+static void last_v_release(kgen *g, cons *c)
+{
+    const fa3_plan *p = g->p;
+    if (p->o_stage != 3) {
+        v_release(g, c);
+        return;
+    }
+    ptx_r cw0 = ptx_reg(g->f, PTX_PRED, "cw0"), rel = g->sc.pt;
+    INS("setp.eq.u32 $, $, 0;", cw0, c->cw);
+    INS("setp.eq.and.u32 $, $, 0, $;", rel, g->lane, cw0);
+    ptx_mbar_release(g->f, g->mb_v_empty[0], 4 * p->num_consumer_wg,
+                     "consumer 0 after the last PV (consumer 1: its epilogue)");
+    INS("@$ mbarrier.arrive.shared::cta.b64 _, [$];", rel,
+        kg_ring_bar(g, g->mb_v_empty, c->pps.stage, c->tmp.voff));
+    ptx_named_bar(g->f, p->nb_ring + 1, 256);
+    INS("@$ bar.arrive %d, 256;", cw0, p->nb_ring + 1);
+}
+
 /* A tile's start: O = 0, and each row's max -inf, sum 0 (with the offset's rounding e and the
    LSE's own sum) */
 static void tile_state_init(kgen *g, cons *c)
@@ -412,13 +433,13 @@ static void cross_tile(kgen *g, cons *c, tile_info nt)
     pv(g, c);
     pp_arrive(g, c);
     INS("wgmma.wait_group.sync.aligned 1;"); /* the next tile's S */
-    k_release(g, c);
     const tile_info cur = c->t;
-    c->t = nt; /* its block count */
+    c->t = nt; /* its block count (o_stage 3: two or more, so its first K is released) */
+    k_release(g, c);
     q_release_if_last(g, c);
     c->t = cur;
     INS("wgmma.wait_group.sync.aligned 0;"); /* this tile's O */
-    v_release(g, c);
+    last_v_release(g, c);
     const int lab = c->lab_epilogue;
     c->lab_epilogue = -1;
     kg_epilogue(g, c);
@@ -679,7 +700,10 @@ void kg_consumer(kgen *g)
         nt = kg_tile_next(g, lab_last);
         g->round = round;
         INS("setp.eq.u32 $, $, $;", more, c.cw, c.cw);
-        INS("setp.le.s32 $, $, 0;", none, nt.niters);
+        /* o_stage 3: a next tile of one block starts on its own, so that consumer 1's arrive on
+           nb_ring after that block's QK (k_release) cannot come before consumer 0's wait on it
+           in this tile's epilogue */
+        INS("setp.le.s32 $, $, %d;", none, nt.niters, p->o_stage == 3);
         INS("@$ bra %s;", none, ptx_lab(g->f, lab_last));
         cross_tile(g, &c, nt);
         INS("mov.u32 $, $;", g->round, r1);
@@ -691,21 +715,7 @@ void kg_consumer(kgen *g)
     pv(g, &c);
     pp_arrive(g, &c);
     INS("wgmma.wait_group.sync.aligned 0;");
-    if (p->o_stage == 3) {
-        /* consumer 1 stages O in this V slot and releases it in its epilogue; consumer 0 tells
-           it (nb_ring + 1) that its last PV has read the slot */
-        ptx_r cw0 = ptx_reg(g->f, PTX_PRED, "cw0"), rel = g->sc.pt;
-        INS("setp.eq.u32 $, $, 0;", cw0, c.cw);
-        INS("setp.eq.and.u32 $, $, 0, $;", rel, g->lane, cw0);
-        ptx_mbar_release(g->f, g->mb_v_empty[0], 4 * nwg,
-                         "consumer 0 after the last PV (consumer 1: its epilogue)");
-        INS("@$ mbarrier.arrive.shared::cta.b64 _, [$];", rel,
-            kg_ring_bar(g, g->mb_v_empty, c.pps.stage, c.tmp.voff));
-        ptx_named_bar(g->f, p->nb_ring + 1, 256);
-        INS("@$ bar.arrive %d, 256;", cw0, p->nb_ring + 1);
-    } else {
-        v_release(g, &c);
-    }
+    last_v_release(g, &c);
     INS("add.u32 $, $, 1;", c.qc, c.qc);
 
     kg_epilogue(g, &c);

@@ -324,8 +324,8 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
     else
         p->ring_stage = 0;
     /* xtile (knob, mainloop.c cross_tile): the epilogue's staging must not be the next tile's Q
-       or ring slot (o_stage 0 or 1), and the loop's Q descriptors are built per QK */
-    if (p->fp8 || p->o_stage > 1 || p->q_desc_tile)
+       (o_stage 2), and the loop's Q descriptors are built per QK */
+    if (p->fp8 || p->o_stage == 2 || p->q_desc_tile)
         p->xtile = 0;
     /* varlen: the longest-first tile order's table (varlen_order.h) after the barriers, where it
        fits beside the layout chosen above (it never costs a Q buffer or the O staging); else
