@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The forward kernel's generated PTX run on the CPU emulator (tools/ctasim) against an fp64
 # reference, fresh random inputs each run: the default kernel and the knob variants not yet
-# measured on a GPU (xtile) on a few shapes that walk several tiles a CTA (small grids), and two
+# measured on a GPU (xtile, mask_branch) on a few shapes that walk several tiles a CTA (small grids), and two
 # planted defects that must fail (a check that cannot fail checks nothing). No GPU needed.
 # usage: ctasim.sh FA3GEN
 set -uo pipefail
@@ -16,7 +16,7 @@ cases=(
   "--hd 128 --sq 300 --sk 300 --heads 1 --grid 2 --local 100,0 --fp16"
   "--hd 256 --sq 200 --sk 200 --heads 1 --grid 1 --causal"
 )
-for knobs in "" "xtile=1"; do
+for knobs in "" "xtile=1" "mask_branch=1"; do
   for c in "${cases[@]}"; do
     out=$("${run[@]}" --knobs "$knobs" $c 2>&1)
     s=$?
@@ -24,9 +24,10 @@ for knobs in "" "xtile=1"; do
     [ $s = 0 ] || { echo "FAILED (exit $s): ${knobs:-default} $c"; echo "$out" | tail -6; rc=1; }
   done
 done
-for p in no_s_wait:"" xtile_zero_early:xtile=1; do
-  if "${run[@]}" --knobs "${p#*:}" --hd 64 --sq 256 --sk 256 --heads 2 --grid 2 --causal \
-      --block-m 128 --plant "${p%%:*}" > /dev/null 2>&1; then
+# (block_m 192 on 128-key blocks: diagonal tiles hold a masked block inside the loop)
+for p in no_s_wait:"" xtile_zero_early:xtile=1 mask_branch_never:mask_branch=1; do
+  if "${run[@]}" --knobs "${p#*:}" --hd 64 --sq 384 --sk 384 --heads 2 --grid 2 --causal \
+      --plant "${p%%:*}" > /dev/null 2>&1; then
     echo "FAILED: the planted defect ${p%%:*} was not caught"; rc=1
   else
     echo "planted ${p%%:*}: caught"

@@ -46,6 +46,8 @@ typedef struct fa3_plan {
     int fast_exp;          /* bf16/fp16 (default 1): p = 2^fma(s, c_r, -off) (one FMA a score) with
                               the offset's rounding carried exactly (softmax.c) */
     int pack_first;        /* A/B knob: P packed before O's rescale (FA4's order), not after */
+    int mask_branch;       /* causal/local A/B knob: one key-block loop body, whose softmax
+                              applies the mask under a branch taken per block (mainloop.c) */
     int one_body;          /* causal/local A/B knob: every key block after the first takes the
                               masked body (the mask is a no-op inside the window); the PTX holds
                               one loop body instead of two: ~30% less ptxas time (issue 17) */

@@ -133,6 +133,13 @@
      turn the tensor cores idled in is now a whole block's GEMMs. The first tile of a CTA, and
      a tile after one with no key blocks, start as before (with diag_half where the plan has
      it); merged starts take the whole first block;
+   - mask_branch=0/1 (causal/local; not yet on the GPU, checked on the CPU emulator): the
+     key-block loop has one body, not a masked and an unmasked one: its softmax applies the
+     mask under a warp-uniform branch on the block's need (blockinfo.c kg_block_needs_mask,
+     decided at the loop top as before). The body's GEMMs and softmax are in the PTX once, so
+     ptxas, whose time follows the wgmma instructions' total width (docs/notes.md session 14),
+     compiles causal kernels in about two thirds of the time; the question for the GPU is
+     whether the branch between the QK's wait and the PV's moves the PV's wait in the SASS;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -164,6 +171,7 @@ static const struct knob {
     {"l2_floor", offsetof(fa3_plan, l2_floor), 0, 64},
     {"diag_half", offsetof(fa3_plan, diag_half), 0, 1},
     {"xtile", offsetof(fa3_plan, xtile), 0, 1},
+    {"mask_branch", offsetof(fa3_plan, mask_branch), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])
 

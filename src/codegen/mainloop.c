@@ -278,7 +278,8 @@ static void q_wait_desc(kgen *g, cons *c)
     make_desc(g, c->descq, b, 1);
 }
 
-/* One overlapped key block (step 2 above); masked: with the mask. */
+/* One overlapped key block (step 2 above); masked: with the mask (2: where c->tmp.need, the
+   block's kg_block_needs_mask, says: mask_branch). */
 static void block_body(kgen *g, cons *c, int masked, int lab_loop)
 {
     k_wait_desc(g, c);
@@ -672,15 +673,21 @@ void kg_consumer(kgen *g)
     /* one_body (knob): the masked body alone, for every block (the mask leaves a block inside
        every row's window unchanged) */
     const int one = windows && p->one_body;
-    if (windows && !one) {
-        ptx_r need = kg_block_needs_mask(g, &c);
-        INS("@$ bra %s;", need, ptx_lab(g->f, lab_masked));
-    }
-    if (!one)
-        block_body(g, &c, 0, lab_loop);
-    if (windows) {
-        ptx_place(g->f, lab_masked);
-        block_body(g, &c, 1, lab_loop);
+    if (windows && p->mask_branch && !one) {
+        /* mask_branch (knob): one body; its softmax takes the mask where c.tmp.need says */
+        kg_block_needs_mask(g, &c);
+        block_body(g, &c, 2, lab_loop);
+    } else {
+        if (windows && !one) {
+            ptx_r need = kg_block_needs_mask(g, &c);
+            INS("@$ bra %s;", need, ptx_lab(g->f, lab_masked));
+        }
+        if (!one)
+            block_body(g, &c, 0, lab_loop);
+        if (windows) {
+            ptx_place(g->f, lab_masked);
+            block_body(g, &c, 1, lab_loop);
+        }
     }
 
     /* 3. xtile: where the CTA's next tile has key blocks, its start with this tile's end

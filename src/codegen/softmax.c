@@ -222,8 +222,14 @@ void kg_softmax(kgen *g, cons *c, int masked, int pv_in_flight)
             INS("tanh.approx.f32 $, $;", ptx_at(c->s, i), ptx_at(c->s, i));
         }
     }
-    if (masked)
+    if (masked == 2) { /* mask_branch: the block's need, uniform over the CTA */
+        const int skip = ptx_label(g->f, "no_mask");
+        INS("@!$ bra.uni %s;", c->tmp.need, ptx_lab(g->f, skip));
         kg_apply_mask(g, c);
+        ptx_place(g->f, skip);
+    } else if (masked) {
+        kg_apply_mask(g, c);
+    }
 
     /* cond_rescale (16-bit P only): the warp keeps every row's max unless one of them grows by
        more than 8 in the exp2 domain (then P <= 2^8: no bf16/fp16 overflow; LSE and O use the

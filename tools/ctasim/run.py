@@ -108,6 +108,8 @@ PLANTS = {
     "xtile_zero_early": None,
     # xtile: the next tile's decode not moved into the loop's registers (the first copy)
     "xtile_no_assign": None,
+    # mask_branch: the loop body's mask skipped on every block
+    "mask_branch_never": None,
 }
 
 
@@ -118,6 +120,13 @@ def plant(ptx, name):
         i = next(i for i, l in enumerate(lines) if "wgmma.wait_group.sync.aligned 1;" in l)
         del lines[i]
         return "\n".join(lines)
+    if name == "mask_branch_never":
+        for i, l in enumerate(lines):
+            m = re.match(r"(\s*)@!%needmask_\d+ bra\.uni (\$Lno_mask_\d+);", l)
+            if m:
+                lines[i] = "%sbra.uni %s;" % (m.group(1), m.group(2))
+                return "\n".join(lines)
+        raise SystemExit("no mask branch to plant in")
     r1 = next(i for i, l in enumerate(lines) if re.search(r"add\.u32 %round1_\d+", l))
     end = next(i for i in range(r1, len(lines)) if re.search(r"mov\.u32 %round_\d+, %round1_", lines[i]))
     if name == "xtile_no_assign":
