@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # The forward kernel's generated PTX run on the CPU emulator (tools/ctasim) against an fp64
 # reference, fresh random inputs each run: the default kernel and the knob variants not yet
-# measured on a GPU (xtile, mask_branch) on a few shapes that walk several tiles a CTA (small grids), and two
-# planted defects that must fail (a check that cannot fail checks nothing). No GPU needed.
+# measured on a GPU (xtile 1 and 2, mask_branch) on a few shapes that walk several tiles a CTA
+# (small grids). The variants only move work between the tile loop's places, so on the same
+# inputs their O and LSE must equal the default's bit for bit. Then planted defects that must
+# fail (a check that cannot fail checks nothing). No GPU needed.
 # usage: ctasim.sh FA3GEN
 set -uo pipefail
 gen=$1
 here=$(cd "$(dirname "$0")/.." && pwd)
-run=(${CTASIM_PYTHON:-python3} "$here/tools/ctasim/run.py" --gen "$gen")
-python3 -c 'import numpy' || { echo "ctasim: numpy is missing (tools/install-deps.sh installs it)"; exit 1; }
+py=${CTASIM_PYTHON:-python3}
+run=("$py" "$here/tools/ctasim/run.py" --gen "$gen")
+"$py" -c 'import numpy' || { echo "ctasim: numpy is missing (tools/install-deps.sh installs it)"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 rc=0
 cases=(
   "--hd 64 --sq 384 --sk 384 --heads 2 --grid 2 --causal --block-m 128"
@@ -16,16 +21,38 @@ cases=(
   "--hd 128 --sq 300 --sk 300 --heads 1 --grid 2 --local 100,0 --fp16"
   "--hd 256 --sq 200 --sk 200 --heads 1 --grid 1 --causal"
 )
-for knobs in "" "xtile=1" "mask_branch=1"; do
-  for c in "${cases[@]}"; do
-    out=$("${run[@]}" --knobs "$knobs" $c 2>&1)
+knobsets=("" "xtile=1" "xtile=2" "mask_branch=1")
+n=0
+for c in "${cases[@]}"; do
+  n=$((n + 1))
+  seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+  for knobs in "${knobsets[@]}"; do
+    out=$("${run[@]}" --seed "$seed" --knobs "$knobs" --save "$tmp/c$n-${knobs:-default}.npz" $c 2>&1)
     s=$?
     echo "$out" | head -1
     [ $s = 0 ] || { echo "FAILED (exit $s): ${knobs:-default} $c"; echo "$out" | tail -6; rc=1; }
   done
+  "$py" - "$tmp" "$n" "${knobsets[@]:1}" <<'PY' || rc=1
+import sys, numpy as np
+d, n, ks = sys.argv[1], sys.argv[2], sys.argv[3:]
+try:
+    ref = np.load("%s/c%s-default.npz" % (d, n))
+except OSError:
+    sys.exit(0)  # the default run failed, reported above
+bad = 0
+for k in ks:
+    try:
+        e = np.load("%s/c%s-%s.npz" % (d, n, k))
+    except OSError:
+        continue
+    same = np.array_equal(ref["o"], e["o"]) and np.array_equal(ref["lse"].view(np.uint32), e["lse"].view(np.uint32))
+    print("  %s: O and LSE bitwise %s the default's" % (k, "equal to" if same else "DIFFERENT FROM"))
+    bad |= not same
+sys.exit(1 if bad else 0)
+PY
 done
 # (block_m 192 on 128-key blocks: diagonal tiles hold a masked block inside the loop)
-for p in no_s_wait:"" xtile_zero_early:xtile=1 mask_branch_never:mask_branch=1; do
+for p in no_s_wait:"" xtile_zero_early:xtile=1 xtile2_no_exit:xtile=2 mask_branch_never:mask_branch=1; do
   if "${run[@]}" --knobs "${p#*:}" --hd 64 --sq 384 --sk 384 --heads 2 --grid 2 --causal \
       --plant "${p%%:*}" > /dev/null 2>&1; then
     echo "FAILED: the planted defect ${p%%:*} was not caught"; rc=1

@@ -133,6 +133,13 @@
      turn the tensor cores idled in is now a whole block's GEMMs. The first tile of a CTA, and
      a tile after one with no key blocks, start as before (with diag_half where the plan has
      it); merged starts take the whole first block;
+   - xtile=2 (the same overlap, not yet on the GPU, checked on the CPU emulator): the merged
+     turn is the loop body's own (its QK of the next tile's first block with the PV of this
+     tile's last), entered from the tile's end with the next tile's Q; a predicate taken after
+     the body's releases leaves for this tile's epilogue, then the first block's softmax. The
+     PTX holds one more epilogue and no more GEMMs (xtile=1 holds a QK and a PV more: ptxas
+     time +40-50%); each key block pays one predicated branch between the QK's wait and the
+     PV's. Not with early_pack (its K release sits inside the softmax);
    - mask_branch=0/1 (causal/local; not yet on the GPU, checked on the CPU emulator): the
      key-block loop has one body, not a masked and an unmasked one: its softmax applies the
      mask under a warp-uniform branch on the block's need (blockinfo.c kg_block_needs_mask,
@@ -170,7 +177,7 @@ static const struct knob {
     {"dyn_sched", offsetof(fa3_plan, dyn_sched), 0, 3},
     {"l2_floor", offsetof(fa3_plan, l2_floor), 0, 64},
     {"diag_half", offsetof(fa3_plan, diag_half), 0, 1},
-    {"xtile", offsetof(fa3_plan, xtile), 0, 1},
+    {"xtile", offsetof(fa3_plan, xtile), 0, 2},
     {"mask_branch", offsetof(fa3_plan, mask_branch), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])

@@ -282,6 +282,9 @@ static void q_wait_desc(kgen *g, cons *c)
    block's kg_block_needs_mask, says: mask_branch). */
 static void block_body(kgen *g, cons *c, int masked, int lab_loop)
 {
+    const int hook = g->p->xtile == 2 && masked == c->xhook;
+    if (hook) /* xtile 2: a tile's end enters here (step 3) */
+        ptx_place(g->f, c->lab_xbody);
     k_wait_desc(g, c);
     if (!g->p->late_v_wait)
         v_wait_desc(g, c);
@@ -298,6 +301,8 @@ static void block_body(kgen *g, cons *c, int masked, int lab_loop)
     if (!c->k_release)
         k_release(g, c);
     q_release_if_last(g, c);
+    if (hook) /* xtile 2: the block was a tile's end with the next tile's start */
+        INS("@$ bra %s;", c->xmerge, ptx_lab(g->f, c->lab_xtail));
     kg_softmax(g, c, masked, 1);
     c->k_release = NULL;
     if (!early)
@@ -329,6 +334,8 @@ static void first_block(kgen *g, cons *c)
         INS("mov.f32 $, $;", ptx_at(c->s, i), ptx_at(c->sh, i));
     k_release(g, c);
     q_release_if_last(g, c);
+    if (g->p->xtile == 2 && !c->half) /* a merged start's softmax (kg_consumer, step 3) */
+        ptx_place(g->f, c->lab_xjoin);
     kg_softmax(g, c, 1, 0);
     if (!kg_early_pack(g->p))
         kg_pack_p(g, c);
@@ -596,6 +603,17 @@ void kg_consumer(kgen *g)
         taken = ptx_reg(g->f, PTX_PRED, "xtaken");
         more = ptx_reg(g->f, PTX_PRED, "xmore");
     }
+    c.xhook = -1;
+    if (xt == 2) {
+        c.xmerge = ptx_reg(g->f, PTX_PRED, "xmerge");
+        INS("setp.ne.u32 $, $, $;", c.xmerge, c.cw, c.cw);
+        c.lab_xbody = ptx_label(g->f, "xbody");
+        c.lab_xtail = ptx_label(g->f, "xtail");
+        c.lab_xjoin = ptx_label(g->f, "xjoin");
+        /* the body a merged turn takes: the unmasked one, or the only one */
+        const int w = p->cfg.mask != FA3_MASK_NONE;
+        c.xhook = w && p->one_body ? 1 : w && p->mask_branch ? 2 : 0;
+    }
     ptx_place(g->f, lab_tile);
     if (p->dyn_sched)
         kg_tile_take(g, g->round);
@@ -712,9 +730,46 @@ void kg_consumer(kgen *g)
            in this tile's epilogue */
         INS("setp.le.s32 $, $, %d;", none, nt.niters, p->o_stage == 3);
         INS("@$ bra %s;", none, ptx_lab(g->f, lab_last));
-        cross_tile(g, &c, nt);
-        INS("mov.u32 $, $;", g->round, r1);
-        INS("bra.uni %s;", ptx_lab(g->f, lab_loop));
+        if (xt == 1) {
+            cross_tile(g, &c, nt);
+            INS("mov.u32 $, $;", g->round, r1);
+            INS("bra.uni %s;", ptx_lab(g->f, lab_loop));
+        } else {
+            /* xtile 2: the next tile's Q, and the loop body takes the turn: its QK is the next
+               tile's first (ps is at its first K), its PV this tile's last (pps, P). The body's
+               releases read it and the loop's niters (still this tile's): it is set so that
+               it + 1 == niters exactly where the next tile has one block (its Q released after
+               that QK; o_stage 3 merges only tiles of two or more, so K is released as any
+               block's). Nothing of the next tile is live through the body: xtail decodes it
+               again, after this tile's epilogue has read this tile's registers. */
+            ptx_r one = ptx_reg(g->f, PTX_PRED, "xone"), itv = ptx_reg(g->f, PTX_B32, "xit");
+            INS("setp.eq.s32 $, $, 1;", one, nt.niters);
+            INS("sub.s32 $, $, 1;", itv, c.t.niters);
+            INS("selp.b32 $, $, -2, $;", c.it, itv, one);
+            INS("add.u32 $, $, 1;", c.qc, c.qc);
+            q_wait_desc(g, &c);
+            INS("setp.eq.u32 $, $, $;", c.xmerge, c.cw, c.cw);
+            INS("bra.uni %s;", ptx_lab(g->f, c.lab_xbody));
+            /* xtail: the body's S wait and releases are behind; this tile's O, its V release,
+               its epilogue, then the next tile (decoded again; dyn_sched: the index taken
+               above), its state and rows, and the first block's softmax (step 1) */
+            ptx_place(g->f, c.lab_xtail);
+            INS("wgmma.wait_group.sync.aligned 0;");
+            last_v_release(g, &c);
+            const int lab = c.lab_epilogue;
+            c.lab_epilogue = -1;
+            kg_epilogue(g, &c);
+            c.lab_epilogue = lab;
+            INS("add.u32 $, $, 1;", g->round, g->round);
+            const tile_info again = kg_tile_next(g, lab_exit); /* it exists: never past */
+            tile_assign(g, &c.t, &again);
+            tile_state_init(g, &c);
+            kg_rows_init(g, &c); /* into the loop's registers */
+            INS("sub.s32 $, $, 1;", c.n, c.t.nmax);
+            INS("mov.u32 $, 0;", c.it);
+            INS("setp.ne.u32 $, $, $;", c.xmerge, c.cw, c.cw);
+            INS("bra.uni %s;", ptx_lab(g->f, c.lab_xjoin));
+        }
         ptx_place(g->f, lab_last);
     }
     v_wait_desc(g, &c);

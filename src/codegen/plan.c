@@ -330,6 +330,8 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
     if (p->fp8 || p->o_stage == 2 || p->q_desc_tile ||
         (cfg->varlen && cfg->paged_kv && p->hd_chunks > 2))
         p->xtile = 0;
+    if (p->xtile == 2 && p->early_pack) /* its K release inside the softmax, past the exit */
+        p->xtile = 0;
     /* varlen: the longest-first tile order's table (varlen_order.h) after the barriers, where it
        fits beside the layout chosen above (it never costs a Q buffer or the O staging); else
        smem_vtab 0 and the kernel walks the sequences in their own order. */

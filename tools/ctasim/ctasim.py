@@ -156,7 +156,7 @@ class Warp:
 
 class CTA:
     def __init__(self, prog, labels, mem, params, tmaps, ctaid, nctaid, nthreads, smem_bytes,
-                 seed=0, trace=False):
+                 seed=0, trace=False, stress=False):
         self.prog, self.labels, self.mem, self.tmaps = prog, labels, mem, tmaps
         self.params = params  # bytes
         self.ctaid, self.nctaid = ctaid, nctaid
@@ -169,6 +169,7 @@ class CTA:
         self.wg_groups = {}  # warpgroup -> list of committed groups (each a list of pending ops)
         self.wg_open = {}  # warpgroup -> ops issued since the last commit
         self.trace = trace
+        self.stress = stress  # more uneven interleavings: warps starved for whole rounds
         self.steps = 0
         self.pc_count = np.zeros(len(prog) + 1, np.int64)  # warp executions of each instruction
         self.lane = np.arange(L, dtype=U32)
@@ -379,12 +380,20 @@ class CTA:
                 return
             progressed = False
             self.rng.shuffle(order)
+            skip = set()
+            if self.stress:  # starve some warps this round (at most all but one)
+                skip = {i for i in order if self.rng.random() < 0.4}
+                if len(skip) >= len(order):
+                    skip.discard(order[0])
             for wid in order:
                 w = self.warps[wid]
-                if w.done:
+                if w.done or wid in skip:
                     continue
-                n = self.run_warp(w, 64 + int(self.rng.integers(0, 64)))
+                budget = int(self.rng.integers(1, 400)) if self.stress else 64 + int(self.rng.integers(0, 64))
+                n = self.run_warp(w, budget)
                 progressed |= n > 0
+            if not progressed and skip:
+                continue  # the starved warps may be the ones that can move
             if not progressed:
                 rep = "; ".join("warp %d at %s: %s" % (w.wid, self.where(w), w.block)
                                 for w in self.warps if not w.done)

@@ -110,6 +110,9 @@ PLANTS = {
     "xtile_no_assign": None,
     # mask_branch: the loop body's mask skipped on every block
     "mask_branch_never": None,
+    # xtile 2: the loop body's exit to the merged tail removed (the merged block runs on as a
+    # block of the next tile)
+    "xtile2_no_exit": None,
 }
 
 
@@ -120,6 +123,12 @@ def plant(ptx, name):
         i = next(i for i, l in enumerate(lines) if "wgmma.wait_group.sync.aligned 1;" in l)
         del lines[i]
         return "\n".join(lines)
+    if name == "xtile2_no_exit":
+        for i, l in enumerate(lines):
+            if re.match(r"\s*@%xmerge_\d+ bra \$Lxtail_\d+;", l):
+                lines[i] = "\t// planted: " + l.strip()
+                return "\n".join(lines)
+        raise SystemExit("no xtile 2 exit to plant in")
     if name == "mask_branch_never":
         for i, l in enumerate(lines):
             m = re.match(r"(\s*)@!%needmask_\d+ bra\.uni (\$Lno_mask_\d+);", l)
@@ -162,6 +171,8 @@ def main():
     ap.add_argument("--no-otma", action="store_true", help="O from registers (param o_tma = 0)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--trace", action="store_true")
+    ap.add_argument("--stress", action="store_true", help="uneven warp interleavings")
+    ap.add_argument("--save", default=None, help="write O and LSE (npz) for a bitwise comparison")
     ap.add_argument("--plant", default=None, choices=sorted(PLANTS))
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else int.from_bytes(os.urandom(4), "little")
@@ -242,12 +253,13 @@ def main():
     steps = 0
     # the instructions that mark a tile loop's joins: a merged start (xtile: the round taken
     # over from the peek) and the separate last PV's epilogue
-    marks = {"merged tile starts": re.compile(r"mov\.u32 %round_\d+, %round1_\d+;"),
+    marks = {"merged tile starts": re.compile(r"mov\.u32 %round_\d+, %round1_\d+;|"
+                                              r"setp\.eq\.u32 %xmerge_\d+,"),
              "tile epilogues": re.compile(r"selp\.f32 %linv_\d+,")}
     seen = {k: 0 for k in marks}
     for cta in range(grid):
         c = cs.CTA(prog, labels, mem, bytes(P), tm, cta, grid, plan["threads"], plan["smem"],
-                   seed=seed + cta, trace=a.trace)
+                   seed=seed + cta, trace=a.trace, stress=a.stress)
         c.run()
         steps += c.steps
         for name, rx in marks.items():
@@ -256,6 +268,8 @@ def main():
 
     o = from_bits(mem.region(go).view(np.uint16), a.fp16).reshape(B, SQ, H, hdv)
     lse = mem.region(glse).view(np.float32).reshape(B, H, SQ)
+    if a.save:
+        np.savez(a.save, o=mem.region(go).view(np.uint16).copy(), lse=lse.copy())
     ro, rlse = reference(q, k, v, scale, wl, wr)
     nan_o = int(np.isnan(o).sum())
     err_o = np.abs(o - ro)
