@@ -20,6 +20,8 @@ cases=(
   "--hd 64 --sq 320 --sk 200 --heads 2 --grid 2 --causal --no-otma"
   "--hd 128 --sq 300 --sk 300 --heads 1 --grid 2 --local 100,0 --fp16"
   "--hd 256 --sq 200 --sk 200 --heads 1 --grid 1 --causal"
+  "--hd 128 --sq 1 --sk 600 --heads 4 --grid 2 --splits 3 --block-m 64"
+  "--hd 64 --varlen 200:300,70:70,250:150 --heads 2 --grid 2 --causal"
 )
 knobsets=("" "xtile=1" "xtile=2" "mask_branch=1")
 n=0

@@ -136,10 +136,12 @@
    - xtile=2 (the same overlap, not yet on the GPU, checked on the CPU emulator): the merged
      turn is the loop body's own (its QK of the next tile's first block with the PV of this
      tile's last), entered from the tile's end with the next tile's Q; a predicate taken after
-     the body's releases leaves for this tile's epilogue, then the first block's softmax. The
-     PTX holds one more epilogue and no more GEMMs (xtile=1 holds a QK and a PV more: ptxas
-     time +40-50%); each key block pays one predicated branch between the QK's wait and the
-     PV's. Not with early_pack (its K release sits inside the softmax);
+     the body's releases leaves for this tile's epilogue (step 4's own, which returns on the same
+     predicate), then the first block's softmax. The PTX holds no more GEMMs, softmax or
+     epilogue (xtile=1 holds a QK, a PV, a softmax and an epilogue more: ptxas time +40-50%;
+     xtile=2 +8-18%); each key block pays one predicated branch between the QK's wait and the
+     PV's (nvdisasm: the PV's wait keeps its place). Not with early_pack (its K release sits
+     inside the softmax);
    - mask_branch=0/1 (causal/local; not yet on the GPU, checked on the CPU emulator): the
      key-block loop has one body, not a masked and an unmasked one: its softmax applies the
      mask under a warp-uniform branch on the block's need (blockinfo.c kg_block_needs_mask,

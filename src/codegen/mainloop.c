@@ -712,6 +712,7 @@ void kg_consumer(kgen *g)
        (cross_tile); else, and without xtile, the last PV alone */
     ptx_place(g->f, lab_pv);
     tile_info nt = {0};
+    const int lab_xtail2 = xt == 2 ? ptx_label(g->f, "xtail2") : -1;
     if (xt) {
         const int lab_last = ptx_label(g->f, "cons_last");
         ptx_r r1 = ptx_reg(g->f, PTX_B32, "round1"), none = ptx_reg(g->f, PTX_PRED, "xnone");
@@ -751,15 +752,14 @@ void kg_consumer(kgen *g)
             INS("setp.eq.u32 $, $, $;", c.xmerge, c.cw, c.cw);
             INS("bra.uni %s;", ptx_lab(g->f, c.lab_xbody));
             /* xtail: the body's S wait and releases are behind; this tile's O, its V release,
-               its epilogue, then the next tile (decoded again; dyn_sched: the index taken
-               above), its state and rows, and the first block's softmax (step 1) */
+               and its epilogue: step 4's own (xmerge still set brings it back to xtail2), then
+               the next tile (decoded again; dyn_sched: the index taken above), its state and
+               rows, and the first block's softmax (step 1) */
             ptx_place(g->f, c.lab_xtail);
             INS("wgmma.wait_group.sync.aligned 0;");
             last_v_release(g, &c);
-            const int lab = c.lab_epilogue;
-            c.lab_epilogue = -1;
-            kg_epilogue(g, &c);
-            c.lab_epilogue = lab;
+            INS("bra.uni %s;", ptx_lab(g->f, c.lab_epilogue));
+            ptx_place(g->f, lab_xtail2);
             INS("add.u32 $, $, 1;", g->round, g->round);
             const tile_info again = kg_tile_next(g, lab_exit); /* it exists: never past */
             tile_assign(g, &c.t, &again);
@@ -781,6 +781,8 @@ void kg_consumer(kgen *g)
     INS("add.u32 $, $, 1;", c.qc, c.qc);
 
     kg_epilogue(g, &c);
+    if (xt == 2) /* xtile 2: the epilogue of a merged turn's tile goes on at xtail2 */
+        INS("@$ bra %s;", c.xmerge, ptx_lab(g->f, lab_xtail2));
     INS("add.u32 $, $, 1;", g->round, g->round);
     if (xt) { /* the next round's tile, if step 3 took it: none left, or one without blocks */
         INS("@!$ bra %s;", taken, ptx_lab(g->f, lab_tile));

@@ -536,7 +536,7 @@ class CTA:
                 return self.collective(w, pc, mask, "wgmma", issue)
             # ---------------------------------------------------------- barriers
             if base == "bar":
-                if not act.any():
+                if not act.any() or parts[1] == "warp":  # bar.warp.sync: lanes already in step
                     return None
                 if not act.all():
                     raise SimError("warp %d: bar with a partial warp at line %d" % (w.wid, ins.line))
@@ -614,7 +614,25 @@ class CTA:
             # ---------------------------------------------------------- memory
             if base in ("ld", "st"):
                 space = parts[1]
-                vec = 2 if "v2" in parts else 1
+                vec = 4 if "v4" in parts else 2 if "v2" in parts else 1
+                if base == "ld" and vec > 1:  # vector load: vec registers from vec words
+                    if typ not in ("u32", "b32", "s32", "f32"):
+                        raise SimError("vector load of " + typ)
+                    a = self.addr_of(w, o[1], "shared" if space == "shared" else "global")
+                    dsts = expand_list(o[0])
+                    outs = [np.zeros(L, U32) for _ in dsts]
+                    for lane in np.nonzero(act)[0]:
+                        if space == "shared":
+                            raw = self.smem_rd(a[lane], 4 * vec)
+                        else:
+                            buf, off = self.mem.find(int(a[lane]), 4 * vec)
+                            raw = buf[off:off + 4 * vec]
+                        words = np.frombuffer(bytes(raw), U32)
+                        for k in range(vec):
+                            outs[k][lane] = words[k]
+                    for d, v in zip(dsts, outs):
+                        self.set(w, d, v, act)
+                    return None
                 if base == "ld":
                     if space == "param":
                         a = self.addr_of(w, o[1], "param")

@@ -169,6 +169,10 @@ def main():
     ap.add_argument("--block-m", type=int, default=0)
     ap.add_argument("--grid", type=int, default=2)
     ap.add_argument("--no-otma", action="store_true", help="O from registers (param o_tma = 0)")
+    ap.add_argument("--varlen", default=None,
+                    help="varlen: the sequences' lengths, q:k,q:k,... (Q/K/V/O packed)")
+    ap.add_argument("--splits", type=int, default=0,
+                    help="split-KV kernel with this num_splits: fp32 partials, combined here")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--trace", action="store_true")
     ap.add_argument("--stress", action="store_true", help="uneven warp interleavings")
@@ -190,12 +194,20 @@ def main():
         cfg.append("--local")
     if a.block_m:
         cfg += ["--block-m", str(a.block_m)]
+    if a.splits:
+        cfg.append("--split-kv")
+    if a.varlen:
+        cfg.append("--varlen")
     ptx, plan = gen(a.gen, cfg, a.knobs)
     prog, labels = cs.parse(ptx)
     bm, bn = plan["block_m"], plan["block_n"]
     hd = hdv = a.hd
     B, H, SQ, SK = a.batch, a.heads, a.sq, a.sk
     es = 2
+    lens = None
+    if a.varlen:  # one packed batch of total_q / total_k rows; the reference runs per sequence
+        lens = [tuple(int(x) for x in item.split(":")) for item in a.varlen.split(",")]
+        B, SQ, SK = 1, sum(q for q, _ in lens), sum(k for _, k in lens)
 
     # inputs, rounded to the dtype; O and LSE NaN-filled
     q = bf16_round(rng.standard_normal((B, SQ, H, hd)), a.fp16)
@@ -206,7 +218,15 @@ def main():
     gk = mem.alloc(k.size * 2, to_bits(k, a.fp16))
     gv = mem.alloc(v.size * 2, to_bits(v, a.fp16))
     onan = np.full(B * SQ * H * hdv, 0x7FC0 if not a.fp16 else 0x7E00, np.uint16)
-    go = mem.alloc(onan.size * 2, onan)
+    maxq = max(q for q, _ in lens) if lens else 0
+    if lens:  # the varlen O map starts max_seqlen_q rows before O (kernel_abi.h)
+        pad = np.zeros(maxq * H * hdv, np.uint16)
+        gpad = mem.alloc((pad.size + onan.size) * 2, np.concatenate([pad, onan]))
+        go_base = gpad
+        go = gpad + pad.size * 2
+    else:
+        go = mem.alloc(onan.size * 2, onan)
+        go_base = go
     glse = mem.alloc(B * H * SQ * 4, np.full(B * H * SQ, np.nan, np.float32))
     gctr = 0
 
@@ -221,8 +241,15 @@ def main():
         struct.pack_into("<" + fmt, P, O[name], val)
 
     scale = 1.0 / np.sqrt(hd)
-    nmb = (SQ + bm - 1) // bm
+    nmb = ((maxq if lens else SQ) + bm - 1) // bm
     tiles = nmb * H * B
+    if lens:  # only the real tiles (runtime/fwd.c): min(slots, rows bound)
+        nseq = len(lens)
+        tiles = min(nmb * H * nseq, (SQ + nseq * (bm - 1)) // bm * H)
+        cuq = np.cumsum([0] + [q for q, _ in lens]).astype(np.int32)
+        cuk = np.cumsum([0] + [k for _, k in lens]).astype(np.int32)
+        gcq = mem.alloc(cuq.size * 4, cuq)
+        gck = mem.alloc(cuk.size * 4, cuk)
     put("O_PTR", "Q", go)
     put("LSE_PTR", "Q", glse)
     put("O_BATCH_STRIDE", "q", SQ * H * hdv)
@@ -239,12 +266,34 @@ def main():
     put("SCALE_LOG2", "f", float(np.float32(scale * np.log2(np.e))))
     put("LSE_MUL", "f", float(np.float32(scale)))
     put("TOTAL_TILES", "I", tiles)
-    put("SECTION_HB", "I", H * B)
+    put("SECTION_HB", "I", 1 if lens else H * B)
+    if lens:
+        put("CU_SEQLENS_Q", "Q", gcq)
+        put("CU_SEQLENS_K", "Q", gck)
+        put("SEQUSED_K", "Q", 0)
+        put("MAX_SEQLEN_Q", "i", maxq)
+        put("BATCH", "i", len(lens))
+        put("NUM_M_BLOCKS", "i", nmb)
     put("O_TMA", "I", 0 if a.no_otma else 1)
     put("NUM_HEADS_K", "i", H)
     put("TILE_COUNTER", "Q", gctr)
+    nsp = max(a.splits, 1)
+    if a.splits:  # fp32 partials [split][row][hdv], [split][row]; row (b·H + h)·SQ + i
+        prows = B * H * SQ
+        gop = mem.alloc(nsp * prows * hdv * 4, np.full(nsp * prows * hdv, np.nan, np.float32))
+        glp = mem.alloc(nsp * prows * 4, np.full(nsp * prows, np.nan, np.float32))
+        put("O_PARTIAL", "Q", gop)
+        put("LSE_PARTIAL", "Q", glp)
+        put("NUM_SPLITS", "i", nsp)
+        put("PARTIAL_ROWS", "i", prows)
+        put("TOTAL_TILES", "I", tiles * nsp)
+        tiles *= nsp
     tm = {O["TMAP_Q"]: tmap(gq, SQ, H, hd, bm), O["TMAP_K"]: tmap(gk, SK, H, hd, bn),
           O["TMAP_V"]: tmap(gv, SK, H, hdv, bn), O["TMAP_O"]: tmap(go, SQ, H, hdv, 64)}
+    if lens:  # {hdv, max_seqlen_q, H, total_q + 1} over O - max_seqlen_q rows, the last dim a row
+        rs = H * hdv * es
+        tm[O["TMAP_O"]] = cs.TensorMap(go_base, es, [hdv, maxq, H, SQ + 1], [rs, hdv * es, rs],
+                                       [64, 64, 1, 1])
     grid = min(a.grid, tiles)
     if a.plant:
         ptx = plant(ptx, a.plant)
@@ -266,11 +315,33 @@ def main():
             seen[name] += sum(int(c.pc_count[i]) for i, ins in enumerate(prog) if rx.search(ins.text))
     dt = time.time() - t0
 
-    o = from_bits(mem.region(go).view(np.uint16), a.fp16).reshape(B, SQ, H, hdv)
+    obuf, ooff = mem.find(go, onan.size * 2)
+    oraw = obuf[ooff:ooff + onan.size * 2].view(np.uint16)
+    o = from_bits(oraw, a.fp16).reshape(B, SQ, H, hdv)
     lse = mem.region(glse).view(np.float32).reshape(B, H, SQ)
+    if a.splits:  # the combine step, in fp64: LSE = log sum exp LSE_s, O = sum exp(LSE_s - LSE) O_s
+        op = mem.region(gop).view(np.float32).reshape(nsp, B, H, SQ, hdv).astype(np.float64)
+        lp = mem.region(glp).view(np.float32).reshape(nsp, B, H, SQ).astype(np.float64)
+        with np.errstate(all="ignore"):
+            mx = lp.max(axis=0)
+            w = np.where(np.isfinite(lp), np.exp(lp - np.where(np.isfinite(mx), mx, 0)), 0.0)
+            tot = w.sum(axis=0)
+            lse = np.where(tot > 0, np.log(tot) + np.where(np.isfinite(mx), mx, 0), -np.inf)
+            comb = (w[..., None] * op).sum(axis=0) / np.where(tot > 0, tot, 1)[..., None]
+        o = np.transpose(comb, (0, 2, 1, 3)).astype(np.float32)  # (B, SQ, H, hdv)
+        lse = lse.astype(np.float32)
     if a.save:
-        np.savez(a.save, o=mem.region(go).view(np.uint16).copy(), lse=lse.copy())
-    ro, rlse = reference(q, k, v, scale, wl, wr)
+        np.savez(a.save, o=(mem.region(gop) if a.splits else oraw).copy(),
+                 lse=lse.copy())
+    if lens:  # per sequence, into the packed layout; LSE (head, total_q)
+        ro = np.zeros(o.shape)
+        rlse = np.full((1, H, SQ), -np.inf)
+        for (lq, lk), q0, k0 in zip(lens, cuq[:-1], cuk[:-1]):
+            so, sl = reference(q[:, q0:q0 + lq], k[:, k0:k0 + lk], v[:, k0:k0 + lk], scale, wl, wr)
+            ro[:, q0:q0 + lq] = so
+            rlse[:, :, q0:q0 + lq] = sl
+    else:
+        ro, rlse = reference(q, k, v, scale, wl, wr)
     nan_o = int(np.isnan(o).sum())
     err_o = np.abs(o - ro)
     # two units in the last place of a 16-bit output at |O| (from 0.25 down the bf16 P's

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The CPU emulator's cases (run.py) under each KNOBS argument ("" = the default kernel): dense
 # bf16/fp16, every mask, several tiles a CTA (small grids), tiles without key blocks between
-# tiles with them (seqlen_q > seqlen_k, causal), O by TMA and from registers; then the planted
-# defects, each of which must fail. No GPU needed; about 2 minutes a knob set on 2 cores.
+# tiles with them (seqlen_q > seqlen_k, causal), O by TMA and from registers, varlen, split-KV
+# (and its decode tile), hd256; then the planted defects, each of which must fail. No GPU
+# needed; about 3 minutes a knob set on 2 cores.
 #   bash tools/ctasim/suite.sh "" xtile=1
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,6 +20,11 @@ cases=(
   "--hd 128 --sq 384 --sk 500 --heads 2 --grid 2 --causal --fp16"
   "--hd 128 --sq 300 --sk 300 --heads 2 --grid 2 --no-otma"
   "--hd 128 --sq 640 --sk 640 --heads 1 --grid 2 --local 200,0"
+  "--hd 128 --varlen 300:300,64:500,129:129 --heads 2 --grid 2 --local 100,10 --no-otma"
+  "--hd 64 --varlen 200:300,70:70,400:150 --heads 2 --grid 2 --causal"
+  "--hd 64 --sq 256 --sk 1024 --heads 2 --grid 2 --splits 3 --causal"
+  "--hd 128 --sq 1 --sk 1000 --heads 4 --grid 2 --splits 4 --block-m 64"
+  "--hd 256 --sq 400 --sk 300 --heads 1 --grid 1 --causal"
 )
 for knobs in "$@"; do
   for c in "${cases[@]}"; do
