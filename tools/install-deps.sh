@@ -50,6 +50,11 @@ if ! python3 -c 'import pytest' 2>/dev/null; then
     echo "install-deps: pip install pytest (for $(command -v python3))"
     python3 -m pip install --disable-pip-version-check --quiet 'pytest>=7'
 fi
+# numpy for the CPU emulator's test (meson test 'ctasim'): python3-numpy above, or the same way.
+if ! python3 -c 'import numpy' 2>/dev/null; then
+    echo "install-deps: pip install numpy (for $(command -v python3))"
+    python3 -m pip install --disable-pip-version-check --quiet 'numpy>=1.24'
+fi
 
 lib=.deps/nvidia/cu13/lib/libnvptxcompiler_static.a
 if [ -f "$lib" ] && ls .deps/nvidia_nvptxcompiler-"$PTXC_VERSION"-*.whl >/dev/null 2>&1; then
