@@ -837,54 +837,7 @@ class CTA:
 
     def iop(self, w, base, parts, typ, o, act):
         wide = typ in ("u64", "s64", "b64")
-        k = "u64" if wide else "u32"
-        M = np.uint64(0xFFFFFFFFFFFFFFFF) if wide else M32
-        signed = typ.startswith("s")
-        g = lambda t: self.get(w, t, k).astype(U64)
-        a = g(o[1])
-        b = g(o[2]) if len(o) > 2 else None
-        if signed:
-            sa = a.astype(U32).view(np.int32).astype(np.int64) if not wide else a.view(np.int64)
-            sb = (b.astype(U32).view(np.int32).astype(np.int64) if not wide else b.view(np.int64)) \
-                if b is not None else None
-        if base == "add":
-            r = (a + b) & M
-        elif base == "sub":
-            r = (a - b) & M
-        elif base == "mul":
-            assert parts[1] == "lo"
-            r = (a * b) & M
-        elif base == "mad":
-            assert parts[1] == "lo"
-            r = (a * b + g(o[3])) & M
-        elif base == "shl":
-            r = (a << (b & np.uint64(63))) & M
-        elif base == "shr":
-            if signed:
-                r = (sa >> sb).astype(np.int64).view(U64) & M
-            else:
-                r = a >> b
-        elif base == "and":
-            r = a & b
-        elif base == "or":
-            r = a | b
-        elif base == "xor":
-            r = a ^ b
-        elif base == "div":
-            if signed:
-                q = np.where(sb != 0, np.abs(sa) // np.maximum(np.abs(sb), 1), 0) * np.sign(sa) * np.sign(sb)
-                r = q.astype(np.int64).view(U64) & M
-            else:
-                r = np.where(b != 0, a // np.maximum(b, 1), M)
-        elif base == "rem":
-            if signed:
-                q = np.where(sb != 0, np.abs(sa) % np.maximum(np.abs(sb), 1), 0) * np.sign(sa)
-                r = q.astype(np.int64).view(U64) & M
-            else:
-                r = np.where(b != 0, a % np.maximum(b, 1), a)
-        elif base in ("min", "max"):
-            fn = np.minimum if base == "min" else np.maximum
-            r = fn(sa, sb).astype(np.int64).view(U64) & M if signed else fn(a, b)
-        else:
-            raise SimError("integer op not modeled: " + ".".join(parts))
+        g = lambda t: self.get(w, t, "u64" if wide else "u32").astype(U64)
+        r = ps.int_op(base, parts, typ, g(o[1]), g(o[2]) if len(o) > 2 else None,
+                      g(o[3]) if base == "mad" else None)
         self.set(w, o[0], r.astype(U64 if wide else U32), act)

@@ -34,25 +34,22 @@ for knobs in "$@"; do
     [ $s = 0 ] || { echo "  FAILED (exit $s): ${knobs:-default} $c"; echo "$out" | tail -4; rc=1; }
   done
 done
-# each planted defect must make a case fail (a check that cannot fail checks nothing)
-k1=${1:-}
-for p in no_s_wait; do
-  if $run --knobs "$k1" --hd 64 --sq 384 --sk 384 --heads 2 --grid 2 --causal --block-m 128 \
-       --plant $p > /dev/null 2>&1; then
-    echo "planted $p: NOT caught"; rc=1
-  else
-    echo "planted $p: caught"
-  fi
-done
+# each planted defect must make a case fail (a check that cannot fail checks nothing): the loop's
+# S wait removed under the first knob set, each knob's own defects where that knob is asked for
+# (block_m 192 on 128-key blocks: diagonal tiles hold a masked block inside the loop)
+plants=("no_s_wait:${1:-}")
 for k in "$@"; do
-  case ",$k," in *,xtile=1,*) ;; *) continue ;; esac
-  for p in xtile_zero_early xtile_no_assign; do
-    if $run --knobs "$k" --hd 64 --sq 384 --sk 384 --heads 2 --grid 2 --causal --block-m 128 \
-         --plant $p > /dev/null 2>&1; then
-      echo "planted $p ($k): NOT caught"; rc=1
-    else
-      echo "planted $p ($k): caught"
-    fi
-  done
+  case ",$k," in *,xtile=1,*) plants+=("xtile_zero_early:$k" "xtile_no_assign:$k") ;; esac
+  case ",$k," in *,xtile=2,*) plants+=("xtile2_no_exit:$k") ;; esac
+  case ",$k," in *,mask_branch=1,*) plants+=("mask_branch_never:$k") ;; esac
+done
+for pk in "${plants[@]}"; do
+  p=${pk%%:*} k=${pk#*:}
+  if $run --knobs "$k" --hd 64 --sq 384 --sk 384 --heads 2 --grid 2 --causal --plant "$p" \
+       > /dev/null 2>&1; then
+    echo "planted $p (${k:-default}): NOT caught"; rc=1
+  else
+    echo "planted $p (${k:-default}): caught"
+  fi
 done
 exit $rc

@@ -104,6 +104,50 @@ def fmax(a, b, nan_prop=False):
         return r.astype(np.float32)
 
 
+def int_op(base, parts, typ, a, b, c=None):
+    """An integer instruction of type typ (u32/s32/b32 or the 64-bit ones) on operand bits a, b,
+    c (uint64 arrays; c: mad's addend): the result's bits as uint64 (tools/ctasim uses it too)."""
+    wide = typ in ("u64", "s64", "b64")
+    M = np.uint64(0xFFFFFFFFFFFFFFFF) if wide else np.uint64(0xFFFFFFFF)
+    signed = typ.startswith("s")
+    if signed:
+        sa = a.view(np.int64) if wide else a.astype(np.uint32).view(np.int32).astype(np.int64)
+        sb = None if b is None else (b.view(np.int64) if wide
+                                     else b.astype(np.uint32).view(np.int32).astype(np.int64))
+    with np.errstate(all="ignore"):
+        if base == "add":
+            return (a + b) & M
+        if base == "sub":
+            return (a - b) & M
+        if base in ("mul", "mad"):
+            assert parts[1] == "lo", parts
+            return (a * b + (c if base == "mad" else np.uint64(0))) & M
+        if base == "shl":
+            return (a << (b & np.uint64(63))) & M
+        if base == "shr":
+            return (sa >> sb).astype(np.int64).view(np.uint64) & M if signed else a >> b
+        if base == "and":
+            return a & b
+        if base == "or":
+            return a | b
+        if base == "xor":
+            return a ^ b
+        if base == "div":  # C's truncation; x / 0 gives all ones (unsigned)
+            if signed:
+                q = np.where(sb != 0, np.abs(sa) // np.maximum(np.abs(sb), 1), 0) * np.sign(sa) * np.sign(sb)
+                return q.astype(np.int64).view(np.uint64) & M
+            return np.where(b != 0, a // np.maximum(b, np.uint64(1)), M)
+        if base == "rem":  # the dividend's sign
+            if signed:
+                q = np.where(sb != 0, np.abs(sa) % np.maximum(np.abs(sb), 1), 0) * np.sign(sa)
+                return q.astype(np.int64).view(np.uint64) & M
+            return np.where(b != 0, a % np.maximum(b, np.uint64(1)), a)
+        if base in ("min", "max"):
+            fn = np.minimum if base == "min" else np.maximum
+            return fn(sa, sb).astype(np.int64).view(np.uint64) & M if signed else fn(a, b)
+    raise NotImplementedError(".".join(parts))
+
+
 class Segment:
     def __init__(self, lines, name):
         self.name = name
@@ -329,36 +373,9 @@ class Warp:
                 return
             # integer ops (bits)
             if typ in ("b32", "u32", "s32") and base in ("add", "sub", "shl", "shr", "and", "or", "xor", "mul", "mad", "rem", "min", "max"):
-                a = self.val(o[1]).astype(np.uint64)
-                b = self.val(o[2]).astype(np.uint64) if len(o) > 2 else None
-                M = np.uint64(0xFFFFFFFF)
-                if base == "add":
-                    r = (a + b) & M
-                elif base == "sub":
-                    r = (a - b) & M
-                elif base == "shl":
-                    r = (a << b) & M
-                elif base == "shr":
-                    if typ == "s32":
-                        r = (a.astype(np.uint32).view(np.int32) >> b.astype(np.int32)).view(np.uint32).astype(np.uint64)
-                    else:
-                        r = a >> b
-                elif base == "and":
-                    r = a & b
-                elif base == "or":
-                    r = a | b
-                elif base == "xor":
-                    r = a ^ b
-                elif base == "mul":
-                    r = (a * b) & M
-                elif base == "mad":
-                    r = (a * b + self.val(o[3]).astype(np.uint64)) & M
-                elif base == "rem":
-                    r = a % np.maximum(b, 1)
-                elif base == "min":
-                    r = np.minimum(a, b) if typ != "s32" else np.minimum(a.astype(np.uint32).view(np.int32), b.astype(np.uint32).view(np.int32)).view(np.uint32)
-                elif base == "max":
-                    r = np.maximum(a, b) if typ != "s32" else np.maximum(a.astype(np.uint32).view(np.int32), b.astype(np.uint32).view(np.int32)).view(np.uint32)
+                g = lambda t: self.val(t).astype(np.uint64)
+                r = int_op(base, parts, typ, g(o[1]), g(o[2]) if len(o) > 2 else None,
+                           g(o[3]) if base == "mad" else None)
                 self.set(o[0], np.asarray(r).astype(np.uint32), mask)
                 return
             self.skipped.add(op)
