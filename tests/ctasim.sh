@@ -17,10 +17,10 @@ trap 'rm -rf "$tmp"' EXIT
 rc=0
 cases=(
   "--hd 64 --sq 384 --sk 384 --heads 2 --grid 2 --causal --block-m 128"
-  "--hd 64 --sq 320 --sk 200 --heads 2 --grid 2 --causal --no-otma"
+  "--hd 64 --sq 320 --sk 200 --heads 4 --heads-k 2 --grid 2 --causal --no-otma --paged 64"
   "--hd 128 --sq 300 --sk 300 --heads 1 --grid 2 --local 100,0 --fp16"
   "--hd 256 --sq 200 --sk 200 --heads 1 --grid 1 --causal"
-  "--hd 128 --sq 1 --sk 600 --heads 4 --grid 2 --splits 3 --block-m 64"
+  "--hd 128 --sq 1 --sk 600 --heads 8 --heads-k 2 --pack-gqa --grid 2 --splits 3 --block-m 64"
   "--hd 64 --varlen 200:300,70:70,250:150 --heads 2 --grid 2 --causal"
 )
 knobsets=("" "xtile=1" "xtile=2" "mask_branch=1")

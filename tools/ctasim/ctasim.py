@@ -136,7 +136,8 @@ def swz(addr):
 
 
 class TensorMap:
-    """What cuTensorMapEncodeTiled would hold: 4-D, dims innermost first, 128B swizzle."""
+    """What cuTensorMapEncodeTiled would hold: 4-D or 5-D, dims innermost first (byte strides of
+    dims 1.., box extents), 128B swizzle."""
 
     def __init__(self, gaddr, dtype_bytes, dims, strides, box):
         self.gaddr, self.es, self.dims, self.strides, self.box = gaddr, dtype_bytes, dims, strides, box
@@ -269,48 +270,49 @@ class CTA:
             b[1] = b[0]
 
     # ---- TMA
+    def box_rows(self, tm, coords):
+        """The box's 128-byte rows in shared-memory order (dimension 1 fastest): for each, its
+        global byte offset from the map's address and its bytes inside the tensor (0: a row
+        wholly outside, which TMA fills with zeros and clips on a store)."""
+        box, nd = tm.box, len(tm.dims)
+        idx = [0] * nd
+        while True:
+            c = [coords[d] + idx[d] for d in range(nd)]
+            n_in = 0
+            if all(0 <= c[d] < tm.dims[d] for d in range(1, nd)) and c[0] >= 0:
+                n_in = max(0, min(box[0], tm.dims[0] - c[0])) * tm.es
+            yield c[0] * tm.es + sum(c[d] * tm.strides[d - 1] for d in range(1, nd)), n_in
+            d = 1
+            while d < nd:
+                idx[d] += 1
+                if idx[d] < box[d]:
+                    break
+                idx[d] = 0
+                d += 1
+            if d == nd:
+                return
+
     def tma_load(self, dst, tm, coords, bar):
-        box = tm.box
-        rows = box[1] * box[2] * box[3]
         src_mem, base_off = self.mem.find(tm.gaddr)
-        nbytes = box[0] * box[1] * box[2] * box[3] * tm.es
-        r = 0
-        for i3 in range(box[3]):
-            for i2 in range(box[2]):
-                for i1 in range(box[1]):
-                    c = [coords[0], coords[1] + i1, coords[2] + i2, coords[3] + i3]
-                    row = np.zeros(128, np.uint8)
-                    if all(0 <= c[d] < tm.dims[d] for d in (1, 2, 3)):
-                        n_in = max(0, min(box[0], tm.dims[0] - c[0]))
-                        if n_in > 0 and c[0] >= 0:
-                            g = base_off + (c[0] * tm.es + c[1] * tm.strides[0] + c[2] * tm.strides[1]
-                                            + c[3] * tm.strides[2])
-                            row[:n_in * tm.es] = src_mem[g:g + n_in * tm.es]
-                    a = dst + r * 128
-                    for ch in range(8):
-                        p = swz(a + ch * 16)
-                        self.smem[p:p + 16] = row[ch * 16:ch * 16 + 16]
-                    r += 1
+        nbytes = int(np.prod(tm.box)) * tm.es
+        for r, (g, n_in) in enumerate(self.box_rows(tm, coords)):
+            row = np.zeros(128, np.uint8)
+            if n_in:
+                row[:n_in] = src_mem[base_off + g:base_off + g + n_in]
+            a = dst + r * 128
+            for ch in range(8):
+                p = swz(a + ch * 16)
+                self.smem[p:p + 16] = row[ch * 16:ch * 16 + 16]
         self.mb_tx(bar, nbytes)
 
     def tma_store(self, src, tm, coords):
-        box = tm.box
         dst_mem, base_off = self.mem.find(tm.gaddr)
-        r = 0
-        for i3 in range(box[3]):
-            for i2 in range(box[2]):
-                for i1 in range(box[1]):
-                    c = [coords[0], coords[1] + i1, coords[2] + i2, coords[3] + i3]
-                    a = src + r * 128
-                    row = np.concatenate([self.smem[swz(a + ch * 16):swz(a + ch * 16) + 16]
-                                          for ch in range(8)])
-                    if all(0 <= c[d] < tm.dims[d] for d in (1, 2, 3)):
-                        n_in = max(0, min(box[0], tm.dims[0] - c[0]))
-                        if n_in > 0:
-                            g = base_off + (c[0] * tm.es + c[1] * tm.strides[0] + c[2] * tm.strides[1]
-                                            + c[3] * tm.strides[2])
-                            dst_mem[g:g + n_in * tm.es] = row[:n_in * tm.es]
-                    r += 1
+        for r, (g, n_in) in enumerate(self.box_rows(tm, coords)):
+            a = src + r * 128
+            row = np.concatenate([self.smem[swz(a + ch * 16):swz(a + ch * 16) + 16]
+                                  for ch in range(8)])
+            if n_in:
+                dst_mem[base_off + g:base_off + g + n_in] = row[:n_in]
 
     # ---- wgmma
     def desc_matrix(self, desc, rows, kdim, kmajor, esz_dtype):

@@ -90,13 +90,14 @@ def reference(q, k, v, scale, wl, wr):
     lse = np.full((b, h, sq), -np.inf)
     for bb in range(b):
         for hh in range(h):
-            s = q[bb, :, hh, :].astype(np.float64) @ k[bb, :, hh, :].astype(np.float64).T * scale
+            kh = hh * k.shape[2] // h  # GQA: query head hh reads kv head hh // (h / h_k)
+            s = q[bb, :, hh, :].astype(np.float64) @ k[bb, :, kh, :].astype(np.float64).T * scale
             s = np.where(vis, s, -np.inf)
             m = s.max(axis=1, keepdims=True)
             ok = np.isfinite(m[:, 0])
             p = np.where(vis, np.exp(s - np.where(np.isfinite(m), m, 0)), 0)
             l = p.sum(axis=1)
-            o[bb, ok, hh, :] = (p[ok] / l[ok, None]) @ v[bb, :, hh, :].astype(np.float64)
+            o[bb, ok, hh, :] = (p[ok] / l[ok, None]) @ v[bb, :, kh, :].astype(np.float64)
             lse[bb, hh, ok] = np.log(l[ok]) + m[ok, 0]
     return o, lse
 
@@ -171,6 +172,10 @@ def main():
     ap.add_argument("--no-otma", action="store_true", help="O from registers (param o_tma = 0)")
     ap.add_argument("--varlen", default=None,
                     help="varlen: the sequences' lengths, q:k,q:k,... (Q/K/V/O packed)")
+    ap.add_argument("--heads-k", type=int, default=0, help="K/V heads (GQA; default: --heads)")
+    ap.add_argument("--pack-gqa", action="store_true", help="packed GQA kernel (5-D Q/O maps)")
+    ap.add_argument("--paged", type=int, default=0,
+                    help="paged K/V with this page size (pages in a shuffled order)")
     ap.add_argument("--splits", type=int, default=0,
                     help="split-KV kernel with this num_splits: fp32 partials, combined here")
     ap.add_argument("--seed", type=int, default=None)
@@ -198,11 +203,21 @@ def main():
         cfg.append("--split-kv")
     if a.varlen:
         cfg.append("--varlen")
+    if a.pack_gqa:
+        cfg.append("--pack-gqa")
+    if a.paged:
+        cfg.append("--paged-kv")
     ptx, plan = gen(a.gen, cfg, a.knobs)
     prog, labels = cs.parse(ptx)
     bm, bn = plan["block_m"], plan["block_n"]
+    if a.pack_gqa and bm % (a.heads // (a.heads_k or a.heads)):
+        raise SystemExit("packed GQA needs num_heads / num_heads_k to divide block_m %d" % bm)
+    if a.paged and a.varlen:
+        raise SystemExit("--paged with --varlen is not modeled")
     hd = hdv = a.hd
     B, H, SQ, SK = a.batch, a.heads, a.sq, a.sk
+    HK = a.heads_k or H
+    ratio = H // HK
     es = 2
     lens = None
     if a.varlen:  # one packed batch of total_q / total_k rows; the reference runs per sequence
@@ -211,12 +226,28 @@ def main():
 
     # inputs, rounded to the dtype; O and LSE NaN-filled
     q = bf16_round(rng.standard_normal((B, SQ, H, hd)), a.fp16)
-    k = bf16_round(rng.standard_normal((B, SK, H, hd)), a.fp16)
-    v = bf16_round(rng.standard_normal((B, SK, H, hdv)), a.fp16)
+    k = bf16_round(rng.standard_normal((B, SK, HK, hd)), a.fp16)
+    v = bf16_round(rng.standard_normal((B, SK, HK, hdv)), a.fp16)
     mem = cs.Memory()
     gq = mem.alloc(q.size * 2, to_bits(q, a.fp16))
-    gk = mem.alloc(k.size * 2, to_bits(k, a.fp16))
-    gv = mem.alloc(v.size * 2, to_bits(v, a.fp16))
+    if a.paged:  # pages [num_pages][page_size][HK][d], page_table[b][j] a shuffled page
+        ps_ = a.paged
+        per = (SK + ps_ - 1) // ps_
+        npages = B * per + 3
+        perm = rng.permutation(npages)[:B * per].reshape(B, per).astype(np.int32)
+        kp = np.zeros((npages, ps_, HK, hd), np.float32)
+        vp = np.zeros((npages, ps_, HK, hdv), np.float32)
+        for bb in range(B):
+            for j in range(per):
+                n = min(ps_, SK - j * ps_)
+                kp[perm[bb, j], :n] = k[bb, j * ps_:j * ps_ + n]
+                vp[perm[bb, j], :n] = v[bb, j * ps_:j * ps_ + n]
+        gk = mem.alloc(kp.size * 2, to_bits(kp, a.fp16))
+        gv = mem.alloc(vp.size * 2, to_bits(vp, a.fp16))
+        gpt = mem.alloc(perm.size * 4, perm)
+    else:
+        gk = mem.alloc(k.size * 2, to_bits(k, a.fp16))
+        gv = mem.alloc(v.size * 2, to_bits(v, a.fp16))
     onan = np.full(B * SQ * H * hdv, 0x7FC0 if not a.fp16 else 0x7E00, np.uint16)
     maxq = max(q for q, _ in lens) if lens else 0
     if lens:  # the varlen O map starts max_seqlen_q rows before O (kernel_abi.h)
@@ -241,8 +272,9 @@ def main():
         struct.pack_into("<" + fmt, P, O[name], val)
 
     scale = 1.0 / np.sqrt(hd)
-    nmb = ((maxq if lens else SQ) + bm - 1) // bm
-    tiles = nmb * H * B
+    nmb = ((maxq if lens else SQ * (ratio if a.pack_gqa else 1)) + bm - 1) // bm
+    pairs = (HK if a.pack_gqa else H) * B  # packed GQA: a pair is (kv head, batch)
+    tiles = nmb * pairs
     if lens:  # only the real tiles (runtime/fwd.c): min(slots, rows bound)
         nseq = len(lens)
         tiles = min(nmb * H * nseq, (SQ + nseq * (bm - 1)) // bm * H)
@@ -258,7 +290,7 @@ def main():
     put("SEQLEN_Q", "i", SQ)
     put("SEQLEN_K", "i", SK)
     put("NUM_HEADS", "i", H)
-    put("HEADS_PER_KV", "i", 1)
+    put("HEADS_PER_KV", "i", ratio)
     put("NUM_M_BLOCKS", "i", nmb)
     put("WINDOW_LEFT", "i", wl)
     put("WINDOW_RIGHT", "i", wr)
@@ -266,7 +298,7 @@ def main():
     put("SCALE_LOG2", "f", float(np.float32(scale * np.log2(np.e))))
     put("LSE_MUL", "f", float(np.float32(scale)))
     put("TOTAL_TILES", "I", tiles)
-    put("SECTION_HB", "I", 1 if lens else H * B)
+    put("SECTION_HB", "I", 1 if lens else pairs)
     if lens:
         put("CU_SEQLENS_Q", "Q", gcq)
         put("CU_SEQLENS_K", "Q", gck)
@@ -275,7 +307,7 @@ def main():
         put("BATCH", "i", len(lens))
         put("NUM_M_BLOCKS", "i", nmb)
     put("O_TMA", "I", 0 if a.no_otma else 1)
-    put("NUM_HEADS_K", "i", H)
+    put("NUM_HEADS_K", "i", HK)
     put("TILE_COUNTER", "Q", gctr)
     nsp = max(a.splits, 1)
     if a.splits:  # fp32 partials [split][row][hdv], [split][row]; row (b·H + h)·SQ + i
@@ -288,8 +320,31 @@ def main():
         put("PARTIAL_ROWS", "i", prows)
         put("TOTAL_TILES", "I", tiles * nsp)
         tiles *= nsp
-    tm = {O["TMAP_Q"]: tmap(gq, SQ, H, hd, bm), O["TMAP_K"]: tmap(gk, SK, H, hd, bn),
-          O["TMAP_V"]: tmap(gv, SK, H, hdv, bn), O["TMAP_O"]: tmap(go, SQ, H, hdv, 64)}
+    tm = {O["TMAP_Q"]: tmap(gq, SQ, H, hd, bm), O["TMAP_K"]: tmap(gk, SK, HK, hd, bn),
+          O["TMAP_V"]: tmap(gv, SK, HK, hdv, bn), O["TMAP_O"]: tmap(go, SQ, H, hdv, 64)}
+    if a.pack_gqa:  # 5-D {d, ratio, seqlen, HK, B}, strides {head, row, ratio·head, batch}
+        def gqa_map(g, d, rows):
+            return cs.TensorMap(g, es, [d, ratio, SQ, HK, B],
+                                [d * es, H * d * es, ratio * d * es, SQ * H * d * es],
+                                [64, ratio, rows // ratio, 1, 1])
+        tm[O["TMAP_Q"]] = gqa_map(gq, hd, bm)
+        if 64 % ratio == 0:
+            tm[O["TMAP_O"]] = gqa_map(go, hdv, 64)
+        else:
+            put("O_TMA", "I", 0)
+    if a.paged:
+        from math import gcd
+        prow = gcd(bn, a.paged)
+        for name, g, d in (("TMAP_K", gk, hd), ("TMAP_V", gv, hdv)):
+            tm[O[name]] = cs.TensorMap(g, es, [d, a.paged, HK, npages],
+                                       [HK * d * es, d * es, a.paged * HK * d * es], [64, prow, 1, 1])
+        put("PAGE_TABLE", "Q", gpt)
+        put("PAGE_TABLE_STRIDE", "q", per)
+        put("PAGE_SIZE", "i", a.paged)
+        put("NUM_PAGES", "i", npages)
+        put("PAGE_ROWS", "i", prow)
+        put("RUNS_PER_BLOCK", "i", bn // prow)
+        put("SEQUSED_K", "Q", 0)
     if lens:  # {hdv, max_seqlen_q, H, total_q + 1} over O - max_seqlen_q rows, the last dim a row
         rs = H * hdv * es
         tm[O["TMAP_O"]] = cs.TensorMap(go_base, es, [hdv, maxq, H, SQ + 1], [rs, hdv * es, rs],

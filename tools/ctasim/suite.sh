@@ -2,8 +2,8 @@
 # The CPU emulator's cases (run.py) under each KNOBS argument ("" = the default kernel): dense
 # bf16/fp16, every mask, several tiles a CTA (small grids), tiles without key blocks between
 # tiles with them (seqlen_q > seqlen_k, causal), O by TMA and from registers, varlen, split-KV
-# (and its decode tile), hd256; then the planted defects, each of which must fail. No GPU
-# needed; about 3 minutes a knob set on 2 cores.
+# (and its decode tile), hd256, GQA, packed GQA and paged K/V; then the planted defects, each of which must fail. No GPU
+# needed; about 4 minutes a knob set on 2 cores.
 #   bash tools/ctasim/suite.sh "" xtile=1
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +25,9 @@ cases=(
   "--hd 64 --sq 256 --sk 1024 --heads 2 --grid 2 --splits 3 --causal"
   "--hd 128 --sq 1 --sk 1000 --heads 4 --grid 2 --splits 4 --block-m 64"
   "--hd 256 --sq 400 --sk 300 --heads 1 --grid 1 --causal"
+  "--hd 128 --sq 200 --sk 300 --heads 4 --heads-k 1 --pack-gqa --grid 2 --causal"
+  "--hd 64 --sq 300 --sk 500 --heads 4 --heads-k 2 --grid 2 --causal --paged 64"
+  "--hd 128 --sq 1 --sk 700 --heads 8 --heads-k 2 --pack-gqa --paged 48 --splits 3 --block-m 64"
 )
 for knobs in "$@"; do
   for c in "${cases[@]}"; do
