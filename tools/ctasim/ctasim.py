@@ -683,7 +683,13 @@ class CTA:
                     raise SimError("shfl with a partial warp at line %d" % ins.line)
                 v = self.get(w, o[1])
                 k = int(self.get(w, o[2])[0]) if o[2].startswith("%") else int(o[2])
-                src = self.lane ^ k if parts[2] == "bfly" else np.full(L, k, U32)
+                clamp = int(o[3]) & 31 if not o[3].startswith("%") else 31
+                lane = self.lane.astype(np.int64)
+                mode = parts[2]
+                src = {"bfly": lane ^ k, "idx": np.full(L, k), "up": lane - k, "down": lane + k}[mode]
+                # out of range (up: below lane 0; others: past the clamp): the lane's own value
+                ok = src >= 0 if mode == "up" else src <= clamp
+                src = np.where(ok, src, lane)
                 self.set(w, o[0], v[src], act)
                 return None
             if base == "vote":
