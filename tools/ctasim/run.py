@@ -170,6 +170,9 @@ def main():
     ap.add_argument("--block-m", type=int, default=0)
     ap.add_argument("--grid", type=int, default=2)
     ap.add_argument("--no-otma", action="store_true", help="O from registers (param o_tma = 0)")
+    ap.add_argument("--counter", action="store_true",
+                    help="dyn_sched's tile counter (masked dense configs): the producers take "
+                         "tiles from it (the CTAs run one after another, so the first takes most)")
     ap.add_argument("--varlen", default=None,
                     help="varlen: the sequences' lengths, q:k,q:k,... (Q/K/V/O packed)")
     ap.add_argument("--heads-k", type=int, default=0, help="K/V heads (GQA; default: --heads)")
@@ -259,7 +262,7 @@ def main():
         go = mem.alloc(onan.size * 2, onan)
         go_base = go
     glse = mem.alloc(B * H * SQ * 4, np.full(B * H * SQ, np.nan, np.float32))
-    gctr = 0
+    gctr = mem.alloc(4, np.zeros(1, np.uint32)) if a.counter else 0
 
     def tmap(g, rows_total, heads, d, box_rows):
         return cs.TensorMap(g, es, [d, rows_total, heads, B],
