@@ -153,6 +153,7 @@ class Warp:
         self.groups = [(0, np.ones(L, bool))]  # (pc, lane mask)
         self.done = False
         self.block = None  # what it waits on, for the deadlock report
+        self.bar_gen = None  # bar.sync: the barrier generation it arrived in
 
 
 class CTA:
@@ -181,7 +182,7 @@ class CTA:
         if tok.startswith("!"):
             return ~self.get(w, tok[1:], "pred")
         if tok.startswith("%"):
-            if tok in ("%tid.x",):
+            if tok == "%tid.x":
                 return (w.wid * 32 + self.lane).astype(U32)
             if tok == "%ctaid.x":
                 return np.full(L, self.ctaid, U32)
@@ -195,7 +196,7 @@ class CTA:
             if kind == "pred":
                 return v.astype(bool)
             return v.astype(U32) if v.dtype != U32 else v
-        if tok in ("fa3_smem",):
+        if tok == "fa3_smem":
             return np.zeros(L, U32)
         if tok == "fa3_params":
             return np.full(L, PARAM_BASE, U64)
@@ -551,8 +552,7 @@ class CTA:
                     self.nbar_arrive(bid)
                     return None
                 # sync: first visit arrives, then waits for the generation to move on
-                tag = ("bar", pc)
-                if getattr(w, "bar_gen", None) is None:
+                if w.bar_gen is None:
                     w.bar_gen = b["gen"]
                     self.nbar_arrive(bid)
                 if b["gen"] == w.bar_gen:
