@@ -54,7 +54,7 @@ sys.exit(1 if bad else 0)
 PY
 done
 # (block_m 192 on 128-key blocks: diagonal tiles hold a masked block inside the loop)
-for p in no_s_wait:"" xtile_zero_early:xtile=1 xtile2_no_exit:xtile=2 mask_branch_never:mask_branch=1; do
+for p in no_s_wait:"" no_store_read_wait:"" xtile_zero_early:xtile=1 xtile2_no_exit:xtile=2 mask_branch_never:mask_branch=1; do
   if "${run[@]}" --knobs "${p#*:}" --hd 64 --sq 384 --sk 384 --heads 2 --grid 2 --causal \
       --plant "${p%%:*}" > /dev/null 2>&1; then
     echo "FAILED: the planted defect ${p%%:*} was not caught"; rc=1

@@ -154,6 +154,7 @@ class Warp:
         self.done = False
         self.block = None  # what it waits on, for the deadlock report
         self.bar_gen = None  # bar.sync: the barrier generation it arrived in
+        self.spun = None  # the try_wait that last returned false (the next one at it blocks)
 
 
 class CTA:
@@ -162,7 +163,8 @@ class CTA:
         self.prog, self.labels, self.mem, self.tmaps = prog, labels, mem, tmaps
         self.params = params  # bytes
         self.ctaid, self.nctaid = ctaid, nctaid
-        self.smem = np.zeros(smem_bytes + 1024, np.uint8)
+        self.smem = np.zeros(smem_bytes, np.uint8)  # the launch's size (it holds the kernel's
+        # 1024-byte alignment slack: the base is 0, already aligned)
         self.mbar = {}  # addr -> [count, pending, tx, phase]
         self.nbar = {}  # id -> [arrived threads, expected, waiting warp ids]
         self.warps = [Warp(w) for w in range(nthreads // 32)]
@@ -170,6 +172,8 @@ class CTA:
         self.coll = {}  # (warpgroup, pc) -> set of warp ids (collectives)
         self.wg_groups = {}  # warpgroup -> list of committed groups (each a list of pending ops)
         self.wg_open = {}  # warpgroup -> ops issued since the last commit
+        self.st_open = {}  # warp -> source ranges of its TMA stores since its last commit
+        self.st_groups = {}  # warp -> committed groups of them, not yet read (wait_group.read)
         self.trace = trace
         self.stress = stress  # more uneven interleavings: warps starved for whole rounds
         self.steps = 0
@@ -270,6 +274,15 @@ class CTA:
             b[3] ^= 1
             b[1] = b[0]
 
+    def stores_pending(self, a, n, what):
+        for wid, groups in self.st_groups.items():
+            for grp in groups + [self.st_open.get(wid, [])]:
+                for lo, hi in grp:
+                    if a < hi and lo < a + n:
+                        raise SimError("%s writes shared %d..%d while warp %d's TMA store still "
+                                       "reads %d..%d (no wait_group.read before)"
+                                       % (what, a, a + n, wid, lo, hi))
+
     # ---- TMA
     def box_rows(self, tm, coords):
         """The box's 128-byte rows in shared-memory order (dimension 1 fastest): for each, its
@@ -294,6 +307,7 @@ class CTA:
                 return
 
     def tma_load(self, dst, tm, coords, bar):
+        self.stores_pending(dst, int(np.prod(tm.box[1:])) * 128, "a TMA load")
         src_mem, base_off = self.mem.find(tm.gaddr)
         nbytes = int(np.prod(tm.box)) * tm.es
         for r, (g, n_in) in enumerate(self.box_rows(tm, coords)):
@@ -316,10 +330,10 @@ class CTA:
                 dst_mem[base_off + g:base_off + g + n_in] = row[:n_in]
 
     # ---- wgmma
-    def desc_matrix(self, desc, rows, kdim, kmajor, esz_dtype):
-        """The operand a descriptor names, as a float array [rows][kdim] (K-major: rows = M or N,
-        element (r, k) at start + r·128 + 2k; MN-major (B only): element (k, n) at start +
-        (n // 64)·LBO + k·128 + 2·(n % 64)), 128B swizzle, SBO 1024."""
+    def desc_addrs(self, desc, rows, kdim, kmajor):
+        """The swizzled byte addresses [rows][kdim] of the operand a descriptor names (K-major:
+        rows = M or N, element (r, k) at start + r·128 + 2k; MN-major (B only): element (k, n) at
+        start + (n // 64)·LBO + k·128 + 2·(n % 64)), 128B swizzle, SBO 1024."""
         d = int(desc)
         start = (d & 0x3FFF) << 4
         lbo = ((d >> 16) & 0x3FFF) << 4
@@ -327,20 +341,39 @@ class CTA:
         sw = (d >> 62) & 3
         if sw != 1 or sbo != 1024:
             raise SimError("descriptor 0x%x: only 128B swizzle with SBO 1024 is modeled" % d)
-        out = np.zeros((rows, kdim), np.float32)
-        for r in range(rows):
-            for k in range(kdim):
-                if kmajor:
-                    a = start + (r // 8) * sbo + (r % 8) * 128 + 2 * k
-                else:  # r = n (column of B), k = k
-                    a = start + (r // 64) * lbo + (k // 8) * sbo + (k % 8) * 128 + 2 * (r % 64)
-                p = swz(a)
-                h = int(self.smem[p]) | (int(self.smem[p + 1]) << 8)
-                out[r, k] = h
-        h = out.astype(np.uint32)
-        if esz_dtype == "bf16":
-            return ps.from_bf16(h)
-        return ps.from_f16(h)
+        r = np.arange(rows)[:, None]
+        k = np.arange(kdim)[None, :]
+        if kmajor:
+            a = start + (r // 8) * sbo + (r % 8) * 128 + 2 * k
+        else:  # r = n (column of B), k = k
+            a = start + (r // 64) * lbo + (k // 8) * sbo + (k % 8) * 128 + 2 * (r % 64)
+        a = a ^ (((a >> 7) & 7) << 4)
+        if a.min() < 0 or a.max() + 2 > self.smem.size:
+            raise SimError("descriptor 0x%x reaches past shared memory" % d)
+        return a
+
+    def desc_bits(self, addrs):
+        return self.smem[addrs].astype(np.uint32) | (self.smem[addrs + 1].astype(np.uint32) << 8)
+
+    def desc_matrix(self, desc, rows, kdim, kmajor, esz_dtype):
+        """The operand a descriptor names, as a float array [rows][kdim] (desc_addrs)."""
+        h = self.desc_bits(self.desc_addrs(desc, rows, kdim, kmajor))
+        return ps.from_bf16(h) if esz_dtype == "bf16" else ps.from_f16(h)
+
+    def wgmma_check(self, op):
+        """A wgmma's registers must still hold what they held at its issue (PTX: writing them
+        between the wgmma and the wait_group that completes it is undefined)."""
+        regs, snap, line = op[9], op[10], op[11]
+        for wx, vals in zip(op[8], snap):
+            for r, v in zip(regs, vals):
+                if not np.array_equal(self.get(wx, r), v):
+                    raise SimError("warp %d wrote %s between the wgmma at line %d and its wait"
+                                   % (wx.wid, r, line))
+        for ad, bits in op[12]:
+            if not np.array_equal(self.desc_bits(ad), bits):
+                raise SimError("a shared-memory operand of the wgmma at line %d changed between "
+                               "its issue and its wait (read before its load, or overwritten "
+                               "before the wait)" % line)
 
     def wgmma_run(self, op):
         """One deferred wgmma: D (+)= A·B over the 4 warps' registers."""
@@ -518,24 +551,43 @@ class CTA:
                     def wait(ws):
                         g = self.wg_groups.setdefault(wg, [])
                         while len(g) > keep:
-                            for opx in g.pop(0):
-                                self.wgmma_run(opx)
+                            grp = g.pop(0)
+                            for opx in grp:  # all of the group's before any runs (chained D)
+                                self.wgmma_check(opx)
+                            for opx in grp:
+                                self.wgmma_run(opx[:9])
                     return self.collective(w, pc, mask, op, wait)
                 # mma_async: recorded now, run at the wait that completes its group
                 m = re.match(r"m64n(\d+)k16", parts[4])
                 n = int(m.group(1))
                 dt = parts[6]
 
+                rs = o[1].startswith("{")
+                imm = [int(x) for x in o[4:]]  # scale-a, scale-b, (SS: trans-a,) trans-b
+                if imm[0] != 1 or imm[1] != 1 or (not rs and imm[2] != 0):
+                    raise SimError("wgmma at line %d: only scale-a/b 1 and a K-major A are "
+                                   "modeled (%s)" % (ins.line, ", ".join(o[4:])))
+
                 def issue(ws):
                     dregs = expand_list(o[0])
                     sd = bool(self.get(ws[0], o[3], "pred")[0])
-                    if o[1].startswith("{"):  # RS: A from registers
+                    if rs:  # RS: A from registers
                         opx = ("rs", n, dregs, expand_list(o[1]), int(self.get(ws[0], o[2], "u64")[0]),
                                sd, int(o[6]), dt, ws)
                     else:
                         opx = ("ss", n, dregs, int(self.get(ws[0], o[1], "u64")[0]),
                                int(self.get(ws[0], o[2], "u64")[0]), sd, int(o[7]), dt, ws)
-                    self.wg_open.setdefault(wg, []).append(opx)
+                    # the registers it reads (D, and A for RS) as issued: none may be written
+                    # before the wait that completes it (checked there)
+                    regs = dregs + (expand_list(o[1]) if rs else [])
+                    snap = [[self.get(wx, r).copy() for r in regs] for wx in ws]
+                    # and the shared-memory operands as they are now: they must be in place
+                    # at the issue (their loads waited for) and stay until the wait
+                    mem = [self.desc_addrs(opx[4], n, 16, not opx[6])]
+                    if not rs:
+                        mem.append(self.desc_addrs(opx[3], 64, 16, True))
+                    smem = [(ad, self.desc_bits(ad)) for ad in mem]
+                    self.wg_open.setdefault(wg, []).append(opx + (regs, snap, ins.line, smem))
                 return self.collective(w, pc, mask, "wgmma", issue)
             # ---------------------------------------------------------- barriers
             if base == "bar":
@@ -575,9 +627,14 @@ class CTA:
                         b = self.mb(addrs[lane])
                         res[lane] = b[3] != (int(par[lane]) & 1)
                     if act.any() and not res[act].all():
+                        if w.spun != pc:  # PTX: try_wait may return false; the retry must work
+                            w.spun = pc
+                            self.set(w, o[0], res, act)
+                            return None
                         w.block = "mbarrier at %d, parity %d" % (int(addrs[np.nonzero(act)[0][0]]),
                                                                int(par[np.nonzero(act)[0][0]]))
-                        return "block"  # yield instead of spinning; re-run later
+                        return "block"  # then yield instead of spinning; re-run later
+                    w.spun = None
                     self.set(w, o[0], res, act)
                     return None
                 if parts[1] == "arrive":
@@ -609,9 +666,20 @@ class CTA:
                                       if c.startswith("%") else int(c) for c in expand_list(crd.strip())]
                             src = int(self.addr_of(w, o[1], "shared")[lane])
                             self.tma_store(src, self.tmaps[tma], coords)
+                            nb = int(np.prod(self.tmaps[tma].box)) * self.tmaps[tma].es
+                            self.st_open.setdefault(w.wid, []).append((src, src + nb))
                     return None
                 if parts[1:3] == ["async", "bulk"] and parts[3] in ("commit_group", "wait_group"):
-                    return None  # stores complete at once
+                    # the stores copy at issue; their source stays claimed until the issuing
+                    # warp's wait_group[.read] N leaves at most N groups (writes into it before
+                    # are reported: st.shared and TMA loads check stores_pending)
+                    if act.any():
+                        if parts[3] == "commit_group":
+                            self.st_groups.setdefault(w.wid, []).append(self.st_open.pop(w.wid, []))
+                        else:
+                            g = self.st_groups.setdefault(w.wid, [])
+                            del g[:max(0, len(g) - int(o[0]))]
+                    return None
                 raise SimError("cp op " + op)
             # ---------------------------------------------------------- memory
             if base in ("ld", "st"):
@@ -662,6 +730,8 @@ class CTA:
                         b = np.array([v[lane]], U32).view(np.uint8)
                         ad = int(a[lane]) + 4 * k
                         if space == "shared":
+                            if self.st_groups or self.st_open:
+                                self.stores_pending(ad, 4, "st.shared")
                             self.smem[ad:ad + 4] = b
                         else:
                             buf, off = self.mem.find(ad, 4)

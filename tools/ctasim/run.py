@@ -111,6 +111,10 @@ PLANTS = {
     "xtile_no_assign": None,
     # mask_branch: the loop body's mask skipped on every block
     "mask_branch_never": None,
+    # the epilogue's wait for its previous TMA store to have read the staging, removed
+    "no_store_read_wait": None,
+    # the consumers' mbarrier retry branches removed (a try_wait that says no is taken as yes)
+    "no_wait_retry": None,
     # xtile 2: the loop body's exit to the merged tail removed (the merged block runs on as a
     # block of the next tile)
     "xtile2_no_exit": None,
@@ -130,6 +134,21 @@ def plant(ptx, name):
                 lines[i] = "\t// planted: " + l.strip()
                 return "\n".join(lines)
         raise SystemExit("no xtile 2 exit to plant in")
+    if name == "no_store_read_wait":
+        n = 0
+        for i, l in enumerate(lines):
+            if re.match(r"\s*@%wglead_\d+ cp\.async\.bulk\.wait_group\.read 0;", l):
+                lines[i] = "\t// planted: " + l.strip()
+                n += 1
+        if not n:
+            raise SystemExit("no store wait to plant in")
+        return "\n".join(lines)
+    if name == "no_wait_retry":
+        cons = next(i for i, l in enumerate(lines) if re.match(r"\$Lconsumer_\d+:", l))
+        for i in range(cons, len(lines)):
+            if re.match(r"\s*@!%pw_\d+ bra \$Lwait_\d+;", lines[i]):
+                lines[i] = "\t// planted: " + lines[i].strip()
+        return "\n".join(lines)
     if name == "mask_branch_never":
         for i, l in enumerate(lines):
             m = re.match(r"(\s*)@!%needmask_\d+ bra\.uni (\$Lno_mask_\d+);", l)
