@@ -417,6 +417,16 @@ static void tile_assign(kgen *g, tile_info *dst, const tile_info *src)
     }
 }
 
+/* xtile: the loop's registers take the next tile (nt): its decode, the state a tile starts with,
+   its rows, and its first key block's index (step 1's setup, for a start that did not pass it) */
+static void next_tile_begin(kgen *g, cons *c, const tile_info *nt)
+{
+    tile_assign(g, &c->t, nt);
+    tile_state_init(g, c);
+    kg_rows_init(g, c); /* into the loop's registers */
+    INS("sub.s32 $, $, 1;", c->n, c->t.nmax);
+}
+
 /* xtile: the end of this tile overlapped with the start of the next (nt, which has key blocks):
    one ping-pong turn issues the next tile's first QK and this tile's last PV; S's wait releases
    the next tile's first K (and its Q, if that is its only block); O's wait releases this tile's
@@ -452,10 +462,7 @@ static void cross_tile(kgen *g, cons *c, tile_info nt)
     c->lab_epilogue = -1;
     kg_epilogue(g, c);
     c->lab_epilogue = lab;
-    tile_assign(g, &c->t, &nt);
-    tile_state_init(g, c);
-    kg_rows_init(g, c); /* into the loop's registers */
-    INS("sub.s32 $, $, 1;", c->n, c->t.nmax);
+    next_tile_begin(g, c, &nt);
     kg_softmax(g, c, 1, 0);
     if (!kg_early_pack(p))
         kg_pack_p(g, c);
@@ -762,10 +769,7 @@ void kg_consumer(kgen *g)
             ptx_place(g->f, lab_xtail2);
             INS("add.u32 $, $, 1;", g->round, g->round);
             const tile_info again = kg_tile_next(g, lab_exit); /* it exists: never past */
-            tile_assign(g, &c.t, &again);
-            tile_state_init(g, &c);
-            kg_rows_init(g, &c); /* into the loop's registers */
-            INS("sub.s32 $, $, 1;", c.n, c.t.nmax);
+            next_tile_begin(g, &c, &again);
             INS("mov.u32 $, 0;", c.it);
             INS("setp.ne.u32 $, $, $;", c.xmerge, c.cw, c.cw);
             INS("bra.uni %s;", ptx_lab(g->f, c.lab_xjoin));
