@@ -4,13 +4,14 @@
 # measured on a GPU (xtile 1 and 2, mask_branch) on a few shapes that walk several tiles a CTA
 # (small grids). The variants only move work between the tile loop's places, so on the same
 # inputs their O and LSE must equal the default's bit for bit. Then planted defects that must
-# fail (a check that cannot fail checks nothing). No GPU needed.
+# fail (a check that cannot fail checks nothing). Every run poisons registers read before any
+# write (random bits instead of 0: PTX leaves them undefined). No GPU needed.
 # usage: ctasim.sh FA3GEN
 set -uo pipefail
 gen=$1
 here=$(cd "$(dirname "$0")/.." && pwd)
 py=${CTASIM_PYTHON:-python3}
-run=("$py" "$here/tools/ctasim/run.py" --gen "$gen")
+run=("$py" "$here/tools/ctasim/run.py" --gen "$gen" --poison)
 "$py" -c 'import numpy' || { echo "ctasim: numpy is missing (tools/install-deps.sh installs it)"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -62,4 +63,10 @@ for p in no_s_wait:"" no_store_read_wait:"" xtile_zero_early:xtile=1 xtile2_no_e
     echo "planted ${p%%:*}: caught"
   fi
 done
+# one tile a CTA: the unzeroed O register is caught only because unwritten registers are poisoned
+if "${run[@]}" --hd 64 --sq 384 --sk 384 --heads 2 --grid 4 --causal --plant no_o_init > /dev/null 2>&1; then
+  echo "FAILED: the planted defect no_o_init was not caught"; rc=1
+else
+  echo "planted no_o_init: caught"
+fi
 exit $rc

@@ -159,7 +159,7 @@ class Warp:
 
 class CTA:
     def __init__(self, prog, labels, mem, params, tmaps, ctaid, nctaid, nthreads, smem_bytes,
-                 seed=0, trace=False, stress=False):
+                 seed=0, trace=False, stress=False, poison=False):
         self.prog, self.labels, self.mem, self.tmaps = prog, labels, mem, tmaps
         self.params = params  # bytes
         self.ctaid, self.nctaid = ctaid, nctaid
@@ -176,6 +176,13 @@ class CTA:
         self.st_groups = {}  # warp -> committed groups of them, not yet read (wait_group.read)
         self.trace = trace
         self.stress = stress  # more uneven interleavings: warps starved for whole rounds
+        # poison: a register (or some of its lanes) read before any write holds random bits,
+        # kept from then on, instead of 0; each such read is listed in self.uninit by (line,
+        # register) with its count (PTX leaves an unwritten register undefined)
+        self.poison = poison
+        self.uninit = {}
+        self.cur_line, self.cur_act = 0, np.ones(L, bool)
+        self.quiet = False  # a read whose value is not used (a wgmma's D at scale-d 0)
         self.steps = 0
         self.pc_count = np.zeros(len(prog) + 1, np.int64)  # warp executions of each instruction
         self.lane = np.arange(L, dtype=U32)
@@ -194,7 +201,13 @@ class CTA:
                 return np.full(L, self.nctaid, U32)
             v = w.regs.get(tok)
             if v is None:
-                return np.zeros(L, bool if kind == "pred" else (U64 if kind == "u64" else U32))
+                if not self.poison:
+                    return np.zeros(L, bool if kind == "pred" else (U64 if kind == "u64" else U32))
+                v = self.junk(kind)
+                w.regs[tok] = v
+                if not self.quiet and self.cur_act.any():
+                    k = (self.cur_line, tok)
+                    self.uninit[k] = self.uninit.get(k, 0) + 1
             if kind == "u64":
                 return v.astype(U64)
             if kind == "pred":
@@ -214,13 +227,22 @@ class CTA:
             return np.full(L, v & 0xFFFFFFFFFFFFFFFF, U64)
         return np.full(L, v & 0xFFFFFFFF, U32)
 
+    def junk(self, kind):
+        """32 lanes of random bits of kind u32 / u64 / pred (the poison mode's unwritten value)."""
+        if kind == "pred":
+            return self.rng.integers(0, 2, L).astype(bool)
+        if kind == "u64":
+            return self.rng.integers(0, 2**63, L, dtype=np.int64).astype(U64)
+        return self.rng.integers(0, 2**32, L, dtype=np.int64).astype(U32)
+
     def set(self, w, tok, val, mask):
         if mask.all():
             w.regs[tok] = val.copy()
             return
         old = w.regs.get(tok)
-        if old is None:
-            old = np.zeros_like(val)
+        if old is None:  # the lanes left out stay unwritten: 0, or random bits when poisoning
+            old = (self.junk("pred" if val.dtype == bool else ("u64" if val.dtype == U64 else "u32"))
+                   if self.poison else np.zeros_like(val))
         w.regs[tok] = np.where(mask, val, old.astype(val.dtype))
 
     def f32(self, w, tok):
@@ -468,9 +490,11 @@ class CTA:
 
     def step(self, w, ins, pc, mask):
         act = mask
+        self.cur_line, self.cur_act = ins.line, mask
         if ins.pred is not None:
             p = self.get(w, ins.pred, "pred")
             act = mask & (~p if ins.neg else p)
+        self.cur_act = act
         op, o, parts = ins.op, ins.ops, ins.parts
         base = parts[0]
         if self.trace:
@@ -580,7 +604,9 @@ class CTA:
                     # the registers it reads (D, and A for RS) as issued: none may be written
                     # before the wait that completes it (checked there)
                     regs = dregs + (expand_list(o[1]) if rs else [])
+                    self.quiet = not sd  # D is not read at scale-d 0
                     snap = [[self.get(wx, r).copy() for r in regs] for wx in ws]
+                    self.quiet = False
                     # and the shared-memory operands as they are now: they must be in place
                     # at the issue (their loads waited for) and stay until the wait
                     mem = [self.desc_addrs(opx[4], n, 16, not opx[6])]

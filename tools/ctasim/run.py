@@ -118,6 +118,9 @@ PLANTS = {
     # xtile 2: the loop body's exit to the merged tail removed (the merged block runs on as a
     # block of the next tile)
     "xtile2_no_exit": None,
+    # the tile's O accumulator left unzeroed in its first register (only --poison shows it when
+    # each CTA runs one tile: otherwise the register reads 0)
+    "no_o_init": None,
 }
 
 
@@ -128,6 +131,11 @@ def plant(ptx, name):
         i = next(i for i, l in enumerate(lines) if "wgmma.wait_group.sync.aligned 1;" in l)
         del lines[i]
         return "\n".join(lines)
+    if name == "no_o_init":
+        for i, l in enumerate(lines):
+            if re.match(r"\s*mov\.f32 %o0, 0f00000000;", l):
+                lines[i] = "\t// planted: " + l.strip()
+                return "\n".join(lines)
     if name == "xtile2_no_exit":
         for i, l in enumerate(lines):
             if re.match(r"\s*@%xmerge_\d+ bra \$Lxtail_\d+;", l):
@@ -203,6 +211,9 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--trace", action="store_true")
     ap.add_argument("--stress", action="store_true", help="uneven warp interleavings")
+    ap.add_argument("--poison", action="store_true",
+                    help="registers read before any write hold random bits (not 0); such reads "
+                         "are listed")
     ap.add_argument("--save", default=None, help="write O and LSE (npz) for a bitwise comparison")
     ap.add_argument("--plant", default=None, choices=sorted(PLANTS))
     a = ap.parse_args()
@@ -383,10 +394,13 @@ def main():
                                               r"setp\.eq\.u32 %xmerge_\d+,"),
              "tile epilogues": re.compile(r"selp\.f32 %linv_\d+,")}
     seen = {k: 0 for k in marks}
+    uninit = {}
     for cta in range(grid):
         c = cs.CTA(prog, labels, mem, bytes(P), tm, cta, grid, plan["threads"], plan["smem"],
-                   seed=seed + cta, trace=a.trace, stress=a.stress)
+                   seed=seed + cta, trace=a.trace, stress=a.stress, poison=a.poison)
         c.run()
+        for place, cnt in c.uninit.items():
+            uninit[place] = uninit.get(place, 0) + cnt
         steps += c.steps
         for name, rx in marks.items():
             seen[name] += sum(int(c.pc_count[i]) for i, ins in enumerate(prog) if rx.search(ins.text))
@@ -433,6 +447,11 @@ def main():
           % (" ".join(cfg), a.knobs or "default", B, H, SQ, SK, bm, bn, grid, tiles, seed, steps, dt,
              float(np.nanmax(err_o)) if o.size else 0, bad_o, o.size, nan_o, bad_lse))
     print("  warp executions: " + ", ".join("%s %d" % kv for kv in seen.items()))
+    if a.poison:
+        text = {ins.line: ins.text for ins in prog}
+        print("  registers read before any write: %d places" % len(uninit))
+        for (line, reg), n in sorted(uninit.items()):
+            print("    line %d %s (%d warps): %s" % (line, reg, n, text.get(line, "?")[:90]))
     if bad_o or bad_lse:
         idx = np.argwhere((err_o > tol_o) | np.isnan(o))[:5]
         for b, i, h, d in idx:

@@ -5,6 +5,8 @@
 # (and its decode tile), hd256, GQA, packed GQA and paged K/V; then the planted defects, each of which must fail. No GPU
 # needed; about 4 minutes a knob set on 2 cores.
 #   bash tools/ctasim/suite.sh "" xtile=1
+# CTASIM_FLAGS adds run.py flags to every case (e.g. --poison: registers read before any write
+# hold random bits, and each such read is listed).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 run="python3 $here/run.py"
@@ -31,9 +33,10 @@ cases=(
 )
 for knobs in "$@"; do
   for c in "${cases[@]}"; do
-    out=$($run --knobs "$knobs" $c 2>&1)
+    out=$($run --knobs "$knobs" $c ${CTASIM_FLAGS:-} 2>&1)
     s=$?
     echo "$out" | head -2
+    echo "$out" | grep -A8 "read before any write: [1-9]"
     [ $s = 0 ] || { echo "  FAILED (exit $s): ${knobs:-default} $c"; echo "$out" | tail -4; rc=1; }
   done
 done
