@@ -159,7 +159,7 @@ class Warp:
 
 class CTA:
     def __init__(self, prog, labels, mem, params, tmaps, ctaid, nctaid, nthreads, smem_bytes,
-                 seed=0, trace=False, stress=False, poison=False):
+                 seed=0, trace=False, stress=False, poison=False, late=None):
         self.prog, self.labels, self.mem, self.tmaps = prog, labels, mem, tmaps
         self.params = params  # bytes
         self.ctaid, self.nctaid = ctaid, nctaid
@@ -180,6 +180,12 @@ class CTA:
         # kept from then on, instead of 0; each such read is listed in self.uninit by (line,
         # register) with its count (PTX leaves an unwritten register undefined)
         self.poison = poison
+        # late = P: a TMA load lands (its bytes written, its transaction bytes counted on the
+        # mbarrier) not at its issue but at the end of a scheduling round, each with probability
+        # P, and all of them once no warp can move (P = 0: only then): a warp that reads the slot
+        # before its wait completes (e.g. one that goes on after a try_wait that said no) reads
+        # the old bytes
+        self.late, self.loads = late, []
         self.uninit = {}
         self.cur_line, self.cur_act = 0, np.ones(L, bool)
         self.quiet = False  # a read whose value is not used (a wgmma's D at scale-d 0)
@@ -330,6 +336,14 @@ class CTA:
 
     def tma_load(self, dst, tm, coords, bar):
         self.stores_pending(dst, int(np.prod(tm.box[1:])) * 128, "a TMA load")
+        if self.late is not None:
+            self.loads.append((dst, tm, coords, bar))
+        else:
+            self.tma_land(dst, tm, coords, bar)
+
+    def tma_land(self, dst, tm, coords, bar):
+        if self.late is not None:
+            self.stores_pending(dst, int(np.prod(tm.box[1:])) * 128, "a TMA load (landing)")
         src_mem, base_off = self.mem.find(tm.gaddr)
         nbytes = int(np.prod(tm.box)) * tm.es
         for r, (g, n_in) in enumerate(self.box_rows(tm, coords)):
@@ -450,6 +464,15 @@ class CTA:
                 budget = int(self.rng.integers(1, 400)) if self.stress else 64 + int(self.rng.integers(0, 64))
                 n = self.run_warp(w, budget)
                 progressed |= n > 0
+            if self.loads:  # late loads land now, some of them, or all where nothing moved
+                keep = []
+                for ld in self.loads:
+                    if not progressed or self.rng.random() < self.late:
+                        self.tma_land(*ld)
+                        progressed = True
+                    else:
+                        keep.append(ld)
+                self.loads = keep
             if not progressed and skip:
                 continue  # the starved warps may be the ones that can move
             if not progressed:

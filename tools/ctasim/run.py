@@ -211,6 +211,9 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--trace", action="store_true")
     ap.add_argument("--stress", action="store_true", help="uneven warp interleavings")
+    ap.add_argument("--late", type=float, default=None, metavar="P",
+                    help="TMA loads land at the end of a scheduling round (each with probability "
+                         "P; all once no warp moves; P = 0: only then), not at their issue")
     ap.add_argument("--poison", action="store_true",
                     help="registers read before any write hold random bits (not 0); such reads "
                          "are listed")
@@ -397,7 +400,7 @@ def main():
     uninit = {}
     for cta in range(grid):
         c = cs.CTA(prog, labels, mem, bytes(P), tm, cta, grid, plan["threads"], plan["smem"],
-                   seed=seed + cta, trace=a.trace, stress=a.stress, poison=a.poison)
+                   seed=seed + cta, trace=a.trace, stress=a.stress, poison=a.poison, late=a.late)
         c.run()
         for place, cnt in c.uninit.items():
             uninit[place] = uninit.get(place, 0) + cnt
