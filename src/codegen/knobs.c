@@ -141,14 +141,26 @@
      epilogue (xtile=1 holds a QK, a PV, a softmax and an epilogue more: ptxas time +40-50%;
      xtile=2 +8-18%); each key block pays one predicated branch between the QK's wait and the
      PV's (nvdisasm: the PV's wait keeps its place). Not with early_pack (its K release sits
-     inside the softmax);
+     inside the softmax). Measured (session 19, H100, same-run A/B against the default, bf16,
+     cuDNN in the run, 3 rounds rotated; bench/RESULTS.md): correct (knob_check: every dense
+     check, 5 layouts, several tiles a CTA, racecheck and synccheck clean) but slower, 0.973
+     of the default over 36 rows, and slowest where it was meant to help: hd64 causal
+     512/1024/2048 0.910/0.915/0.915. It loses at 16k too (hd64 non-causal 0.963), where a
+     tile's end is about one block in 85, so the per-block body got slower, not only the tile
+     ends. Stays off;
    - mask_branch=0/1 (causal/local; not yet on the GPU, checked on the CPU emulator): the
      key-block loop has one body, not a masked and an unmasked one: its softmax applies the
      mask under a warp-uniform branch on the block's need (blockinfo.c kg_block_needs_mask,
      decided at the loop top as before). The body's GEMMs and softmax are in the PTX once, so
      ptxas, whose time follows the wgmma instructions' total width (docs/notes.md session 14),
-     compiles causal kernels in about two thirds of the time; the question for the GPU is
-     whether the branch between the QK's wait and the PV's moves the PV's wait in the SASS;
+     compiles causal kernels in about two thirds of the time. Measured (session 19, H100, the
+     same A/B): 1.000 of the default over 36 rows; causal rows median 1.003 (0.956-1.055),
+     with hd64 causal 2048 at 0.956 and its runs apart (391-398 against 401-417 TFLOP/s);
+     the non-causal rows run the same PTX under both (md5), and read 0.920-1.011 (median
+     0.996): this run's spread. Correct under knob_check, and under
+     FA3JIT_PLAN_DEBUG=mask_branch=1 test_gpu, test_edge, fa3-gen check (234) and
+     test_magnitude's sweep (its every-config test was cut by the call's time limit). The
+     default only after the whole GPU ladder under it;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
