@@ -627,9 +627,12 @@ class CTA:
                     # the registers it reads (D, and A for RS) as issued: none may be written
                     # before the wait that completes it (checked there)
                     regs = dregs + (expand_list(o[1]) if rs else [])
-                    self.quiet = not sd  # D is not read at scale-d 0
-                    snap = [[self.get(wx, r).copy() for r in regs] for wx in ws]
-                    self.quiet = False
+                    snap = []
+                    for wx in ws:  # D is not read at scale-d 0 (A always is)
+                        self.quiet = not sd
+                        vals = [self.get(wx, r).copy() for r in dregs]
+                        self.quiet = False
+                        snap.append(vals + [self.get(wx, r).copy() for r in regs[len(dregs):]])
                     # and the shared-memory operands as they are now: they must be in place
                     # at the issue (their loads waited for) and stay until the wait
                     mem = [self.desc_addrs(opx[4], n, 16, not opx[6])]
