@@ -131,32 +131,27 @@ def plant(ptx, name):
         i = next(i for i, l in enumerate(lines) if "wgmma.wait_group.sync.aligned 1;" in l)
         del lines[i]
         return "\n".join(lines)
-    if name == "no_o_init":
-        for i, l in enumerate(lines):
-            if re.match(r"\s*mov\.f32 %o0, 0f00000000;", l):
-                lines[i] = "\t// planted: " + l.strip()
-                return "\n".join(lines)
-    if name == "xtile2_no_exit":
-        for i, l in enumerate(lines):
-            if re.match(r"\s*@%xmerge_\d+ bra \$Lxtail_\d+;", l):
-                lines[i] = "\t// planted: " + l.strip()
-                return "\n".join(lines)
-        raise SystemExit("no xtile 2 exit to plant in")
-    if name == "no_store_read_wait":
+    def comment_out(rx, what, start=0, first=False):
+        """The lines from start on that match rx, commented out (only the first one if first)."""
         n = 0
-        for i, l in enumerate(lines):
-            if re.match(r"\s*@%wglead_\d+ cp\.async\.bulk\.wait_group\.read 0;", l):
-                lines[i] = "\t// planted: " + l.strip()
+        for i in range(start, len(lines)):
+            if re.match(rx, lines[i]):
+                lines[i] = "\t// planted: " + lines[i].strip()
                 n += 1
+                if first:
+                    break
         if not n:
-            raise SystemExit("no store wait to plant in")
+            raise SystemExit("no %s to plant in" % what)
         return "\n".join(lines)
+    if name == "no_o_init":
+        return comment_out(r"\s*mov\.f32 %o0, 0f00000000;", "O zeroing", first=True)
+    if name == "xtile2_no_exit":
+        return comment_out(r"\s*@%xmerge_\d+ bra \$Lxtail_\d+;", "xtile 2 exit", first=True)
+    if name == "no_store_read_wait":
+        return comment_out(r"\s*@%wglead_\d+ cp\.async\.bulk\.wait_group\.read 0;", "store wait")
     if name == "no_wait_retry":
         cons = next(i for i, l in enumerate(lines) if re.match(r"\$Lconsumer_\d+:", l))
-        for i in range(cons, len(lines)):
-            if re.match(r"\s*@!%pw_\d+ bra \$Lwait_\d+;", lines[i]):
-                lines[i] = "\t// planted: " + lines[i].strip()
-        return "\n".join(lines)
+        return comment_out(r"\s*@!%pw_\d+ bra \$Lwait_\d+;", "consumer retry branch", cons)
     if name == "mask_branch_never":
         for i, l in enumerate(lines):
             m = re.match(r"(\s*)@!%needmask_\d+ bra\.uni (\$Lno_mask_\d+);", l)
