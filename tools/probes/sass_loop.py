@@ -8,7 +8,8 @@ SASS comparison with FA4 (docs/notes.md, session 10).
 common block once a row's max has settled: cond_rescale): the O rescale's branch over its FMULs
 taken, and with kept_branch the branch right after the VOTE.ANY too; other predicated branches
 (the mbarrier retry paths) not taken. It prints the instructions that path executes.
-usage: sass_loop.py LISTING [--body FILE] [--kept]   (FILE: the loop body, one instruction a line)"""
+--unmasked: the same walk with mask_branch's branch over the mask taken.
+usage: sass_loop.py LISTING [--body FILE] [--kept] [--unmasked]   (FILE: the loop body, one instruction a line)"""
 import collections
 import re
 import sys
@@ -67,8 +68,9 @@ def main_loop(ins, labels):
     return ins[best[0]:best[1] + 1]
 
 
-def kept_path(ins, labels, body):
-    """Instructions executed on one key block of the loop `body` where the warp keeps its maxima."""
+def kept_path(ins, labels, body, unmasked=False):
+    """Instructions executed on one key block of the loop `body` where the warp keeps its maxima
+    (unmasked: a forward branch over 16 or more FSEL, mask_branch's skip of the mask, taken)."""
     first = next(i for i, (a, _) in enumerate(ins) if a == body[0][0])
     last = first + len(body) - 1
     i, n, prev, waited = first, 0, "", False
@@ -83,7 +85,9 @@ def kept_path(ins, labels, body):
             to = labels[m.group(1)]
             skipped = [opcode(t) for _, t in ins[i + 1:to]] if to > i else []
             if (not text.startswith("@") or "VOTE.ANY" in prev or
-                    (waited and sum(o.startswith("FMUL") for o in skipped) >= 16)):
+                    (waited and sum(o.startswith("FMUL") for o in skipped) >= 16) or
+                    (unmasked and to <= last and
+                     sum(o.startswith("FSEL") for o in skipped) >= 16)):
                 prev, i = text, to
                 continue
         prev, i = text, i + 1
@@ -106,6 +110,9 @@ if __name__ == "__main__":
         print(f"  {name:24s} {n}")
     if "--kept" in sys.argv:
         print(f"executed on a block that keeps its maxima: {kept_path(ins, labels, body)}")
+    if "--unmasked" in sys.argv:
+        print("the same, the mask skipped (mask_branch): "
+              f"{kept_path(ins, labels, body, unmasked=True)}")
     if "--body" in sys.argv:
         with open(sys.argv[sys.argv.index("--body") + 1], "w") as f:
             f.writelines(f"/*{a:04x}*/ {t}\n" for a, t in body)
