@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The forward kernel's generated PTX run on the CPU emulator (tools/ctasim) against an fp64
-# reference, fresh random inputs each run: the default kernel and the knob variants not yet
-# measured on a GPU (xtile 1 and 2, mask_branch) on a few shapes that walk several tiles a CTA
+# reference, fresh random inputs each run: the default kernel and the knob variants (xtile 1 and
+# 2, both measured slower and kept off; mask_branch 0 and 1, the loop's one body forced off and
+# on whatever the head dim, which decides it by default) on a few shapes that walk several tiles a CTA
 # (small grids). The variants only move work between the tile loop's places, so on the same
 # inputs their O and LSE must equal the default's bit for bit. Then planted defects that must
 # fail (a check that cannot fail checks nothing). Every run poisons registers read before any
@@ -25,7 +26,7 @@ cases=(
   "--hd 128 --sq 1 --sk 600 --heads 8 --heads-k 2 --pack-gqa --grid 2 --splits 3 --block-m 64"
   "--hd 64 --varlen 200:300,70:70,250:150 --heads 2 --grid 2 --causal"
 )
-knobsets=("" "xtile=1" "xtile=2" "mask_branch=1")
+knobsets=("" "xtile=1" "xtile=2" "mask_branch=0" "mask_branch=1")
 n=0
 for c in "${cases[@]}"; do
   n=$((n + 1))

@@ -122,8 +122,8 @@
      block_n/2 columns and a softmax over them, and one whose rows see none of its keys takes
      neither (blockinfo.c kg_first_block_reach, mainloop.c); P's other half is zero, so the
      PV is unchanged;
-   - xtile=0/1 (bf16/fp16 without O staged in Q; not yet on the GPU, checked on the CPU
-     emulator, tools/ctasim): the tile's end overlapped with the next tile's start (mainloop.c
+   - xtile=0/1 (bf16/fp16 without O staged in Q; checked on the CPU emulator, tools/ctasim):
+     the tile's end overlapped with the next tile's start (mainloop.c
      cross_tile). Where the CTA's next tile has key blocks (with O staged in the ring, o_stage
      3: two or more), the last PV of this tile and the first QK of the next are issued in one
      ping-pong turn; then this tile's epilogue, then the next tile's first
@@ -132,8 +132,11 @@
      warpgroup's time, serial across the warpgroups (their tile boundaries coincide); the
      turn the tensor cores idled in is now a whole block's GEMMs. The first tile of a CTA, and
      a tile after one with no key blocks, start as before (with diag_half where the plan has
-     it); merged starts take the whole first block;
-   - xtile=2 (the same overlap, not yet on the GPU, checked on the CPU emulator): the merged
+     it); merged starts take the whole first block. Measured (session 20, H100, same-run A/B
+     against the default, bf16, cuDNN in the run, 5 rounds rotated): 0.984 over 36 rows;
+     hd64 non-causal 0.970 / 0.948 (seqlen < / >= 4096), hd64 causal 0.979 / 1.014, hd256
+     causal < 4096 0.971 (512: 0.959), hd128 0.985-1.004. Stays off;
+   - xtile=2 (the same overlap, checked on the CPU emulator): the merged
      turn is the loop body's own (its QK of the next tile's first block with the PV of this
      tile's last), entered from the tile's end with the next tile's Q; a predicate taken after
      the body's releases leaves for this tile's epilogue (step 4's own, which returns on the same
@@ -148,19 +151,13 @@
      512/1024/2048 0.910/0.915/0.915. It loses at 16k too (hd64 non-causal 0.963), where a
      tile's end is about one block in 85, so the per-block body got slower, not only the tile
      ends. Stays off;
-   - mask_branch=0/1 (causal/local; not yet on the GPU, checked on the CPU emulator): the
-     key-block loop has one body, not a masked and an unmasked one: its softmax applies the
-     mask under a warp-uniform branch on the block's need (blockinfo.c kg_block_needs_mask,
-     decided at the loop top as before). The body's GEMMs and softmax are in the PTX once, so
-     ptxas, whose time follows the wgmma instructions' total width (docs/notes.md session 14),
-     compiles causal kernels in about two thirds of the time. Measured (session 19, H100, the
-     same A/B): 1.000 of the default over 36 rows; causal rows median 1.003 (0.956-1.055),
-     with hd64 causal 2048 at 0.956 and its runs apart (391-398 against 401-417 TFLOP/s);
-     the non-causal rows run the same PTX under both (md5), and read 0.920-1.011 (median
-     0.996): this run's spread. Correct under knob_check, and under
-     FA3JIT_PLAN_DEBUG=mask_branch=1 test_gpu, test_edge, fa3-gen check (234) and
-     test_magnitude's sweep (its every-config test was cut by the call's time limit). The
-     default only after the whole GPU ladder under it;
+   - mask_branch=0/1 (causal/local): one key-block loop body, not a masked and an unmasked
+     one: its softmax applies the mask under a warp-uniform branch on the block's need
+     (blockinfo.c kg_block_needs_mask, decided at the loop top as before). The planner's
+     choice since session 20 for head_dim >= 128 (plan.c has the A/B: even there, and ptxas
+     compiles those kernels in about two thirds of the time); head_dim 64 keeps two bodies
+     (1-3% faster at causal seqlen >= 4096 in two runs). mask_branch=0 gives the kernel of
+     before at head_dim >= 128, mask_branch=1 one body at 64 and 96 too;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded

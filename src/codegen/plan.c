@@ -188,6 +188,21 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        fp16, FA4 and cuDNN in it), Q staging / ring, median of each group's rows: non-causal
        0.959 (< 4096) and 0.967, causal 0.969 and 0.995; 512 non-causal 0.921 in both dtypes. */
     p->ring_stage = !p->fp8;
+    /* One key-block loop body for causal/local at head_dim >= 128 (mask_branch, mainloop.c):
+       its softmax applies the mask under a warp-uniform branch on the block's need, so the
+       body's GEMMs are in the PTX once and ptxas, whose time follows the wgmma instructions'
+       total width (docs/notes.md session 14), compiles masked kernels in about two thirds of the
+       time (hd128/256 causal 430/622 -> 305/439 ms). An unmasked block executes 1-2 SASS
+       instructions fewer than the separate unmasked body's (tools/probes/sass_loop.py
+       --unmasked: hd128 causal 426 vs 428, hd256 354 vs 355, hd64 413 vs 414). Same-run A/B
+       (session 20, H100 SXM, bench/compare.py, bf16, cuDNN in the run, 5 rounds rotated),
+       two bodies / one, median of each group's rows (seqlen < / >= 4096): hd128 causal
+       1.006 / 0.997, hd256 causal 0.997 / 0.995, where the non-causal rows, identical PTX,
+       read 0.996-1.002; but hd64 causal 1.007 / 1.029, and again 1.008 / 1.020 in a second
+       call (7 rounds; 4096/8192/16384: 1.012/1.020/1.020): head_dim 64 (three consumers at
+       160 registers) keeps the two bodies, and so does 96 (not measured). The whole GPU
+       ladder passed with one body at every head dim (calls 1-2). */
+    p->mask_branch = !p->fp8 && cfg->head_dim >= 128;
     p->diag_half = -1; /* the planner's choice, below, unless a knob sets it */
     if (!quiet)
         fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
@@ -223,7 +238,10 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        Confirmed on the H200 in the three-library run (call 7, bf16 + fp16, 3 rounds rotated),
        diag_half=0 / default over the 8 rows it changes (hd64 causal 2048-16384): median 0.986
        (0.964-1.001; 2048: 0.975 / 0.972); over the 64 rows where both kernels are the same
-       kernel: median 0.999, quartiles 0.990 / 1.005 (the run's noise). */
+       kernel: median 0.999, quartiles 0.990 / 1.005 (the run's noise). Both copies at two
+       consumers (diag_half=1; session 20, H100, bf16, cuDNN in the run, 5 rounds rotated),
+       knob / default: hd128 causal 1.001 / 0.993 (seqlen < / >= 4096), hd256 causal 1.008 /
+       0.992, all 36 rows 1.000: nothing to take. */
     if (p->diag_half < 0)
         p->diag_half = p->num_consumer_wg == 3 && cfg->mask != FA3_MASK_NONE;
     if (p->fp8 || p->dbg_no_softmax || p->block_n % 16) /* the half QK's m64n{bn/2}: 8 | bn/2 */
