@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The forward kernel's generated PTX run on the CPU emulator (tools/ctasim) against an fp64
-# reference, fresh random inputs each run: the default kernel and the knob variants (xtile 1 and
-# 2, both measured slower and kept off; mask_branch 0 and 1, the loop's one body forced off and
-# on whatever the head dim, which decides it by default) on a few shapes that walk several tiles a CTA
+# reference, fresh random inputs each run: the default kernel and the knob variants mask_branch
+# 0 and 1 (the loop's one body forced off and on whatever the head dim, which decides it by
+# default) on a few shapes that walk several tiles a CTA
 # (small grids). The variants only move work between the tile loop's places, so on the same
 # inputs their O and LSE must equal the default's bit for bit. Then planted defects that must
 # fail (a check that cannot fail checks nothing). Every run poisons registers read before any
@@ -26,7 +26,7 @@ cases=(
   "--hd 128 --sq 1 --sk 600 --heads 8 --heads-k 2 --pack-gqa --grid 2 --splits 3 --block-m 64"
   "--hd 64 --varlen 200:300,70:70,250:150 --heads 2 --grid 2 --causal"
 )
-knobsets=("" "xtile=1" "xtile=2" "mask_branch=0" "mask_branch=1")
+knobsets=("" "mask_branch=0" "mask_branch=1")
 n=0
 for c in "${cases[@]}"; do
   n=$((n + 1))
@@ -66,7 +66,7 @@ caught() {
   fi
 }
 # (block_m 192 on 128-key blocks: diagonal tiles hold a masked block inside the loop)
-for p in no_s_wait:"" no_store_read_wait:"" xtile_zero_early:xtile=1 xtile2_no_exit:xtile=2 mask_branch_never:mask_branch=1; do
+for p in no_s_wait:"" no_store_read_wait:"" mask_branch_never:mask_branch=1; do
   caught "${p%%:*}" --knobs "${p#*:}" --hd 64 --sq 384 --sk 384 --heads 2 --grid 2 --causal
 done
 # the consumers going on after a try_wait that said no: caught at hd128 only because the loads

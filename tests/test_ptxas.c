@@ -80,7 +80,7 @@ typedef struct ptxas_case {
    bf16/fp16 x causal/local with softcap, dense and varlen + paged (its largest).
    NBN64: head_dim 256's 64-key blocks (block_n 64, fa3_fwd_tune's short causal choice), the same
    eight layouts. */
-enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 22, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
+enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 20, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
        NCOMBINE = 5 * 2 * 2, NPACK = 6 * 3 * 2, NBM64 = 6 * 3 * 4, NDECODE = 6 * 3 * 2,
        NBM128 = 2 * 2 * 2, NBN64 = 2 * 2 * 2,
        NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NPACK + NBM64 +
@@ -539,8 +539,7 @@ int main(void)
        yet measured), the new max's arithmetic computed on every block (kept_branch=0: the kernel
        before session 15), Q's descriptors built once a tile (q_desc_tile, not yet
        measured), the first key block always whole (diag_half=0: the kernel before session 17)
-       and its half and empty copies where two consumers take turns (diag_half=1), a tile's
-       end overlapped with the next tile's start (xtile 1 and 2, not yet measured), the masked and
+       and its half and empty copies where two consumers take turns (diag_half=1), the masked and
        unmasked loop bodies apart (mask_branch=0: head_dim >= 128's kernel before session 20) and
        one body at every head dim (mask_branch=1) */
     static const struct { int hd, hdv, mask; } kv[NKNOB] = {
@@ -564,8 +563,6 @@ int main(void)
         {"q_desc_tile=1", "q_desc_tile1"},
         {"diag_half=0", "diag_half0"},
         {"diag_half=1", "diag_half1"},
-        {"xtile=1", "xtile1"},
-        {"xtile=2", "xtile2"},
         {"mask_branch=0", "mask_branch0"},
         {"mask_branch=1", "mask_branch1"}};
     for (int k = 0; k < NKNOBSETS; k++)

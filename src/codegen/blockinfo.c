@@ -20,11 +20,8 @@ void kg_rows_init(kgen *g, cons *c)
     /* r0 = m0 + 64·cw + 16·warp + lane/4, r1 = r0 + 8 */
     ptx_r a = ptx_reg(g->f, PTX_B32, "rowa"), b = ptx_reg(g->f, PTX_B32, "rowb");
     ptx_r d = ptx_reg(g->f, PTX_B32, "rowc"), e = ptx_reg(g->f, PTX_B32, "rowd");
-    const int fresh = !c->row[0].cls; /* a second call (xtile) writes the same registers */
-    if (fresh) {
-        c->row[0] = ptx_reg(g->f, PTX_B32, "row0");
-        c->row[1] = ptx_reg(g->f, PTX_B32, "row1");
-    }
+    c->row[0] = ptx_reg(g->f, PTX_B32, "row0");
+    c->row[1] = ptx_reg(g->f, PTX_B32, "row1");
     INS("shl.b32 $, $, 6;", a, c->cw);
     INS("add.s32 $, $, $;", b, a, c->t.m0);
     INS("shl.b32 $, $, 4;", d, g->warp);
@@ -48,10 +45,8 @@ void kg_rows_init(kgen *g, cons *c)
         ptx_r at = ptx_reg(g->f, PTX_B32, "rdiag");
         ptx_r f0 = ptx_reg(g->f, PTX_B32, "kf"), l0 = ptx_reg(g->f, PTX_B32, "kl");
         ptx_r l1 = ptx_reg(g->f, PTX_B32, "kl");
-        if (fresh) {
-            c->kfirst[r] = ptx_reg(g->f, PTX_B32, r ? "kfirst1" : "kfirst0");
-            c->klast[r] = ptx_reg(g->f, PTX_B32, r ? "klast1" : "klast0");
-        }
+        c->kfirst[r] = ptx_reg(g->f, PTX_B32, r ? "kfirst1" : "kfirst0");
+        c->klast[r] = ptx_reg(g->f, PTX_B32, r ? "klast1" : "klast0");
         if (pack) {
             ptx_r qi = ptx_reg(g->f, PTX_B32, "qidx");
             INS("div.u32 $, $, $;", qi, c->row[r], ratio);
@@ -68,10 +63,8 @@ void kg_rows_init(kgen *g, cons *c)
     /* the tile's bounds: the first row's last key, the last row's first key */
     ptx_r t0 = ptx_reg(g->f, PTX_B32, "al"), t1 = ptx_reg(g->f, PTX_B32, "al");
     ptx_r t2 = ptx_reg(g->f, PTX_B32, "al");
-    if (fresh) {
-        c->all_last = ptx_reg(g->f, PTX_B32, "alllast");
-        c->all_first = ptx_reg(g->f, PTX_B32, "allfirst");
-    }
+    c->all_last = ptx_reg(g->f, PTX_B32, "alllast");
+    c->all_first = ptx_reg(g->f, PTX_B32, "allfirst");
     ptx_r first = c->t.m0, lastr = {0};
     if (pack) { /* query rows m0 / ratio .. (m0 + bm - 1) / ratio */
         first = ptx_reg(g->f, PTX_B32, "qfirst");

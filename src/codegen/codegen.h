@@ -92,10 +92,6 @@ typedef struct fa3_plan {
                               key block a consumer whose rows all end before its middle key
                               takes a QK and softmax of block_n/2 columns, one whose rows end
                               before it neither (mainloop.c) */
-    int xtile;             /* A/B knob (16-bit, O not staged in Q, no e4m3): the tile's last
-                              PV issued together with the
-                              next tile's first QK, then this tile's epilogue, then the next
-                              tile's first softmax (mainloop.c cross_tile) */
     int wait_hint;         /* A/B knob: every mbarrier try_wait with a 10 ms suspend-time hint
                               (CUTLASS's), not the system's default limit (pipeline.c) */
     int tree_reduce;       /* A/B knob: row max and (fast_exp) row sums over 4 accumulators each

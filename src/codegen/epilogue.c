@@ -440,8 +440,7 @@ static void store_partials(kgen *g, cons *c, const ptx_r inv[2])
 void kg_epilogue(kgen *g, cons *c)
 {
     const fa3_plan *p = g->p;
-    if (c->lab_epilogue >= 0) /* xtile's second copy has no label (mainloop.c cross_tile) */
-        ptx_place(g->f, c->lab_epilogue);
+    ptx_place(g->f, c->lab_epilogue);
     ptx_r inv[2];
     for (int r = 0; r < 2; r++) {
         for (int lanes = 1; lanes <= 2; lanes *= 2) {

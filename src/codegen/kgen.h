@@ -91,12 +91,6 @@ typedef struct cons {
     /* early_pack 2: the block's K release, emitted by the softmax just before the PV's wait */
     void (*k_release)(struct kgen *g, struct cons *c);
     int lab_epilogue;
-    /* xtile 2: the tile's end takes the loop body's GEMMs: xmerge (pred) says the body's block is
-       the next tile's first QK with this tile's last PV; the body whose masked value is xhook
-       starts at lab_xbody and leaves for lab_xtail after its releases; lab_xjoin: the first
-       block's softmax (mainloop.c) */
-    ptx_r xmerge;
-    int xhook, lab_xbody, lab_xtail, lab_xjoin;
     int half; /* diag_half: the code being emitted covers the block's first block_n/2 columns */
     /* the loop body's temporaries (see scratch) */
     struct {

@@ -122,35 +122,6 @@
      block_n/2 columns and a softmax over them, and one whose rows see none of its keys takes
      neither (blockinfo.c kg_first_block_reach, mainloop.c); P's other half is zero, so the
      PV is unchanged;
-   - xtile=0/1 (bf16/fp16 without O staged in Q; checked on the CPU emulator, tools/ctasim):
-     the tile's end overlapped with the next tile's start (mainloop.c
-     cross_tile). Where the CTA's next tile has key blocks (with O staged in the ring, o_stage
-     3: two or more), the last PV of this tile and the first QK of the next are issued in one
-     ping-pong turn; then this tile's epilogue, then the next tile's first
-     (masked) softmax, and the loop goes on with the next tile. Session 13's ncu of the short
-     rows put a tile's setup, last PV and epilogue at about one key block's worth of every
-     warpgroup's time, serial across the warpgroups (their tile boundaries coincide); the
-     turn the tensor cores idled in is now a whole block's GEMMs. The first tile of a CTA, and
-     a tile after one with no key blocks, start as before (with diag_half where the plan has
-     it); merged starts take the whole first block. Measured (session 20, H100, same-run A/B
-     against the default, bf16, cuDNN in the run, 5 rounds rotated): 0.984 over 36 rows;
-     hd64 non-causal 0.970 / 0.948 (seqlen < / >= 4096), hd64 causal 0.979 / 1.014, hd256
-     causal < 4096 0.971 (512: 0.959), hd128 0.985-1.004. Stays off;
-   - xtile=2 (the same overlap, checked on the CPU emulator): the merged
-     turn is the loop body's own (its QK of the next tile's first block with the PV of this
-     tile's last), entered from the tile's end with the next tile's Q; a predicate taken after
-     the body's releases leaves for this tile's epilogue (step 4's own, which returns on the same
-     predicate), then the first block's softmax. The PTX holds no more GEMMs, softmax or
-     epilogue (xtile=1 holds a QK, a PV, a softmax and an epilogue more: ptxas time +40-50%;
-     xtile=2 +8-18%); each key block pays one predicated branch between the QK's wait and the
-     PV's (nvdisasm: the PV's wait keeps its place). Not with early_pack (its K release sits
-     inside the softmax). Measured (session 19, H100, same-run A/B against the default, bf16,
-     cuDNN in the run, 3 rounds rotated; bench/RESULTS.md): correct (knob_check: every dense
-     check, 5 layouts, several tiles a CTA, racecheck and synccheck clean) but slower, 0.973
-     of the default over 36 rows, and slowest where it was meant to help: hd64 causal
-     512/1024/2048 0.910/0.915/0.915. It loses at 16k too (hd64 non-causal 0.963), where a
-     tile's end is about one block in 85, so the per-block body got slower, not only the tile
-     ends. Stays off;
    - mask_branch=0/1 (causal/local): one key-block loop body, not a masked and an unmasked
      one: its softmax applies the mask under a warp-uniform branch on the block's need
      (blockinfo.c kg_block_needs_mask, decided at the loop top as before). The planner's
@@ -161,7 +132,11 @@
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
-   in plan.c and docs/notes.md; stages remains a config field (fa3_config.stages). */
+   in plan.c and docs/notes.md; stages remains a config field (fa3_config.stages). So is xtile
+   (1 and 2: a tile's last PV issued with the next tile's first QK in one ping-pong turn, then
+   the tile's epilogue; correct on the GPU and on tools/ctasim, slower in same-run A/Bs on an
+   H100, 0.984 and 0.973 of the default over 36 bf16 rows, hd64 causal 512-2048 0.91 under
+   xtile=2; sessions 19-20, docs/notes.md; the code is in commit 85f1b3f). */
 static const struct knob {
     const char *name;
     size_t off;
@@ -188,7 +163,6 @@ static const struct knob {
     {"dyn_sched", offsetof(fa3_plan, dyn_sched), 0, 3},
     {"l2_floor", offsetof(fa3_plan, l2_floor), 0, 64},
     {"diag_half", offsetof(fa3_plan, diag_half), 0, 1},
-    {"xtile", offsetof(fa3_plan, xtile), 0, 2},
     {"mask_branch", offsetof(fa3_plan, mask_branch), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])

@@ -282,9 +282,6 @@ static void q_wait_desc(kgen *g, cons *c)
    block's kg_block_needs_mask, says: mask_branch). */
 static void block_body(kgen *g, cons *c, int masked, int lab_loop)
 {
-    const int hook = g->p->xtile == 2 && masked == c->xhook;
-    if (hook) /* xtile 2: a tile's end enters here (step 3) */
-        ptx_place(g->f, c->lab_xbody);
     k_wait_desc(g, c);
     if (!g->p->late_v_wait)
         v_wait_desc(g, c);
@@ -301,8 +298,6 @@ static void block_body(kgen *g, cons *c, int masked, int lab_loop)
     if (!c->k_release)
         k_release(g, c);
     q_release_if_last(g, c);
-    if (hook) /* xtile 2: the block was a tile's end with the next tile's start */
-        INS("@$ bra %s;", c->xmerge, ptx_lab(g->f, c->lab_xtail));
     kg_softmax(g, c, masked, 1);
     c->k_release = NULL;
     if (!early)
@@ -334,8 +329,6 @@ static void first_block(kgen *g, cons *c)
         INS("mov.f32 $, $;", ptx_at(c->s, i), ptx_at(c->sh, i));
     k_release(g, c);
     q_release_if_last(g, c);
-    if (g->p->xtile == 2 && !c->half) /* a merged start's softmax (kg_consumer, step 3) */
-        ptx_place(g->f, c->lab_xjoin);
     kg_softmax(g, c, 1, 0);
     if (!kg_early_pack(g->p))
         kg_pack_p(g, c);
@@ -395,80 +388,6 @@ static void tile_state_init(kgen *g, cons *c)
         if (c->l_lse[r].id != c->l[r].id)
             INS("mov.f32 $, " ZERO_F ";", c->l_lse[r]);
     }
-}
-
-/* xtile: the next tile's decode (registers of its own) into the registers the loop reads */
-static void tile_assign(kgen *g, tile_info *dst, const tile_info *src)
-{
-    ptx_r *d[] = {&dst->tile, &dst->mblk,  &dst->head, &dst->batch, &dst->kvhead, &dst->m0,
-                  &dst->split, &dst->nmin, &dst->nmax, &dst->niters, &dst->sq,    &dst->sk,
-                  &dst->qoff, &dst->koff,  &dst->qrow, &dst->tbatch};
-    const ptx_r s[] = {src->tile, src->mblk, src->head,   src->batch, src->kvhead, src->m0,
-                       src->split, src->nmin, src->nmax,  src->niters, src->sq,    src->sk,
-                       src->qoff, src->koff, src->qrow,   src->tbatch};
-    _Static_assert(sizeof s / sizeof s[0] == sizeof(tile_info) / sizeof(ptx_r), "tile_info");
-    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
-        if (!s[i].cls || (s[i].cls == d[i]->cls && s[i].id == d[i]->id))
-            continue; /* unset, or one register in both (a parameter such as seqlen_q) */
-        if (!d[i]->cls || d[i]->cls != PTX_B32)
-            ptx_bug(g->f, "tile_assign: field %zu has no register to receive it", i);
-        else
-            INS("mov.u32 $, $;", *d[i], s[i]);
-    }
-}
-
-/* xtile: the loop's registers take the next tile (nt): its decode, the state a tile starts with,
-   its rows, and its first key block's index (step 1's setup, for a start that did not pass it) */
-static void next_tile_begin(kgen *g, cons *c, const tile_info *nt)
-{
-    tile_assign(g, &c->t, nt);
-    tile_state_init(g, c);
-    kg_rows_init(g, c); /* into the loop's registers */
-    INS("sub.s32 $, $, 1;", c->n, c->t.nmax);
-}
-
-/* xtile: the end of this tile overlapped with the start of the next (nt, which has key blocks):
-   one ping-pong turn issues the next tile's first QK and this tile's last PV; S's wait releases
-   the next tile's first K (and its Q, if that is its only block); O's wait releases this tile's
-   last V; then this tile's epilogue, then the next tile's state, rows and first (masked) softmax
-   and P, as the tile's first block leaves them (step 1). Every consumer of the CTA has the same
-   tiles, so each takes the same number of turns. Entered where the loop ended (no wgmma in
-   flight, ps at the next tile's first K, pps at this tile's last V); leaves at the next tile's
-   second block. */
-static void cross_tile(kgen *g, cons *c, tile_info nt)
-{
-    const fa3_plan *p = g->p;
-    INS("add.u32 $, $, 1;", c->qc, c->qc); /* this tile's Q use is over */
-    q_wait_desc(g, c);                      /* the next tile's Q */
-    INS("mov.u32 $, 0;", c->it);
-    k_wait_desc(g, c);
-    if (!p->late_v_wait)
-        v_wait_desc(g, c);
-    pp_sync(g, c);
-    qk(g, c);
-    if (p->late_v_wait)
-        v_wait_desc(g, c);
-    pv(g, c);
-    pp_arrive(g, c);
-    INS("wgmma.wait_group.sync.aligned 1;"); /* the next tile's S */
-    const tile_info cur = c->t;
-    c->t = nt; /* its block count (o_stage 3: two or more, so its first K is released) */
-    k_release(g, c);
-    q_release_if_last(g, c);
-    c->t = cur;
-    INS("wgmma.wait_group.sync.aligned 0;"); /* this tile's O */
-    last_v_release(g, c);
-    const int lab = c->lab_epilogue;
-    c->lab_epilogue = -1;
-    kg_epilogue(g, c);
-    c->lab_epilogue = lab;
-    next_tile_begin(g, c, &nt);
-    kg_softmax(g, c, 1, 0);
-    if (!kg_early_pack(p))
-        kg_pack_p(g, c);
-    kg_pipe_assign(g, &c->pps, c->ps);
-    kg_pipe_advance(g, &c->ps);
-    INS("add.u32 $, $, 1;", c->it, c->it);
 }
 
 void kg_consumer(kgen *g)
@@ -601,34 +520,10 @@ void kg_consumer(kgen *g)
     c.lab_epilogue = ptx_label(g->f, "epilogue");
     if (p->dyn_sched) /* the tile indices the producer hands over, use round (kg_tile_take) */
         g->dyn_tile = ptx_reg(g->f, PTX_B32, "dtile");
-    /* xtile: taken, the next round's tile was taken (dyn_sched) and decoded at the end of a
-       tile; more, it exists (mainloop's step 3) */
-    const int xt = p->xtile;
-    const int lab_have = xt ? ptx_label(g->f, "cons_have") : -1;
-    ptx_r taken = {0}, more = {0};
-    if (xt) {
-        taken = ptx_reg(g->f, PTX_PRED, "xtaken");
-        more = ptx_reg(g->f, PTX_PRED, "xmore");
-    }
-    c.xhook = -1;
-    if (xt == 2) {
-        c.xmerge = ptx_reg(g->f, PTX_PRED, "xmerge");
-        INS("setp.ne.u32 $, $, $;", c.xmerge, c.cw, c.cw);
-        c.lab_xbody = ptx_label(g->f, "xbody");
-        c.lab_xtail = ptx_label(g->f, "xtail");
-        c.lab_xjoin = ptx_label(g->f, "xjoin");
-        /* the body a merged turn takes: the unmasked one, or the only one */
-        const int w = p->cfg.mask != FA3_MASK_NONE;
-        c.xhook = w && p->one_body ? 1 : w && p->mask_branch ? 2 : 0;
-    }
     ptx_place(g->f, lab_tile);
     if (p->dyn_sched)
         kg_tile_take(g, g->round);
     c.t = kg_tile_next(g, lab_exit);
-    if (xt) {
-        ptx_place(g->f, lab_have);
-        INS("setp.ne.u32 $, $, $;", taken, c.cw, c.cw);
-    }
     if (p->fp8)
         kg_descales_tile(g, &c);
     tile_state_init(g, &c);
@@ -715,67 +610,8 @@ void kg_consumer(kgen *g)
         }
     }
 
-    /* 3. xtile: where the CTA's next tile has key blocks, its start with this tile's end
-       (cross_tile); else, and without xtile, the last PV alone */
+    /* 3. the tile's last PV */
     ptx_place(g->f, lab_pv);
-    tile_info nt = {0};
-    const int lab_xtail2 = xt == 2 ? ptx_label(g->f, "xtail2") : -1;
-    if (xt) {
-        const int lab_last = ptx_label(g->f, "cons_last");
-        ptx_r r1 = ptx_reg(g->f, PTX_B32, "round1"), none = ptx_reg(g->f, PTX_PRED, "xnone");
-        INS("add.u32 $, $, 1;", r1, g->round);
-        INS("setp.eq.u32 $, $, $;", taken, c.cw, c.cw);
-        INS("setp.ne.u32 $, $, $;", more, c.cw, c.cw);
-        const ptx_r round = g->round;
-        g->round = r1; /* the next round's tile */
-        if (p->dyn_sched)
-            kg_tile_take(g, g->round);
-        nt = kg_tile_next(g, lab_last);
-        g->round = round;
-        INS("setp.eq.u32 $, $, $;", more, c.cw, c.cw);
-        /* o_stage 3: a next tile of one block starts on its own, so that consumer 1's arrive on
-           nb_ring after that block's QK (k_release) cannot come before consumer 0's wait on it
-           in this tile's epilogue */
-        INS("setp.le.s32 $, $, %d;", none, nt.niters, p->o_stage == 3);
-        INS("@$ bra %s;", none, ptx_lab(g->f, lab_last));
-        if (xt == 1) {
-            cross_tile(g, &c, nt);
-            INS("mov.u32 $, $;", g->round, r1);
-            INS("bra.uni %s;", ptx_lab(g->f, lab_loop));
-        } else {
-            /* xtile 2: the next tile's Q, and the loop body takes the turn: its QK is the next
-               tile's first (ps is at its first K), its PV this tile's last (pps, P). The body's
-               releases read it and the loop's niters (still this tile's): it is set so that
-               it + 1 == niters exactly where the next tile has one block (its Q released after
-               that QK; o_stage 3 merges only tiles of two or more, so K is released as any
-               block's). Nothing of the next tile is live through the body: xtail decodes it
-               again, after this tile's epilogue has read this tile's registers. */
-            ptx_r one = ptx_reg(g->f, PTX_PRED, "xone"), itv = ptx_reg(g->f, PTX_B32, "xit");
-            INS("setp.eq.s32 $, $, 1;", one, nt.niters);
-            INS("sub.s32 $, $, 1;", itv, c.t.niters);
-            INS("selp.b32 $, $, -2, $;", c.it, itv, one);
-            INS("add.u32 $, $, 1;", c.qc, c.qc);
-            q_wait_desc(g, &c);
-            INS("setp.eq.u32 $, $, $;", c.xmerge, c.cw, c.cw);
-            INS("bra.uni %s;", ptx_lab(g->f, c.lab_xbody));
-            /* xtail: the body's S wait and releases are behind; this tile's O, its V release,
-               and its epilogue: step 4's own (xmerge still set brings it back to xtail2), then
-               the next tile (decoded again; dyn_sched: the index taken above), its state and
-               rows, and the first block's softmax (step 1) */
-            ptx_place(g->f, c.lab_xtail);
-            INS("wgmma.wait_group.sync.aligned 0;");
-            last_v_release(g, &c);
-            INS("bra.uni %s;", ptx_lab(g->f, c.lab_epilogue));
-            ptx_place(g->f, lab_xtail2);
-            INS("add.u32 $, $, 1;", g->round, g->round);
-            const tile_info again = kg_tile_next(g, lab_exit); /* it exists: never past */
-            next_tile_begin(g, &c, &again);
-            INS("mov.u32 $, 0;", c.it);
-            INS("setp.ne.u32 $, $, $;", c.xmerge, c.cw, c.cw);
-            INS("bra.uni %s;", ptx_lab(g->f, c.lab_xjoin));
-        }
-        ptx_place(g->f, lab_last);
-    }
     v_wait_desc(g, &c);
     pp_sync(g, &c);
     pv(g, &c);
@@ -785,17 +621,8 @@ void kg_consumer(kgen *g)
     INS("add.u32 $, $, 1;", c.qc, c.qc);
 
     kg_epilogue(g, &c);
-    if (xt == 2) /* xtile 2: the epilogue of a merged turn's tile goes on at xtail2 */
-        INS("@$ bra %s;", c.xmerge, ptx_lab(g->f, lab_xtail2));
     INS("add.u32 $, $, 1;", g->round, g->round);
-    if (xt) { /* the next round's tile, if step 3 took it: none left, or one without blocks */
-        INS("@!$ bra %s;", taken, ptx_lab(g->f, lab_tile));
-        INS("@!$ bra %s;", more, ptx_lab(g->f, lab_exit));
-        tile_assign(g, &c.t, &nt);
-        INS("bra.uni %s;", ptx_lab(g->f, lab_have));
-    } else {
-        INS("bra.uni %s;", ptx_lab(g->f, lab_tile));
-    }
+    INS("bra.uni %s;", ptx_lab(g->f, lab_tile));
 
     ptx_place(g->f, lab_exit);
     if (p->o_stage) {

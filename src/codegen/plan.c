@@ -341,15 +341,6 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
         p->o_stage = 3;
     else
         p->ring_stage = 0;
-    /* xtile (knob, mainloop.c cross_tile): the epilogue's staging must not be the next tile's Q
-       (o_stage 2), and the loop's Q descriptors are built per QK; with varlen and paged K/V at
-       head_dim 192/256 the next tile's decode beside the 232 registers' accumulators spilled
-       8 bytes (ptxas, test_ptxas under xtile=1) */
-    if (p->fp8 || p->o_stage == 2 || p->q_desc_tile ||
-        (cfg->varlen && cfg->paged_kv && p->hd_chunks > 2))
-        p->xtile = 0;
-    if (p->xtile == 2 && p->early_pack) /* its K release inside the softmax, past the exit */
-        p->xtile = 0;
     /* varlen: the longest-first tile order's table (varlen_order.h) after the barriers, where it
        fits beside the layout chosen above (it never costs a Q buffer or the O staging); else
        smem_vtab 0 and the kernel walks the sequences in their own order. */

@@ -105,19 +105,12 @@ def reference(q, k, v, scale, wl, wr):
 PLANTS = {
     # the loop's S wait removed: the softmax reads S before its QK completes (deferred wgmma)
     "no_s_wait": ("wgmma.wait_group.sync.aligned 1;", "", 1),
-    # xtile: the merged start's O zeroing moved before this tile's epilogue (O stored as 0)
-    "xtile_zero_early": None,
-    # xtile: the next tile's decode not moved into the loop's registers (the first copy)
-    "xtile_no_assign": None,
     # mask_branch: the loop body's mask skipped on every block
     "mask_branch_never": None,
     # the epilogue's wait for its previous TMA store to have read the staging, removed
     "no_store_read_wait": None,
     # the consumers' mbarrier retry branches removed (a try_wait that says no is taken as yes)
     "no_wait_retry": None,
-    # xtile 2: the loop body's exit to the merged tail removed (the merged block runs on as a
-    # block of the next tile)
-    "xtile2_no_exit": None,
     # the tile's O accumulator left unzeroed in its first register (only --poison shows it when
     # each CTA runs one tile: otherwise the register reads 0)
     "no_o_init": None,
@@ -145,8 +138,6 @@ def plant(ptx, name):
         return "\n".join(lines)
     if name == "no_o_init":
         return comment_out(r"\s*mov\.f32 %o0, 0f00000000;", "O zeroing", first=True)
-    if name == "xtile2_no_exit":
-        return comment_out(r"\s*@%xmerge_\d+ bra \$Lxtail_\d+;", "xtile 2 exit", first=True)
     if name == "no_store_read_wait":
         return comment_out(r"\s*@%wglead_\d+ cp\.async\.bulk\.wait_group\.read 0;", "store wait")
     if name == "no_wait_retry":
@@ -159,21 +150,6 @@ def plant(ptx, name):
                 lines[i] = "%sbra.uni %s;" % (m.group(1), m.group(2))
                 return "\n".join(lines)
         raise SystemExit("no mask branch to plant in")
-    r1 = next(i for i, l in enumerate(lines) if re.search(r"add\.u32 %round1_\d+", l))
-    end = next(i for i in range(r1, len(lines)) if re.search(r"mov\.u32 %round_\d+, %round1_", lines[i]))
-    if name == "xtile_no_assign":
-        for i in range(r1, end):
-            if re.match(r"\s*mov\.u32 %(m0|niters|nmax|head)_\d+, %\w+;", lines[i]):
-                lines[i] = "\t// planted: " + lines[i].strip()
-        return "\n".join(lines)
-    if name == "xtile_zero_early":
-        w0 = next(i for i in range(r1, end) if "wgmma.wait_group.sync.aligned 0;" in lines[i])
-        zs = [i for i in range(w0, end) if re.match(r"\s*mov\.f32 %o\d+, 0f00000000;", lines[i])]
-        moved = [lines[i] for i in zs]
-        for i in reversed(zs):
-            del lines[i]
-        lines[w0 + 1:w0 + 1] = moved
-        return "\n".join(lines)
     raise SystemExit("unknown plant " + name)
 
 
@@ -386,11 +362,8 @@ def main():
         prog, labels = cs.parse(ptx)
     t0 = time.time()
     steps = 0
-    # the instructions that mark a tile loop's joins: a merged start (xtile: the round taken
-    # over from the peek) and the separate last PV's epilogue
-    marks = {"merged tile starts": re.compile(r"mov\.u32 %round_\d+, %round1_\d+;|"
-                                              r"setp\.eq\.u32 %xmerge_\d+,"),
-             "tile epilogues": re.compile(r"selp\.f32 %linv_\d+,")}
+    # the instruction that marks a tile's epilogue
+    marks = {"tile epilogues": re.compile(r"selp\.f32 %linv_\d+,")}
     seen = {k: 0 for k in marks}
     uninit = {}
     for cta in range(grid):

@@ -4,7 +4,7 @@
 # tiles with them (seqlen_q > seqlen_k, causal), O by TMA and from registers, varlen, split-KV
 # (and its decode tile), hd256, GQA, packed GQA and paged K/V; then the planted defects, each of which must fail. No GPU
 # needed; about 4 minutes a knob set on 2 cores.
-#   bash tools/ctasim/suite.sh "" xtile=1
+#   bash tools/ctasim/suite.sh "" mask_branch=0 mask_branch=1
 # CTASIM_FLAGS adds run.py flags to every case (e.g. --poison: registers read before any write
 # hold random bits, and each such read is listed).
 set -uo pipefail
@@ -45,8 +45,6 @@ done
 # (block_m 192 on 128-key blocks: diagonal tiles hold a masked block inside the loop)
 plants=("no_s_wait:${1:-}")
 for k in "$@"; do
-  case ",$k," in *,xtile=1,*) plants+=("xtile_zero_early:$k" "xtile_no_assign:$k") ;; esac
-  case ",$k," in *,xtile=2,*) plants+=("xtile2_no_exit:$k") ;; esac
   case ",$k," in *,mask_branch=1,*) plants+=("mask_branch_never:$k") ;; esac
 done
 for pk in "${plants[@]}"; do

@@ -3,8 +3,8 @@
 # and fp16, non-causal and causal, plus hd128 local, under each KNOBS argument (FA3JIT_PLAN_DEBUG
 # syntax); under the first also hd128's varlen, paged, packed-GQA, split-KV and block_m 64
 # layouts (session 15), then several tiles per CTA (batch 4, 16 heads: seqlen 1000 gives 384-512
-# tiles over 132 CTAs, among them tiles without key blocks at seqlen_q 1000 / seqlen_k 63; the
-# tile loop's joins: xtile, session 18), then racecheck and synccheck of hd128 causal. Run on the
+# tiles over 132 CTAs, among them tiles without key blocks at seqlen_q 1000 / seqlen_k 63: the
+# tile loop's joins), then racecheck and synccheck of hd128 causal. Run on the
 # device after
 # tools/gpu-bundle.sh (carry .gpu): bash tools/probes/knob_check.sh pv_wait_fence=1 ...
 set -uo pipefail
