@@ -24,8 +24,9 @@
    - tree_reduce=0/1: the row max (and with fast_exp the row sums) over 4 accumulators instead
      of one dependent chain (softmax.c);
    - pack_first=0/1: the loop body packs P before it rescales O (FA4's order; with
-     cond_rescale the pack then sits before the rescale's branch). Both are the planner's
-     choice for head_dim > 64 (plan.c has the A/B);
+     cond_rescale the pack then sits before the rescale's branch). tree_reduce is the
+     planner's choice for head_dim > 64, pack_first for every 16-bit kernel (head_dim 64 since
+     session 21; plan.c has the A/Bs);
    - one_body=1 (causal/local; no effect without a mask): the key-block loop's one body is the
      masked one (mainloop.c): ptxas ~30% cheaper (hd128/256 causal, issue 17), each unmasked
      block pays the mask's compares. Same-run A/B (session 10 call 2, bf16 hd64, compare.py
@@ -125,10 +126,9 @@
    - mask_branch=0/1 (causal/local): one key-block loop body, not a masked and an unmasked
      one: its softmax applies the mask under a warp-uniform branch on the block's need
      (blockinfo.c kg_block_needs_mask, decided at the loop top as before). The planner's
-     choice since session 20 for head_dim >= 128 (plan.c has the A/B: even there, and ptxas
-     compiles those kernels in about two thirds of the time); head_dim 64 keeps two bodies
-     (1-3% faster at causal seqlen >= 4096 in two runs). mask_branch=0 gives the kernel of
-     before at head_dim >= 128, mask_branch=1 one body at 64 and 96 too;
+     choice for every 16-bit masked kernel (head_dim >= 128 since session 20, 64 and 96 since
+     session 21 with pack_first; plan.c has the A/Bs: even or better, and ptxas compiles those
+     kernels in about two thirds of the time). mask_branch=0 gives the two bodies of before;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded

@@ -150,8 +150,16 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        --variants, graph replay, 3 rounds rotated, bf16, 2026-12-01 session 9 call 8), both /
        default, median over the sweep's rows: hd64/128/256 0.989/1.022/1.008 (hd128 1.038 at
        seqlen >= 4096), so hd64 keeps neither. Correct on the H200 with both (session 10 call 1:
-       test_magnitude, test_gpu, test_edge; session 9: fa3-gen check). */
-    p->tree_reduce = p->pack_first = !p->fp8 && cfg->head_dim > 64;
+       test_magnitude, test_gpu, test_edge; session 9: fa3-gen check).
+       pack_first alone at head_dim 64 (session 21): ptxas had left the 32 packs of P after the
+       O rescale's branch (SASS 429-465 of hd64's 467-instruction loop, after the last EX2 at
+       384), a serial tail in an issue-bound softmax; packed first they spread among the EX2s
+       (267-419). Same-run A/B (H100 SXM, bench/compare.py, cuDNN in the run, 5 rounds rotated),
+       pack_first / old default, hd64 non-causal < / >= 4096: bf16 1.023 / 1.019, then bf16+fp16
+       1.002 / 1.009 (second call); with one body (below) at causal 1.001 / 1.020 and 1.004 /
+       1.008. So every 16-bit kernel packs first. */
+    p->tree_reduce = !p->fp8 && cfg->head_dim > 64;
+    p->pack_first = !p->fp8;
     /* The warpgroup index through shfl.sync, so ptxas keeps the Q descriptor in uniform registers
        and advances it by 32-bit adds (uniform_desc), and V's wait after the QK issue, just before
        the PV (late_v_wait, FA4's order), bf16/fp16. The main loop loses 12/25/48 of 477/534/539
@@ -188,23 +196,24 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        fp16, FA4 and cuDNN in it), Q staging / ring, median of each group's rows: non-causal
        0.959 (< 4096) and 0.967, causal 0.969 and 0.995; 512 non-causal 0.921 in both dtypes. */
     p->ring_stage = !p->fp8;
-    /* One key-block loop body for causal/local at head_dim >= 128 (mask_branch, mainloop.c):
-       its softmax applies the mask under a warp-uniform branch on the block's need, so the
-       body's GEMMs are in the PTX once and ptxas, whose time follows the wgmma instructions'
-       total width (docs/notes.md session 14), compiles masked kernels in about two thirds of the
-       time (hd128/256 causal 430/622 -> 305/439 ms). An unmasked block executes 1-2 SASS
-       instructions fewer than the separate unmasked body's (tools/probes/sass_loop.py
-       --unmasked: hd128 causal 426 vs 428, hd256 354 vs 355, hd64 413 vs 414). Same-run A/B
-       (session 20, H100 SXM, bench/compare.py, bf16, cuDNN in the run, 5 rounds rotated),
-       two bodies / one, median of each group's rows (seqlen < / >= 4096): hd128 causal
-       1.006 / 0.997, hd256 causal 0.997 / 0.995, where the non-causal rows, identical PTX,
-       read 0.996-1.002; but hd64 causal 1.007 / 1.029, and again 1.008 / 1.020 in a second
-       call (7 rounds; 4096/8192/16384: 1.012/1.020/1.020): head_dim 64 (three consumers at
-       160 registers) keeps the two bodies, and so does 96 (not measured); docs/notes.md has a
-       lead (P's packs sink below the rescale branch under one body there). The whole GPU
-       ladder ran with one body at every head dim (H100, calls 1-2): every step passed but
-       one pytest case of the FP8 quantizer, a test tolerance since fixed (test_quantize). */
-    p->mask_branch = !p->fp8 && cfg->head_dim >= 128;
+    /* One key-block loop body for causal/local (mask_branch, mainloop.c): its softmax applies
+       the mask under a warp-uniform branch on the block's need, so the body's GEMMs are in the
+       PTX once and ptxas, whose time follows the wgmma instructions' total width (docs/notes.md
+       session 14), compiles masked kernels in about two thirds of the time (hd128/256 causal
+       430/622 -> 305/439 ms). An unmasked block executes 1-2 SASS instructions fewer than the
+       separate unmasked body's (tools/probes/sass_loop.py --unmasked: hd128 causal 426 vs 428,
+       hd256 354 vs 355, hd64 413 vs 414). Same-run A/B (session 20, H100 SXM,
+       bench/compare.py, bf16, cuDNN in the run, 5 rounds rotated), two bodies / one, median of
+       each group's rows (seqlen < / >= 4096): hd128 causal 1.006 / 0.997, hd256 causal 0.997 /
+       0.995, where the non-causal rows, identical PTX, read 0.996-1.002. hd64 causal lost with
+       one body, 1.007 / 1.029 and 1.008 / 1.020 in two calls, because its P packs sank below
+       the rescale branch; packed first (pack_first, above) they do not, and one body with
+       pack_first / two bodies without (session 21, H100 SXM, 5 rounds) read 1.001 / 1.020 (bf16)
+       and 1.004 / 1.008 (bf16+fp16, a second call). So every 16-bit masked kernel has one body
+       (head_dim 96 and 192 follow without their own A/B). The whole GPU ladder ran with one
+       body at every head dim (session 20, H100, calls 1-2): every step passed but one pytest
+       case of the FP8 quantizer, a test tolerance since fixed (test_quantize). */
+    p->mask_branch = !p->fp8;
     p->diag_half = -1; /* the planner's choice, below, unless a knob sets it */
     if (!quiet)
         fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
