@@ -8,6 +8,17 @@ cd "$(dirname "$0")/.."
 soname() { readelf -d "$1" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'; }
 rm -rf .gpu && mkdir -p .gpu
 strip --strip-unneeded -o ".gpu/$(soname build/libfa3jit.so)" build/libfa3jit.so
+for lib in libcmocka.so.0 libxxhash.so.0; do
+  cp "$(readlink -f "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')")" ".gpu/$lib"
+done
+# SLIM=1: the library (xz'd: gpu-run unpacks it), fa3-gen and the two libraries only, about 10 MB,
+# to travel beside .peers/b (32 MB) for the compare step with FA4
+if [ "${SLIM:-0}" = 1 ]; then
+  xz -T2 -1 .gpu/libfa3jit.so*
+  cp build/fa3-gen .gpu/
+  du -sh .gpu
+  exit 0
+fi
 cp build/fa3-gen build/tests/test_gpu build/tests/test_edge build/tests/test_magnitude \
   build/tests/test_fp8 build/tests/test_fwd_args build/tests/test_quantize \
   build/tests/test_varlen build/tests/test_varlen_args build/tests/test_splitkv \
@@ -16,9 +27,6 @@ cp build/fa3-gen build/tests/test_gpu build/tests/test_edge build/tests/test_mag
 # test_fwd_args and test_varlen_args link the static library (41 MB): stripped and xz'd to fit
 # the 64 MiB carry
 for t in test_fwd_args test_varlen_args; do strip --strip-unneeded .gpu/$t && xz -T2 -1 .gpu/$t; done
-for lib in libcmocka.so.0 libxxhash.so.0; do
-  cp "$(readlink -f "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')")" ".gpu/$lib"
-done
 # BASE_BUILD=dir: another build folder (e.g. of the last commit) for A/B runs, as .gpu/base
 # (bench/ab.py variant gen:.gpu/base/fa3-gen).
 if [ -n "${BASE_BUILD:-}" ]; then

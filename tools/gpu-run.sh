@@ -3,6 +3,7 @@
 # ladder, fa3-gen check, the Python tests against PyTorch, and bench/compare.py (fa3jit vs cuDNN
 # and FA4 in the same run). Logs go to $OUT (or /tmp/fa3jit-gpu). Steps: all by default, or named: sass tests
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
+# peers (stashes .peers/a: see the step)
 # fp8 varlen varlenbench checkvarlen splitkv kvcache
 # sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128 ncu_fa4. FA3JIT_BENCH_DTYPES picks compare's dtypes;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
@@ -12,6 +13,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # the end
 dest=${OUT:-/tmp/fa3jit-gpu}; out=$(mktemp -d /tmp/fa3jit-logs.XXXX); mkdir -p "$dest"
 export LD_LIBRARY_PATH=$root/.gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# a slim bundle (SLIM=1 gpu-bundle.sh: the library xz'd, to travel beside .peers/b) is unpacked
+for z in "$root"/.gpu/libfa3jit.so*.xz; do
+  [ -f "$z" ] && xz -dc "$z" > "${z%.xz}" && rm -f "$z"
+done
 lib=$(ls "$root"/.gpu/libfa3jit.so* | head -n 1) # named by its SONAME (gpu-bundle.sh)
 # FA3JIT_CACHE_DIR given: kept between calls while the machine is warm
 export FA3JIT_CACHE_DIR=${FA3JIT_CACHE_DIR:-$(mktemp -d)} FA3JIT_LIBRARY=$lib
@@ -53,8 +58,16 @@ sass_check() {
 # peers_setup STEP WHAT: installs the peers (FA4, the cudnn frontend: ../shared/peers/README.md)
 # from .peers/a and .peers/b when they were sent, and sets $peer_path to the PYTHONPATH that
 # .peers/a/env.sh gives (empty, with a line saying WHAT follows, where they cannot be set up)
+# The machine keeps only the paths carried by the last call: .peers/a, sent alone in the call
+# before .peers/b (step `peers`), is stashed in /tmp/peers-a and put back here when it is gone.
+peers_stash=/tmp/peers-a
 peers_setup() {
   peer_path=
+  if [ -f "$root/.peers/a/gpu-setup.sh" ]; then
+    [ -f "$peers_stash/gpu-setup.sh" ] || cp -r "$root/.peers/a" "$peers_stash"
+  elif [ -f "$peers_stash/gpu-setup.sh" ]; then
+    mkdir -p "$root/.peers" && cp -r "$peers_stash" "$root/.peers/a"
+  fi
   if [ ! -f "$root/.peers/a/gpu-setup.sh" ]; then
     echo "$1: no .peers/a on this machine: $2"
   elif (cd "$root" && bash .peers/a/gpu-setup.sh); then
@@ -95,6 +108,11 @@ for step in $steps; do
       echo "hd$hd $dt $m: USETMAXREG $n_set HGMMA/QGMMA $n_mma LDL/STL $n_ldl"
       [ "$n_set" -ge 2 ] && [ "$n_mma" -ge 1 ] && [ "$n_ldl" -eq 0 ] || rc=1
     done; done; done ;;
+  peers) # the call that carries .peers/a alone: stashes it (peers_setup); with .peers/b here
+    # too, installs the peers. Then a call carrying [".peers/b", ".gpu"] (SLIM=1 gpu-bundle.sh)
+    # runs compare with FA4
+    peers_setup peers "sent .peers/a alone? it is stashed in $peers_stash for the next call"
+    [ -f "$peers_stash/gpu-setup.sh" ] || rc=1 ;;
   tests) logged test_gpu 300 25 "$root/.gpu/test_gpu" ;;
   fp8smoke) logged fp8_smoke 300 80 python3 "$root/tools/probes/fp8_smoke.py" ${FP8_SMOKE_ARGS:-} ;;
   edge) logged test_edge 300 40 "$root/.gpu/test_edge" ;;
