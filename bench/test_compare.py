@@ -189,14 +189,14 @@ class Table(unittest.TestCase):
                                  "fa3jit/max(cuDNN,FA4)"])
         self.assertEqual(rule.count("---"), len(cells))
         self.assertEqual([c.strip() for c in line.strip("|").split("|")],
-                         ["bf16", "128", "yes", "1024", "600.0", "500.0", "n/a", "1.20", "n/a",
-                          "1.20"])
+                         ["bf16", "128", "yes", "1024", "600.0", "500.0", "n/a", "1.200", "n/a",
+                          "1.200"])
 
     def test_one_peer(self):
         head, _, line = cr.table_lines([row(512, 300.0, cudnn=250.0, peers=("cudnn",))],
                                        ["cudnn"])
         self.assertNotIn("max(", head)
-        self.assertTrue(line.endswith("| 250.0 | 1.20 |"), line)
+        self.assertTrue(line.endswith("| 250.0 | 1.200 |"), line)
 
 
 class RowLine(unittest.TestCase):
@@ -303,7 +303,7 @@ class MainWithFakeTimers(unittest.TestCase):
         self.assertAlmostEqual(r["ratio_fa4"], 500 / 520)
         self.assertAlmostEqual(r["ratio_best"], 500 / 520)
         self.assertAlmostEqual(r["ratio"], 500 / 400)
-        self.assertIn("| bf16 | 256 | no | 4096 | 500.0 | 400.0 | n/a | 1.25 | n/a | 1.25 |", text)
+        self.assertIn("| bf16 | 256 | no | 4096 | 500.0 | 400.0 | n/a | 1.250 | n/a | 1.250 |", text)
         self.assertIn("all rows: fa3jit >= 1.00x max(cuDNN, FA4) on 2 of 8 rows", text)
         self.assertIn("seqlen >= 4096: fa3jit >= 1.00x max(cuDNN, FA4) on 2 of 4 rows", text)
 
@@ -332,7 +332,7 @@ class MainWithFakeTimers(unittest.TestCase):
         self.assertEqual([c[0] for c in calls if c[0] not in ("fa3-gen", "fa4-warm")][:4],
                          ["cudnn", "fa4", "fa4", "cudnn"])
         self.assertEqual(rows[0]["fa3jit_runs"], [450.0, 450.0])
-        self.assertIn("| bf16 | 64 | no | 512 | 450.0 | 400.0 | 520.0 | 1.12 | 0.87 | 0.87 |",
+        self.assertIn("| bf16 | 64 | no | 512 | 450.0 | 400.0 | 520.0 | 1.125 | 0.865 | 0.865 |",
                       text)
 
 
