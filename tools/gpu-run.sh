@@ -64,7 +64,7 @@ peers_stash=/tmp/peers-a
 peers_setup() {
   peer_path=
   if [ -f "$root/.peers/a/gpu-setup.sh" ]; then
-    [ -f "$peers_stash/gpu-setup.sh" ] || cp -r "$root/.peers/a" "$peers_stash"
+    rm -rf "$peers_stash" && cp -r "$root/.peers/a" "$peers_stash"  # the newest sent
   elif [ -f "$peers_stash/gpu-setup.sh" ]; then
     mkdir -p "$root/.peers" && cp -r "$peers_stash" "$root/.peers/a"
   fi
