@@ -13,8 +13,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # the end
 dest=${OUT:-/tmp/fa3jit-gpu}; out=$(mktemp -d /tmp/fa3jit-logs.XXXX); mkdir -p "$dest"
 export LD_LIBRARY_PATH=$root/.gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-# a slim bundle (SLIM=1 gpu-bundle.sh: the library xz'd, to travel beside .peers/b) is unpacked
-for z in "$root"/.gpu/libfa3jit.so*.xz; do
+# xz'd libraries are unpacked: a slim bundle's (SLIM=1 gpu-bundle.sh, to travel beside .peers/b)
+# and BASE_BUILD's (.gpu/base, for the ab step's variant gen:.gpu/base/fa3-gen)
+for z in "$root"/.gpu/libfa3jit.so*.xz "$root"/.gpu/base/libfa3jit.so*.xz; do
   [ -f "$z" ] && xz -dc "$z" > "${z%.xz}" && rm -f "$z"
 done
 lib=$(ls "$root"/.gpu/libfa3jit.so* | head -n 1) # named by its SONAME (gpu-bundle.sh)
@@ -196,11 +197,6 @@ for step in $steps; do
         | tee "$out/compare_$l.txt" | grep '^|'
     done ;;
   ab) # same-run A/B of FA3JIT_PLAN_DEBUG variants (bench/ab.py); clocks and power logged beside
-    for z in "$root"/.gpu/base/libfa3jit.so*.xz; do  # gpu-bundle BASE_BUILD (variant gen:.gpu/base/fa3-gen)
-      [ -f "$z" ] || continue
-      python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
-        "$z" "${z%.xz}"
-    done
     smi_start ab
     for hd in ${AB_HEAD_DIMS:-64 128 256}; do
       v=$(ab_variants $hd)
