@@ -171,7 +171,8 @@ static void expect_dyn(const fa3_plan *p, int seqlen_k, uint32_t hb_total, int d
 }
 
 /* The runtime's choice of the dynamic scheduler (dyn_sched 1: L2 cuts the pairs into sections
-   of 4 .. grid/8 pairs, at least 4 KV heads, more than one round of tiles), and the knob's
+   of 4 .. grid/8 pairs, at least one KV head (4 with late_claim=0), more than one round of
+   tiles), and the knob's
    other values. Bytes a KV head: seqlen_k x 2·head_dim x 2. */
 static void test_dyn_section(void **state)
 {
@@ -188,8 +189,13 @@ static void test_dyn_section(void **state)
     /* GQA 8: 4 KV heads fit, 32 query pairs: over grid/8 */
     expect_dyn_gqa(&p, 16384, 2, 64, 100000, 0, 32);
     p = plan_for(256);
-    expect_dyn(&p, 16384, 8, 0, 2);    /* 16 MiB: 2 pairs, static (measured slower) */
+    expect_dyn(&p, 16384, 8, 1, 2);    /* 16 MiB: 2 pairs, one KV head is enough (late claim) */
     expect_dyn(&p, 8192, 16, 1, 4);
+    expect_dyn(&p, 40000, 8, 1, 1);    /* 39 MiB a KV head: sections of one pair */
+    assert_int_equal(fa3_knobs_parse("late_claim=0", &p, NULL, 0), 0);
+    expect_dyn(&p, 16384, 8, 0, 2);    /* the early claim: 4 KV heads (it lost at 2) */
+    expect_dyn(&p, 8192, 16, 1, 4);
+    assert_int_equal(fa3_knobs_parse("late_claim=1", &p, NULL, 0), 0);
     expect_dyn_gqa(&p, 16384, 2, 16, 100000, 0, 16); /* GQA 8: 2 KV heads a section */
     assert_int_equal(fa3_knobs_parse("dyn_sched=2", &p, NULL, 0), 0);
     expect_dyn(&p, 16384, 8, 1, 2);    /* 2: the counter always */

@@ -26,7 +26,12 @@ cp build/fa3-gen build/tests/test_gpu build/tests/test_edge build/tests/test_mag
   build/tests/test_pack_gqa build/tests/test_block_m64 .gpu/
 # test_fwd_args and test_varlen_args link the static library (41 MB): stripped and xz'd to fit
 # the 64 MiB carry
-for t in test_fwd_args test_varlen_args; do strip --strip-unneeded .gpu/$t && xz -T2 -1 .gpu/$t; done
+# XZ_LIB=1: the library xz'd too (gpu-run unpacks it) and all three at level 6, 29 MB in all:
+# the whole bundle then travels beside .peers/b (33 MB) and the work tree (4 MB) for a call that
+# runs compare with FA4 and test steps
+lvl=-1; [ "${XZ_LIB:-0}" = 1 ] && lvl=-6
+for t in test_fwd_args test_varlen_args; do strip --strip-unneeded .gpu/$t && xz -T2 $lvl .gpu/$t; done
+[ "${XZ_LIB:-0}" = 1 ] && xz -T2 $lvl .gpu/libfa3jit.so*
 # BASE_BUILD=dir: another build folder (e.g. of the last commit) for A/B runs, as .gpu/base
 # (bench/ab.py variant gen:.gpu/base/fa3-gen).
 if [ -n "${BASE_BUILD:-}" ]; then

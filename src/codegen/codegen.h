@@ -73,11 +73,15 @@ typedef struct fa3_plan {
                               l2_floor pairs (0: 4, the default; runtime/fwd.c section_hb) */
     int dyn_sched;         /* causal/local, dense 16-bit (default 1): the producer hands each
                               tile index to the consumers through shared memory, and takes it
-                              from a global counter one tile ahead where the runtime passes one
+                              from a global counter where the runtime passes one
                               (FA3's dynamic persistent scheduler, sections sized by L2 alone);
                               knob 2: a counter at every launch, 3: never; 0: each role walks
                               the static order itself, and where it does not apply (producer.c,
                               runtime/schedule.c fa3_dyn_section) */
+    int late_claim;        /* dyn_sched with a counter: the producer takes the next tile after
+                              issuing the current tile's last load (1, the default) instead of
+                              at its start (0), so a CTA holds no claimed tile while it runs a
+                              long one */
     int ring_addr;         /* A/B knob: a ring barrier's address as stage·8 + bars, then its
                               table offset, which ptxas folds into the SYNCS address
                               (pipeline.c kg_ring_bar); the consumers' K/V descriptors as

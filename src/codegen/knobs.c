@@ -109,14 +109,22 @@
      planner's choice, plan.c has the A/B): FA3's dynamic persistent scheduler. The producer
      thread hands each tile index to the consumers through a shared-memory slot guarded by an
      mbarrier pair (producer.c, mainloop.c, tile_order.c), and where the runtime passes a
-     counter (atom.add, zeroed before the launch) takes the CTA's next tile from it one tile
-     ahead, while it loads the current one. The order is the static one's (sections, longest
-     rows first), taken greedily, with sections sized by L2 alone (32 MiB of K/V, no floor:
-     the greedy order balances any size). The runtime passes the counter (1) where
-     fa3_dyn_section's rule says (runtime/schedule.c), (2) always, (3) never: the static order
-     through the same hand-over; 0: the kernel before session 12 (each role computes the
-     static order itself). Session 1's version fetched at the tile boundary and lost 10-15%;
-     this one fetches ahead.
+     counter (atom.add, zeroed before the launch) takes the CTA's next tile from it after
+     issuing the current one's loads (late_claim, below). The order is the static one's
+     (sections, longest rows first), taken greedily, with sections sized by L2 alone (32 MiB
+     of K/V, no floor: the greedy order balances any size). The runtime passes the counter
+     (1) where fa3_dyn_section's rule says (runtime/schedule.c), (2) always, (3) never: the
+     static order through the same hand-over; 0: the kernel before session 12 (each role
+     computes the static order itself). Session 1's version fetched at the tile boundary, in
+     front of the Q load, and lost 10-15%; session 12's fetched at the tile's start.
+   - late_claim=0/1 (with dyn_sched's counter): the producer takes the next tile from the
+     counter after issuing the current tile's last K/V load instead of at the tile's start.
+     Taken at the start, each CTA holds a claimed tile while it runs the current one, so the
+     greedy order deals tiles by start time, not finish time: ncu (session 22, H100, hd256
+     causal 8192) read SM active cycles 0.913 of elapsed in ours against 0.971 in FA4, and a
+     host simulation of the order (longest first, sections of 4 pairs, 132 CTAs) gives 0.913
+     taken at the start and 0.996 taken at the end. Default 1 (plan.c has the A/B); 0 is the
+     kernel before, and with it the runtime keeps 4 KV heads a section for the counter;
    - diag_half=0/1 (bf16/fp16; default 1 for three consumers with a mask, plan.c has the
      A/B; session 17): in the tile's first key block (the diagonal of a causal tile, or the
      key tail) a consumer whose rows see none of the block's last block_n/2 keys takes a QK of
@@ -161,6 +169,7 @@ static const struct knob {
     {"kept_branch", offsetof(fa3_plan, kept_branch), 0, 1},
     {"q_desc_tile", offsetof(fa3_plan, q_desc_tile), 0, 1},
     {"dyn_sched", offsetof(fa3_plan, dyn_sched), 0, 3},
+    {"late_claim", offsetof(fa3_plan, late_claim), 0, 1},
     {"l2_floor", offsetof(fa3_plan, l2_floor), 0, 64},
     {"diag_half", offsetof(fa3_plan, diag_half), 0, 1},
     {"mask_branch", offsetof(fa3_plan, mask_branch), 0, 1},

@@ -177,7 +177,8 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        16-bit masked configs): the kernel takes its tile indices from the producer (a shared-
        memory hand-over), which walks the static order or, where the runtime passes a counter
        (runtime/schedule.c fa3_dyn_section: long sequences, whose K/V fit L2 only in sections too
-       small for the static rounds to balance), takes each next tile from it one tile ahead.
+       small for the static rounds to balance), takes each next tile from it (late_claim: once
+       the current tile's loads are issued).
        Same-run A/B on the H200 (session 12, calls 3-4, bf16, cuDNN in the run, 3 rounds
        rotated), variant / old kernel: the counter with sections by L2 alone, causal, hd64
        8192/16384 1.109/1.050 and 1.098/1.079, hd128 4096..16384 1.045-1.075 (the rule's
@@ -186,6 +187,21 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        column of the same run read 0.976-1.020 (median 1.006). The final table's run repeats
        the A/B with FA4 in it (bench/RESULTS.md, session 12). */
     p->dyn_sched = !p->fp8;
+    /* With the counter, the producer takes the next tile after issuing the current tile's last
+       load (late_claim), not at the tile's start: taken at the start, a CTA holds its next tile
+       through the whole current one, so tiles go out by start time instead of finish time and a
+       CTA that drew a long tile also holds the next long one. ncu (session 22, H100 SXM, hd256
+       causal 8192, bf16): SM active cycles 0.913 of elapsed in ours, 0.971 in FA4, where ours
+       spent fewer active cycles than FA4's (1.100M vs 1.133M); a host simulation of the order
+       (tiles of key blocks + 1.5, longest first, sections of 4 pairs, 132 CTAs) gives 0.913
+       with the early claim and 0.996 with the late one. Same-run A/B (session 22 call 3, H100
+       SXM, bench/compare.py, bf16, cuDNN in the run, 5 rounds rotated), late / early, median of
+       each group's rows (seqlen < / >= 4096): hd256 causal 1.001 / 1.044 (4096 1.044, 8192
+       1.055), hd128 causal 1.001 / 1.006, hd64 causal 0.999 / 1.010; the counter at every
+       launch (dyn_sched=2) with the late claim took hd256 causal 16384 from 687 to 726 TFLOP/s
+       (1.056), where the early claim had lost (0.943), so runtime/schedule.c's rule no longer
+       asks a section for 4 KV heads when the claim is late. */
+    p->late_claim = 1;
     /* O staged in the last key block's ring slots where it would go to Q (ring_stage, applied
        below: one Q buffer, two consumers, head_dim 192/256), so Q is released after the tile's
        last QK and the next tile's Q load overlaps this tile's end. ncu (session 13, hd256

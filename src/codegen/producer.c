@@ -245,6 +245,16 @@ static void load_kv(kgen *g, prod *pr, pipe_state *ps, ptx_r row0, int is_v,
     }
 }
 
+/* dyn_sched: the next tile's index from the runtime's counter (its old value, into tnext),
+   where the launch has one. Where it is taken decides how greedy the order is (late_claim). */
+static void claim_tile(kgen *g, ptx_r tnext)
+{
+    ptx_r ctr = kg_param(g, PTX_B64, "u64", FA3P_OFF_TILE_COUNTER, "tctr");
+    ptx_r dyn = ptx_reg(g->f, PTX_PRED, "tdyn");
+    INS("setp.ne.u64 $, $, 0;", dyn, ctr);
+    INS("@$ atom.global.add.u32 $, [$], 1;", dyn, tnext, ctr);
+}
+
 void kg_producer(kgen *g)
 {
     const fa3_plan *p = g->p;
@@ -298,7 +308,8 @@ void kg_producer(kgen *g)
     INS("mov.u32 $, 0;", g->round);
     kg_tile_start(g);
     /* dyn_sched: the CTA's first tile is ctaid.x; each later one grid + the counter's old value,
-       taken while the tile before it loads; every tile index (the one past the end too) is
+       taken once the tile before it has issued its loads (late_claim; 0: at its start); every
+       tile index (the one past the end too) is
        handed to the consumers before this thread uses it */
     /* dyn_sched: tile_counter 0 (the runtime's choice for this launch) walks the static order,
        else the counter */
@@ -316,12 +327,8 @@ void kg_producer(kgen *g)
     if (p->dyn_sched)
         kg_tile_publish(g, g->round);
     pr.t = kg_tile_next(g, lab_end);
-    if (p->dyn_sched) {
-        ptx_r ctr = kg_param(g, PTX_B64, "u64", FA3P_OFF_TILE_COUNTER, "tctr");
-        ptx_r dyn = ptx_reg(g->f, PTX_PRED, "tdyn");
-        INS("setp.ne.u64 $, $, 0;", dyn, ctr);
-        INS("@$ atom.global.add.u32 $, [$], 1;", dyn, tnext, ctr);
-    }
+    if (p->dyn_sched && !p->late_claim)
+        claim_tile(g, tnext);
     ptx_r empty = ptx_reg(g->f, PTX_PRED, "notile");
     INS("setp.le.s32 $, $, 0;", empty, pr.t.niters);
     INS("@$ bra %s;", empty, ptx_lab(g->f, lab_next));
@@ -385,6 +392,8 @@ void kg_producer(kgen *g)
     ptx_place(g->f, lab_next);
     INS("add.u32 $, $, 1;", g->round, g->round);
     if (p->dyn_sched) {
+        if (p->late_claim)
+            claim_tile(g, tnext);
         ptx_r ncta = ptx_reg(g->f, PTX_B32, "ncta"), td = ptx_reg(g->f, PTX_B32, "tdnext");
         ptx_r ctr = kg_param(g, PTX_B64, "u64", FA3P_OFF_TILE_COUNTER, "tctr");
         ptx_r dyn = ptx_reg(g->f, PTX_PRED, "tdyn");

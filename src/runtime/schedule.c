@@ -160,9 +160,13 @@ int fa3_dyn_section(const fa3_plan *p, int seqlen_k, int num_heads, int num_head
        16384 (2 KV heads a section) 0.995/0.964, and where L2 holds grid/4 pairs or more
        (seqlen <= 2048 at hd64/128) 0.96-1.01 (the counter's allocation and memset cost a few
        microseconds a call): there the static order stays. GQA: the 4 counts KV heads, as
-       measured (untried with GQA). One round (tiles <= grid): every CTA's only tile is
+       measured (untried with GQA). With the late claim (late_claim, plan.c) a section of fewer
+       KV heads balances too: session 22 (H100 SXM, same run), the counter at hd256 causal
+       16384 (2 KV heads a section) / the static order 1.056, so there one KV head is enough
+       (s / gqa >= 1: sections of one KV head's K/V or more). One round (tiles <= grid): every CTA's only tile is
        ctaid.x, a counter would change nothing. */
-    return s < hb_total && s / gqa >= 4 && s * 8 <= grid && tiles > grid;
+    const uint64_t min_kv_heads = p->late_claim ? 1 : 4;
+    return s < hb_total && s / gqa >= min_kv_heads && s * 8 <= grid && tiles > grid;
 }
 
 uint32_t fa3_choose_section_hb(fa3_kernel *k, const fa3_fwd_args *a, int wl, int wr,
