@@ -267,7 +267,8 @@ FA3_INTERNAL void fa3_section_bounds(const fa3_plan *p, int seqlen_k, int num_he
 /* dyn_sched plans: 1 when a launch of tiles tiles on grid CTAs takes its tiles from a counter
    (dynamic), with *section the pairs whose K/V fit 32 MiB (1..hb_total; set in every case); 0:
    the static order and sections. dyn_sched 2 always, 3 never; 1 where L2 cuts the pairs into
-   sections of 4 .. grid/8 pairs (of at least 4 KV heads) and tiles > grid. Pure. schedule.c. */
+   sections of at most grid/8 pairs (of at least one KV head; 4 with late_claim=0) and tiles >
+   grid. Pure. schedule.c. */
 FA3_INTERNAL int fa3_dyn_section(const fa3_plan *p, int seqlen_k, int num_heads, int num_heads_k,
                                  uint32_t hb_total, uint64_t tiles, unsigned grid,
                                  uint32_t *section);

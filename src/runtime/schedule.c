@@ -152,7 +152,8 @@ int fa3_dyn_section(const fa3_plan *p, int seqlen_k, int num_heads, int num_head
     if (p->dyn_sched == 2)
         return 1;
     /* 1 (the default): where L2 alone cuts the pairs into sections of at most grid/8, which the
-       static rounds cannot balance (their floor is grid/4), of at least 4 KV heads, and there
+       static rounds cannot balance (their floor is grid/4), of at least one KV head (4 with
+       late_claim=0), and there
        is more than one round of tiles. Same-run A/B on the H200 (session 12, calls 3-4, bf16,
        cuDNN in the run, 3 rounds rotated; dynamic with L2 sections / static, causal): hd64
        8192/16384 1.109/1.050 and 1.098/1.079, hd128 4096/8192/16384 1.045/1.068/1.044 and
