@@ -153,8 +153,7 @@ int fa3_dyn_section(const fa3_plan *p, int seqlen_k, int num_heads, int num_head
         return 1;
     /* 1 (the default): where L2 alone cuts the pairs into sections of at most grid/8, which the
        static rounds cannot balance (their floor is grid/4), of at least one KV head (4 with
-       late_claim=0), and there
-       is more than one round of tiles. Same-run A/B on the H200 (session 12, calls 3-4, bf16,
+       late_claim=0), and there is more than one round of tiles. Same-run A/B on the H200 (session 12, calls 3-4, bf16,
        cuDNN in the run, 3 rounds rotated; dynamic with L2 sections / static, causal): hd64
        8192/16384 1.109/1.050 and 1.098/1.079, hd128 4096/8192/16384 1.045/1.068/1.044 and
        1.075/1.053/1.055, hd256 2048/4096 1.014/0.997 and 1.026/1.027, 8192 1.003/0.984; hd256
