@@ -156,7 +156,7 @@ static void test_section_bounds(void **state)
 }
 
 /* fa3_dyn_section on 132 SMs (16 heads, no GQA, unless said): whether a launch of tiles tiles
-   takes the counter, and its section. */
+   takes the counter, and its section (pairs of at most grid/8, at least one KV head's). */
 static void expect_dyn_gqa(const fa3_plan *p, int seqlen_k, int heads_k, uint32_t hb_total,
                            uint64_t tiles, int dyn, uint32_t sec)
 {
@@ -171,7 +171,7 @@ static void expect_dyn(const fa3_plan *p, int seqlen_k, uint32_t hb_total, int d
 }
 
 /* The runtime's choice of the dynamic scheduler (dyn_sched 1: L2 cuts the pairs into sections
-   of 4 .. grid/8 pairs, at least one KV head (4 with late_claim=0), more than one round of
+   of at most grid/8 pairs, at least one KV head (4 with late_claim=0), more than one round of
    tiles), and the knob's
    other values. Bytes a KV head: seqlen_k x 2·head_dim x 2. */
 static void test_dyn_section(void **state)
@@ -196,7 +196,9 @@ static void test_dyn_section(void **state)
     expect_dyn(&p, 16384, 8, 0, 2);    /* the early claim: 4 KV heads (it lost at 2) */
     expect_dyn(&p, 8192, 16, 1, 4);
     assert_int_equal(fa3_knobs_parse("late_claim=1", &p, NULL, 0), 0);
-    expect_dyn_gqa(&p, 16384, 2, 16, 100000, 0, 16); /* GQA 8: 2 KV heads a section */
+    expect_dyn_gqa(&p, 16384, 2, 16, 100000, 0, 16); /* GQA 8: all 16 pairs fit, no cut */
+    expect_dyn_gqa(&p, 16384, 2, 64, 100000, 1, 16); /* GQA 8, 64 pairs: 2 KV heads a section */
+    expect_dyn_gqa(&p, 40000, 8, 64, 100000, 1, 2);  /* GQA 2, 39 MiB a KV head: one KV head */
     assert_int_equal(fa3_knobs_parse("dyn_sched=2", &p, NULL, 0), 0);
     expect_dyn(&p, 16384, 8, 1, 2);    /* 2: the counter always */
     expect_dyn_gqa(&p, 16384, 16, 8, 8, 1, 2);
