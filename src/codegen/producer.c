@@ -245,14 +245,22 @@ static void load_kv(kgen *g, prod *pr, pipe_state *ps, ptx_r row0, int is_v,
     }
 }
 
-/* dyn_sched: the next tile's index from the runtime's counter (its old value, into tnext),
-   where the launch has one. Where it is taken decides how greedy the order is (late_claim). */
-static void claim_tile(kgen *g, ptx_r tnext)
+/* dyn_sched: whether the launch has a tile counter (its address nonzero); the address in *ctr */
+static ptx_r has_counter(kgen *g, ptx_r *ctr)
 {
-    ptx_r ctr = kg_param(g, PTX_B64, "u64", FA3P_OFF_TILE_COUNTER, "tctr");
+    *ctr = kg_param(g, PTX_B64, "u64", FA3P_OFF_TILE_COUNTER, "tctr");
     ptx_r dyn = ptx_reg(g->f, PTX_PRED, "tdyn");
-    INS("setp.ne.u64 $, $, 0;", dyn, ctr);
+    INS("setp.ne.u64 $, $, 0;", dyn, *ctr);
+    return dyn;
+}
+
+/* dyn_sched: the next tile's index from the counter (its old value, into tnext), where the
+   launch has one. Where it is taken decides how greedy the order is (late_claim). */
+static ptx_r claim_tile(kgen *g, ptx_r tnext)
+{
+    ptx_r ctr, dyn = has_counter(g, &ctr);
     INS("@$ atom.global.add.u32 $, [$], 1;", dyn, tnext, ctr);
+    return dyn;
 }
 
 void kg_producer(kgen *g)
@@ -309,8 +317,8 @@ void kg_producer(kgen *g)
     kg_tile_start(g);
     /* dyn_sched: the CTA's first tile is ctaid.x; each later one grid + the counter's old value,
        taken once the tile before it has issued its loads (late_claim; 0: at its start); every
-       tile index (the one past the end too) is
-       handed to the consumers before this thread uses it */
+       tile index (the one past the end too) is handed to the consumers before this thread uses
+       it */
     /* dyn_sched: tile_counter 0 (the runtime's choice for this launch) walks the static order,
        else the counter */
     ptx_r tnext = {0};
@@ -392,15 +400,11 @@ void kg_producer(kgen *g)
     ptx_place(g->f, lab_next);
     INS("add.u32 $, $, 1;", g->round, g->round);
     if (p->dyn_sched) {
-        if (p->late_claim)
-            claim_tile(g, tnext);
+        ptx_r ctr, dyn = p->late_claim ? claim_tile(g, tnext) : has_counter(g, &ctr);
         ptx_r ncta = ptx_reg(g->f, PTX_B32, "ncta"), td = ptx_reg(g->f, PTX_B32, "tdnext");
-        ptx_r ctr = kg_param(g, PTX_B64, "u64", FA3P_OFF_TILE_COUNTER, "tctr");
-        ptx_r dyn = ptx_reg(g->f, PTX_PRED, "tdyn");
         INS("mov.u32 $, %%nctaid.x;", ncta);
         INS("add.u32 $, $, $;", td, tnext, ncta);
         ptx_r ts = kg_tile_index_static(g);
-        INS("setp.ne.u64 $, $, 0;", dyn, ctr);
         INS("selp.b32 $, $, $, $;", g->dyn_tile, td, ts, dyn);
     }
     INS("bra.uni %s;", ptx_lab(g->f, lab_tile));

@@ -107,7 +107,8 @@ uint32_t fa3_section_search_gqa(const fa3_plan *p, int ratio, int seqlen_q, int 
 }
 
 /* (head, batch) pairs whose K/V fit the 32 MiB budget (of the 50 MiB L2: FlashAttention-3's),
-   at least one KV head's (gqa query heads share a KV head); *kv_head: the bytes of one KV head's K/V. */
+   at least one KV head's (gqa query heads share a KV head); *kv_head: the bytes of one KV
+   head's K/V. */
 static uint64_t l2_pairs(const fa3_plan *p, int seqlen_k, int num_heads, int num_heads_k,
                          uint32_t hb_total, uint64_t *kv_head, uint64_t *gqa_out)
 {
