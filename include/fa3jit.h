@@ -543,7 +543,15 @@ FA3_API void fa3_fwd_args_set_contiguous(fa3_fwd_args *args, int head_dim, int h
  * 4-byte counter (FlashAttention-3's dynamic persistent scheduler), allocated with
  * cuMemAllocAsync, zeroed with cuMemsetD32Async and freed with cuMemFreeAsync on stream; where the
  * driver cannot allocate it, the launch walks the static tile order instead (same results).
- * Both allocations are stream-ordered, so CUDA graph capture records them; CUDA then allows one
+ * Dense non-causal bf16/fp16 launches whose tiles leave the persistent grid's last round part
+ * full (fa3jit's runtime/tail.c decides; long keys: e.g. 2048 tiles of 16k keys on 132 SMs) run
+ * the whole rounds' tiles in the forward kernel and the remaining tiles as split-KV pieces: the
+ * same config with split_kv = 1 (built into the kernel's context on the first such call, then
+ * kept), its fp32 partials in memory from cuMemAllocAsync on stream, its combine kernel writing
+ * those rows of O and LSE, the memory freed on stream: three kernels, the partials' rounding
+ * (O of those rows may differ from a one-kernel launch in the last bit). Where the split-KV
+ * kernel or the memory cannot be had, the forward kernel runs every tile (same results).
+ * These allocations are stream-ordered, so CUDA graph capture records them; CUDA then allows one
  * executable graph of the captured graph at a time (cuGraphInstantiate: a graph with allocation
  * or free nodes).
  */

@@ -92,7 +92,12 @@ typedef struct fa3_kernel_params {
     int32_t num_splits;      /* 1..FA3_MAX_SPLITS */
     int32_t partial_rows;    /* rows of one split's partials: batch·num_heads·seqlen_q, varlen
                                 num_heads·total_q */
-    uint8_t pad2_[40];
+    /* the tail split of a dense call (runtime/tail.c; 0 otherwise): non-masked, non-varlen split
+       kernels decode tile t·num_splits + s as split s of tile tile_base + t, and write partial
+       row (b·num_heads + h)·seqlen_q + i at row - partial_row_base */
+    uint32_t tile_base;
+    uint32_t partial_row_base;
+    uint8_t pad2_[32];
 } fa3_kernel_params;
 
 #define FA3P_OFF_TMAP_Q 0
@@ -137,6 +142,8 @@ typedef struct fa3_kernel_params {
 #define FA3P_OFF_LSE_PARTIAL 712
 #define FA3P_OFF_NUM_SPLITS 720
 #define FA3P_OFF_PARTIAL_ROWS 724
+#define FA3P_OFF_TILE_BASE 728
+#define FA3P_OFF_PARTIAL_ROW_BASE 732
 #define FA3P_SIZE 768        /* the struct; a split-KV kernel's parameter */
 #define FA3P_SIZE_VARLEN 704 /* the parameter varlen or paged-KV kernels declare (up to batch) */
 #define FA3P_SIZE_DENSE 640  /* the parameter the other kernels declare (up to tmap_o) */
@@ -182,6 +189,8 @@ _Static_assert(offsetof(fa3_kernel_params, o_partial_ptr) == FA3P_OFF_O_PARTIAL,
 _Static_assert(offsetof(fa3_kernel_params, lse_partial_ptr) == FA3P_OFF_LSE_PARTIAL, "abi");
 _Static_assert(offsetof(fa3_kernel_params, num_splits) == FA3P_OFF_NUM_SPLITS, "abi");
 _Static_assert(offsetof(fa3_kernel_params, partial_rows) == FA3P_OFF_PARTIAL_ROWS, "abi");
+_Static_assert(offsetof(fa3_kernel_params, tile_base) == FA3P_OFF_TILE_BASE, "abi");
+_Static_assert(offsetof(fa3_kernel_params, partial_row_base) == FA3P_OFF_PARTIAL_ROW_BASE, "abi");
 _Static_assert(sizeof(fa3_kernel_params) == FA3P_SIZE, "abi");
 
 /* ---------------------------------------------------------------- FA3_KERNEL_COMBINE */
@@ -208,7 +217,9 @@ typedef struct fa3_combine_params {
     int32_t seqlen_q;                    /* rectangular: per batch; varlen: total_q */
     int32_t num_heads;
     int32_t batch;                       /* varlen: the number of sequences */
-    uint8_t pad_[44];
+    uint32_t row_base;                   /* rectangular: partial row r is output row
+                                            row_base + r (a dense call's tail split; else 0) */
+    uint8_t pad_[40];
 } fa3_combine_params;
 
 #define FA3C_OFF_O_PARTIAL 0
@@ -224,6 +235,7 @@ typedef struct fa3_combine_params {
 #define FA3C_OFF_SEQLEN_Q 72
 #define FA3C_OFF_NUM_HEADS 76
 #define FA3C_OFF_BATCH 80
+#define FA3C_OFF_ROW_BASE 84
 #define FA3C_SIZE 128
 
 _Static_assert(offsetof(fa3_combine_params, o_partial_ptr) == FA3C_OFF_O_PARTIAL, "abi");
@@ -239,6 +251,7 @@ _Static_assert(offsetof(fa3_combine_params, rows) == FA3C_OFF_ROWS, "abi");
 _Static_assert(offsetof(fa3_combine_params, seqlen_q) == FA3C_OFF_SEQLEN_Q, "abi");
 _Static_assert(offsetof(fa3_combine_params, num_heads) == FA3C_OFF_NUM_HEADS, "abi");
 _Static_assert(offsetof(fa3_combine_params, batch) == FA3C_OFF_BATCH, "abi");
+_Static_assert(offsetof(fa3_combine_params, row_base) == FA3C_OFF_ROW_BASE, "abi");
 _Static_assert(sizeof(fa3_combine_params) == FA3C_SIZE, "abi");
 
 /* ---------------------------------------------------------------- all kinds */

@@ -216,6 +216,69 @@ static void test_dyn_section(void **state)
     assert_int_equal(p.smem_tile, 0);
 }
 
+/* fa3_tail_choose: the benchmark sweep's non-causal shapes on 132 SMs, and the edges. */
+static void test_tail_choose(void **state)
+{
+    (void)state;
+    fa3_tail_plan t;
+    const double pc128 = fa3_tail_piece_cost(128, 128, 128), pc256 = fa3_tail_piece_cost(256, 256, 80);
+    const double pc64 = fa3_tail_piece_cost(64, 64, 128);
+    assert_true(pc128 > 0.02 && pc128 < 0.03); /* 64 KiB of partials against a 1.7 us key block */
+    assert_true(pc256 > pc128);
+    assert_true(fa3_tail_piece_cost(0, 128, 128) == 0);
+    /* hd128 16k: 2048 tiles of 128 key blocks, 15 whole rounds and 68 tiles */
+    assert_int_equal(fa3_tail_choose(2048, 128, 132, pc128, 0, &t), 1);
+    assert_int_equal(t.full_tiles, 1980);
+    assert_int_equal(t.tail_tiles, 68);
+    /* few pieces: the partials' trip weighs (k = 13 measured a third of the model's gain) */
+    assert_true(t.splits >= 3 && t.splits <= 7);
+    /* its pieces take fewer than one whole tile's time: ceil(68 k / 132) · ceil(128 / k) < 128 */
+    assert_true((68 * t.splits + 131) / 132 * ((128 + t.splits - 1) / t.splits) < 128 - 8);
+    const int chunk = (128 + t.splits - 1) / t.splits; /* no piece without key blocks */
+    assert_int_equal((128 + chunk - 1) / chunk, t.splits);
+    /* without the partials' cost more pieces win (the first model's k = 13 or so) */
+    fa3_tail_plan t0;
+    assert_int_equal(fa3_tail_choose(2048, 128, 132, 0, 0, &t0), 1);
+    assert_true(t0.splits >= t.splits);
+    /* hd128 8k splits, 4096 not (32 key blocks: the model's gain is under 0.5%); forced it does */
+    assert_int_equal(fa3_tail_choose(2048, 64, 132, pc128, 0, &t), 1);
+    assert_int_equal(fa3_tail_choose(2048, 32, 132, pc128, 0, &t), 0);
+    assert_int_equal(t.splits, 0);
+    assert_int_equal(fa3_tail_choose(2048, 32, 132, pc128, 1, &t), 1);
+    assert_int_equal(t.full_tiles + t.tail_tiles, 2048);
+    /* hd256 (block_n 80): 16k splits (1024 tiles of 205 blocks), 8k not (measured 1.000) */
+    assert_int_equal(fa3_tail_choose(1024, 205, 132, pc256, 0, &t), 1);
+    assert_int_equal(t.full_tiles, 924);
+    assert_int_equal(t.tail_tiles, 100);
+    assert_int_equal(fa3_tail_choose(1024, 103, 132, pc256, 0, &t), 0);
+    /* hd64 16k (block_m 192: 2752 tiles, the last round 85% full): not (measured 1.000) */
+    assert_int_equal(fa3_tail_choose(2752, 128, 132, pc64, 0, &t), 0);
+    /* whole rounds, one round or less, one key block, no grid: never, even forced */
+    assert_int_equal(fa3_tail_choose(264, 128, 132, pc128, 1, &t), 0);
+    assert_int_equal(fa3_tail_choose(132, 128, 132, pc128, 1, &t), 0);
+    assert_int_equal(fa3_tail_choose(100, 128, 132, pc128, 1, &t), 0);
+    assert_int_equal(fa3_tail_choose(200, 1, 132, pc128, 1, &t), 0);
+    assert_int_equal(fa3_tail_choose(200, 128, 0, pc128, 1, &t), 0);
+    /* the plan: on for non-masked dense 16-bit configs, off for the others */
+    fa3_config c;
+    fa3_config_init(&c);
+    c.head_dim = c.head_dim_v = 128;
+    fa3_config canon;
+    fa3_plan p;
+    assert_int_equal(fa3_config_canonicalize(&c, &canon), FA3_OK);
+    assert_int_equal(fa3_plan_make(&canon, &p), FA3_OK);
+    assert_int_equal(p.tail_split, 1);
+    c.mask = FA3_MASK_CAUSAL;
+    assert_int_equal(fa3_config_canonicalize(&c, &canon), FA3_OK);
+    assert_int_equal(fa3_plan_make(&canon, &p), FA3_OK);
+    assert_int_equal(p.tail_split, 0);
+    c.mask = FA3_MASK_NONE;
+    c.split_kv = 1;
+    assert_int_equal(fa3_config_canonicalize(&c, &canon), FA3_OK);
+    assert_int_equal(fa3_plan_make(&canon, &p), FA3_OK);
+    assert_int_equal(p.tail_split, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -223,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_section_search_edges),
         cmocka_unit_test(test_section_bounds),
         cmocka_unit_test(test_dyn_section),
+        cmocka_unit_test(test_tail_choose),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,7 @@
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
 # peers (stashes .peers/a: see the step)
 # fp8 varlen varlenbench checkvarlen splitkv kvcache
-# sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128 ncu_fa4. FA3JIT_BENCH_DTYPES picks compare's dtypes;
+# sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128 ncu_fa4 tailsplit. FA3JIT_BENCH_DTYPES picks compare's dtypes;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -299,6 +299,22 @@ for step in $steps; do
     logged check_bm128_varlen 300 6 $gen check --block-m 128 --head-dim 64 --causal --varlen
     logged sanitize_bm128_racecheck 200 6 compute-sanitizer --tool racecheck --error-exitcode 9 \
       --print-limit 20 $gen check --block-m 128 --head-dim 64 --causal --seqlen-q 129 --seqlen-k 1000 --batch 2 ;;
+  tailsplit) # a dense non-causal call's tail split (runtime/tail.c), forced (tail_split=2: a
+    # failure to run it is an error, not a silent fallback): fa3-gen check of shapes whose tiles
+    # leave a part round on the card's SMs, against the reference (O NaN-prefilled, LSE), head
+    # dims 64-256 and 192/128, both dtypes, softcap, GQA, ragged seqlens, 2 key blocks; the
+    # default (tail_split 1) where the model splits (hd128, 2048 tiles of 16k keys); memcheck
+    for f in "--head-dim 128 --seqlen-q 4096 --seqlen-k 4096" \
+             "--head-dim 128 --dtype fp16 --seqlen-q 4000 --seqlen-k 3000 --softcap" \
+             "--head-dim 64 --seqlen-q 5000 --seqlen-k 4100" \
+             "--head-dim 256 --heads 6 --heads-k 2 --seqlen-q 3000 --seqlen-k 5000" \
+             "--head-dim 192 --head-dim-v 128 --seqlen-q 4096 --seqlen-k 200" \
+             "--head-dim 96 --dtype fp16 --seqlen-q 6000 --seqlen-k 1000"; do
+      logged "check_tail${f// /_}" 200 2 env FA3JIT_PLAN_DEBUG=tail_split=2 $gen check --batch 2 $f
+    done
+    logged check_tail_auto 300 2 $gen check --head-dim 128 --batch 1 --heads 64 --seqlen-q 4096 --seqlen-k 16384
+    logged sanitize_tail 300 6 env FA3JIT_PLAN_DEBUG=tail_split=2 compute-sanitizer --tool memcheck \
+      --error-exitcode 9 --print-limit 20 $gen check --head-dim 128 --batch 2 --seqlen-q 4096 --seqlen-k 300 ;;
   decode) # bench/decode.py: decode shapes, fa3jit (chosen / one pass) vs cuDNN and FA4
     logged decode_bench 400 30 python3 "$root/bench/decode.py" --json "$out/decode.json" ;;
   sanitize)

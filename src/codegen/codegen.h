@@ -82,6 +82,11 @@ typedef struct fa3_plan {
                               issuing the current tile's last load (1, the default) instead of
                               at its start (0), so a CTA holds no claimed tile while it runs a
                               long one */
+    int tail_split;        /* runtime (non-masked dense 16-bit calls; default 1): where the tiles
+                              leave the persistent grid's last round part full, run the tiles
+                              of the whole rounds in this kernel, the rest as split-KV
+                              partials of the split_kv = 1 kernel, and combine them
+                              (runtime/tail.c); 2: whenever it leaves a part round, 0: never */
     int ring_addr;         /* A/B knob: a ring barrier's address as stage·8 + bars, then its
                               table offset, which ptxas folds into the SYNCS address
                               (pipeline.c kg_ring_bar); the consumers' K/V descriptors as

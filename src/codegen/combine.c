@@ -11,8 +11,8 @@
  *      weight 0, at -inf, is not loaded: it wrote O_s = 0);
  *   3. O packed to bf16x2/f16x2 and stored at the user's strides (two 4-byte stores a lane per
  *      128 columns: O is only promised 4-byte aligned), lane 0 writes LSE[row].
- * Rows: rectangular row = (b·num_heads + h)·seqlen_q + i; varlen row = h·total_q + packed, rows
- * at or past cu_seqlens_q[batch] left untouched. The PTX depends only on head_dim_v, the output
+ * Rows: rectangular row = (b·num_heads + h)·seqlen_q + i (partial row r is row row_base + r);
+ * varlen row = h·total_q + packed, rows at or past cu_seqlens_q[batch] left untouched. The PTX depends only on head_dim_v, the output
  * dtype and varlen (one cache entry each: op.c's fa3_kind_key_config). Decides nothing else.
  */
 #include <stdlib.h>
@@ -77,9 +77,17 @@ static void body(cgen *g, const fa3_plan *p)
     ptx_r sq = param(g, PTX_B32, "u32", FA3C_OFF_SEQLEN_Q, "sq");
     ptx_r nh = param(g, PTX_B32, "u32", FA3C_OFF_NUM_HEADS, "nheads");
     ptx_r hb = ptx_reg(g->f, PTX_B32, "hb"), qi = ptx_reg(g->f, PTX_B32, "qi");
-    CINS("div.u32 $, $, $;", hb, row, sq);     /* varlen: the head; else b·num_heads + h */
+    /* rectangular: the output row orow = row_base + row (a dense call's tail split combines
+       only its tail rows, runtime/tail.c; else row_base 0); varlen: orow = row */
+    ptx_r orow = row;
+    if (!varlen) {
+        ptx_r rb = param(g, PTX_B32, "u32", FA3C_OFF_ROW_BASE, "rowbase");
+        orow = ptx_reg(g->f, PTX_B32, "orow");
+        CINS("add.u32 $, $, $;", orow, row, rb);
+    }
+    CINS("div.u32 $, $, $;", hb, orow, sq);    /* varlen: the head; else b·num_heads + h */
     CINS("mul.lo.u32 $, $, $;", qi, hb, sq);
-    CINS("sub.u32 $, $, $;", qi, row, qi);     /* varlen: the packed row; else i */
+    CINS("sub.u32 $, $, $;", qi, orow, qi);    /* varlen: the packed row; else i */
     ptx_r obase = ptx_reg(g->f, PTX_B64, "obase"); /* element offset of the row in O */
     ptx_r t64 = ptx_reg(g->f, PTX_B64, "t64"), u64 = ptx_reg(g->f, PTX_B64, "u64");
     ptx_r ors = param(g, PTX_B64, "s64", FA3C_OFF_O_ROW_STRIDE, "ors");
@@ -253,7 +261,8 @@ static void body(cgen *g, const fa3_plan *p)
     CINS("setp.eq.u64 $, $, 0;", nolse, lptr);
     CINS("setp.ne.or.u32 $, $, 0, $;", nolse, lane, nolse);
     CINS("@$ bra %s;", nolse, ptx_lab(g->f, lab_done));
-    CINS("shl.b64 $, $, 2;", t64, row64);
+    CINS("cvt.u64.u32 $, $;", t64, orow);
+    CINS("shl.b64 $, $, 2;", t64, t64);
     CINS("add.u64 $, $, $;", t64, t64, lptr);
     CINS("st.global.f32 [$], $;", t64, lse);
     ptx_place(g->f, lab_done);

@@ -352,7 +352,7 @@ static void store_lse(kgen *g, cons *c, int lab_end)
 
 /* Split-KV: the split's fp32 partials from registers, O_s = O/l (e4m3: times descale_v) at
    o_partial[split][row][col] and LSE_s at lse_partial[split][row], row indexed as the LSE output
-   (kernel_abi.h); rows past the sequence are not written, a row that saw no key of the split
+   less partial_row_base (kernel_abi.h; 0 but in a dense call's tail split); rows past the sequence are not written, a row that saw no key of the split
    gets O_s = 0 and LSE_s = -inf. */
 static void store_partials(kgen *g, cons *c, const ptx_r inv[2])
 {
@@ -376,6 +376,12 @@ static void store_partials(kgen *g, cons *c, const ptx_r inv[2])
     INS("cvt.u64.u32 $, $;", s64, c->t.split);
     INS("cvt.u64.u32 $, $;", pr64, prows);
     INS("mul.lo.s64 $, $, $;", sbase, s64, pr64);
+    if (!p->cfg.varlen) { /* a dense call's tail split: its partial rows from partial_row_base */
+        ptx_r prb = kg_param(g, PTX_B32, "u32", FA3P_OFF_PARTIAL_ROW_BASE, "prbase");
+        ptx_r prb64 = ptx_reg(g->f, PTX_B64, "prbase");
+        INS("cvt.u64.u32 $, $;", prb64, prb);
+        INS("sub.s64 $, $, $;", sbase, sbase, prb64);
+    }
     if (!pack)
         INS("mad.lo.s64 $, $, $, $;", rows, bh64, sq64, sbase);
     /* the thread's column 2·(lane%4); LSE from the row's first thread */

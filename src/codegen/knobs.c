@@ -125,6 +125,11 @@
      host simulation of the order (longest first, sections of 4 pairs, 132 CTAs) gives 0.913
      taken at the start and 0.996 taken at the end. Default 1 (plan.c has the A/B); 0 is the
      kernel before, and with it the runtime keeps 4 KV heads a section for the counter;
+   - tail_split=0/1/2 (runtime only, non-masked dense bf16/fp16 calls; the PTX differs in its
+     debug header alone): a call whose tiles leave the persistent grid's last round part full
+     runs the whole rounds' tiles here and the rest as split-KV partials (the split_kv = 1
+     kernel of the same config, then its combine), runtime/tail.c; 1 (default) where tail.c's
+     cost model gains 1.5%, 2 whenever there is a part round (the tests), 0 never;
    - diag_half=0/1 (bf16/fp16; default 1 for three consumers with a mask, plan.c has the
      A/B; session 17): in the tile's first key block (the diagonal of a causal tile, or the
      key tail) a consumer whose rows see none of the block's last block_n/2 keys takes a QK of
@@ -171,6 +176,7 @@ static const struct knob {
     {"dyn_sched", offsetof(fa3_plan, dyn_sched), 0, 3},
     {"late_claim", offsetof(fa3_plan, late_claim), 0, 1},
     {"l2_floor", offsetof(fa3_plan, l2_floor), 0, 64},
+    {"tail_split", offsetof(fa3_plan, tail_split), 0, 2},
     {"diag_half", offsetof(fa3_plan, diag_half), 0, 1},
     {"mask_branch", offsetof(fa3_plan, mask_branch), 0, 1},
 };

@@ -202,6 +202,13 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        (1.056), where the early claim had lost (0.943), so runtime/schedule.c's rule no longer
        asks a section for 4 KV heads when the claim is late. */
     p->late_claim = 1;
+    /* The last round of a non-masked dense call split into split-KV pieces (runtime/tail.c,
+       where its cost model gains 0.5%). Same-run A/B (session 23, H100 SXM, bf16,
+       tools/probes/tail_ab.py: 41 back-to-back pairs, graphs, L2 warm), split / not: hd128 16k
+       1.019, 8k 1.012, hd256 16k 1.005, hd64 4096 1.019, 2048 1.004; the same pairs without a
+       split on both sides 1.000 and 1.000. Shapes the model leaves alone measured 1.000 (hd128
+       4096, hd64 16k, hd256 8k). */
+    p->tail_split = 1;
     /* O staged in the last key block's ring slots where it would go to Q (ring_stage, applied
        below: one Q buffer, two consumers, head_dim 192/256), so Q is released after the tile's
        last QK and the next tile's Q load overlaps this tile's end. ncu (session 13, hd256
@@ -241,6 +248,10 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
     if (cfg->mask == FA3_MASK_NONE || cfg->varlen || cfg->paged_kv || cfg->split_kv ||
         cfg->pack_gqa || p->fp8)
         p->dyn_sched = 0;
+    /* tail_split (runtime/tail.c): non-masked dense 16-bit calls only */
+    if (cfg->mask != FA3_MASK_NONE || cfg->varlen || cfg->paged_kv || cfg->split_kv ||
+        cfg->pack_gqa || p->fp8)
+        p->tail_split = 0;
     if (p->fp8 && p->block_n % 64)
         return REFUSE("block_n %d is invalid for e4m3 (a multiple of 64: the V transpose gives "
                       "each producer warp 16-key groups)", p->block_n);

@@ -133,6 +133,9 @@ tile_info kg_tile_decode(kgen *g, ptx_r tile)
     ptx_r ntiles = g->ntiles;
     if (p->cfg.split_kv)
         t.split = split_of(g, &tile, p->cfg.mask == FA3_MASK_NONE ? NULL : &ntiles);
+    if (p->cfg.split_kv && p->cfg.mask == FA3_MASK_NONE) /* a dense call's tail split: its */
+        tile = op_rr(g, "btile", ADD, tile,                 /* tiles from tile_base on */
+                     kg_param(g, PTX_B32, "u32", FA3P_OFF_TILE_BASE, "tbase"));
     ptx_r nmb = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_M_BLOCKS, "nmb");
     /* packed GQA: a pair is (kv head, batch), its m_blocks cover seqlen_q · ratio packed rows */
     ptx_r nh = p->cfg.pack_gqa ? kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_HEADS_K, "nheadsk")

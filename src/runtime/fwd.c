@@ -193,6 +193,7 @@ typedef struct fwd_call {
     uint64_t o_partial, lse_partial;
     int num_splits;
     uint32_t partial_rows;
+    uint32_t tile_base, partial_row_base; /* a tail split's split-KV launch (tail.c) */
     uint64_t tile_counter; /* dyn_sched plans: the zeroed u32 the kernel's producers count on */
     uint32_t dyn_section;  /* with tile_counter: the L2 section (fa3_dyn_section) */
 } fwd_call;
@@ -215,7 +216,7 @@ static void combine_kernel_params(const fa3_kernel *kernel, const fwd_call *call
         .o_head_stride = a->o_head_stride,
         .cu_seqlens_q = kernel->cfg.varlen ? a->cu_seqlens_q : NULL,
         .num_splits = call->num_splits, .rows = (int)call->partial_rows, .seqlen_q = a->seqlen_q,
-        .num_heads = a->num_heads, .batch = a->batch};
+        .num_heads = a->num_heads, .batch = a->batch, .row_base = call->partial_row_base};
     fa3_combine_params_fill(&c, prm, grid);
 }
 
@@ -350,6 +351,8 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
         prm->lse_partial_ptr = call->lse_partial;
         prm->num_splits = call->num_splits;
         prm->partial_rows = (int32_t)call->partial_rows;
+        prm->tile_base = call->tile_base;
+        prm->partial_row_base = call->partial_row_base;
     }
     /* split-KV: each tile num_splits times (tile_order.c) */
     const uint64_t splits = c->split_kv ? (uint64_t)call->num_splits : 1;
@@ -450,6 +453,65 @@ static int dyn_wanted(const fa3_kernel *kernel, const fwd_call *call, uint32_t *
                            (uint32_t)pairs, call->tiles, grid, section);
 }
 
+/* A dense non-masked call's tail split (tail.c, plan.tail_split): where it pays, *tp, the
+   split-KV kernel (*tk) and its call (*tc: the tail tiles' pieces, their partial rows from the
+   first tail row on, in a workspace stream-ordered from the driver's pool, *owned). 0 (nothing
+   allocated) where it does not pay, or the kernel or the workspace cannot be had: the whole call
+   then runs in the forward kernel, same results; under tail_split 2 (forced: the tests) those
+   two are errors (*st), so a test cannot pass without the split. */
+static int tail_wanted(fa3_kernel *kernel, const fwd_call *call, fa3_tail_plan *tp,
+                       fa3_kernel **tk, fwd_call *tc, CUdeviceptr *owned, void *stream,
+                       fa3_status *st)
+{
+    const fa3_plan *p = &kernel->plan;
+    const fa3_fwd_args *a = call->args;
+    *owned = 0;
+    if (!p->tail_split || kernel->cfg.split_kv || kernel->cfg.mask != FA3_MASK_NONE ||
+        a->seqlen_q <= 0 || a->seqlen_k <= 0 || p->block_n <= 0)
+        return 0;
+    const int64_t key_blocks = ((int64_t)a->seqlen_k + p->block_n - 1) / p->block_n;
+    const unsigned grid = persistent_grid(call->tiles, call->num_sms);
+    const double piece = fa3_tail_piece_cost(kernel->cfg.head_dim, kernel->cfg.head_dim_v,
+                                             p->block_n);
+    if (!fa3_tail_choose(call->tiles, key_blocks, grid, piece, p->tail_split == 2, tp))
+        return 0;
+    /* the tail's rows: from pair F / nmb, m_block F % nmb on, to the end of the rows */
+    const uint64_t nmb = ((uint64_t)a->seqlen_q + (uint64_t)p->block_m - 1) / (uint64_t)p->block_m;
+    const uint64_t sq = (uint64_t)a->seqlen_q;
+    const uint64_t r0 = tp->full_tiles / nmb * sq + tp->full_tiles % nmb * (uint64_t)p->block_m;
+    const uint64_t r1 = (uint64_t)a->batch * (uint64_t)a->num_heads * sq;
+    if (r1 > INT32_MAX || r0 >= r1 || (uint64_t)tp->tail_tiles * (uint64_t)tp->splits > UINT32_MAX)
+        return 0;
+    const uint64_t rows = r1 - r0, k = (uint64_t)tp->splits;
+    const uint64_t o_bytes = (k * rows * (uint64_t)kernel->cfg.head_dim_v * 4 + 255) & ~255ull;
+    const uint64_t bytes = o_bytes + ((k * rows * 4 + 255) & ~255ull);
+    const int forced = p->tail_split == 2;
+    const fa3_status ts = fa3_tail_kernel(kernel, tk);
+    if (ts != FA3_OK) {
+        if (forced)
+            *st = ts;
+        else
+            fa3_clearerr();
+        return 0;
+    }
+    CUresult r = call->d->cuMemAllocAsync(owned, (size_t)bytes, (CUstream)stream);
+    if (r != CUDA_SUCCESS) {
+        *owned = 0;
+        if (forced)
+            *st = fa3_cu_check(r, "cuMemAllocAsync(tail split partials)");
+        return 0;
+    }
+    *tc = *call;
+    tc->tiles = tp->tail_tiles;
+    tc->num_splits = tp->splits;
+    tc->o_partial = (uint64_t)*owned;
+    tc->lse_partial = (uint64_t)*owned + o_bytes;
+    tc->partial_rows = (uint32_t)rows;
+    tc->tile_base = tp->full_tiles;
+    tc->partial_row_base = (uint32_t)r0;
+    return 1;
+}
+
 /* Launches kernel i of the operation for call on stream. */
 static fa3_status fwd_launch(fa3_kernel *kernel, int i, const fwd_call *call, void *stream)
 {
@@ -522,17 +584,32 @@ fa3_status fa3_fwd(fa3_kernel *kernel, const fa3_fwd_args *arguments, void *stre
         counter = 0;
     }
 
+    /* Tail split: the forward kernel takes the whole rounds' tiles, then the split-KV kernel
+       and its combine the rest (tail_wanted) */
+    fa3_tail_plan tp;
+    fa3_kernel *tk = NULL;
+    fwd_call tail_call;
+    CUdeviceptr tail_ws = 0;
+    const int tail = st == FA3_OK && kernel->cfg.split_kv != 1 &&
+                     tail_wanted(kernel, &call, &tp, &tk, &tail_call, &tail_ws, stream, &st);
+    fwd_call main_call = call;
+    if (tail)
+        main_call.tiles = tp.full_tiles;
+
     /* The operation's kernels, in order, on the stream. */
     for (int i = 0; i < kernel->num_parts && st == FA3_OK; i++)
-        st = fwd_launch(kernel, i, &call, stream);
-    const CUdeviceptr frees[2] = {owned, counter};
-    for (int i = 0; i < 2; i++) {
+        st = fwd_launch(kernel, i, &main_call, stream);
+    for (int i = 0; tail && i < tk->num_parts && st == FA3_OK; i++)
+        st = fwd_launch(tk, i, &tail_call, stream);
+    const CUdeviceptr frees[3] = {owned, counter, tail_ws};
+    for (int i = 0; i < 3; i++) {
         if (!frees[i])
             continue;
         CUresult r = d->cuMemFreeAsync(frees[i], (CUstream)stream);
         if (r != CUDA_SUCCESS && st == FA3_OK)
-            st = fa3_cu_check(r, i ? "cuMemFreeAsync(tile counter, stream)"
-                                   : "cuMemFreeAsync(owned, stream)");
+            st = fa3_cu_check(r, i == 2   ? "cuMemFreeAsync(tail split partials, stream)"
+                                 : i == 1 ? "cuMemFreeAsync(tile counter, stream)"
+                                          : "cuMemFreeAsync(owned, stream)");
     }
     return st;
 }

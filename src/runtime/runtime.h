@@ -76,6 +76,9 @@ struct fa3_kernel {
     pthread_mutex_t mu;
     fa3_section_memo section_memo[FA3_SECTION_MEMO]; /* recent launch shapes (schedule.c) */
     unsigned section_memo_next;
+    struct fa3_kernel *tail_kernel; /* tail.c: the split_kv = 1 kernel of this config (the
+                                       owner's), once looked up */
+    int tail_failed;                /* tail.c: the lookup failed; no tail split */
 
     /* Guarded by the owner's mu. */
     int ready;               /* 0 while being built by some thread */
@@ -272,6 +275,28 @@ FA3_INTERNAL void fa3_section_bounds(const fa3_plan *p, int seqlen_k, int num_he
 FA3_INTERNAL int fa3_dyn_section(const fa3_plan *p, int seqlen_k, int num_heads, int num_heads_k,
                                  uint32_t hb_total, uint64_t tiles, unsigned grid,
                                  uint32_t *section);
+
+/* The tail split of a dense call (tail.c): the forward kernel's tiles (whole rounds of the
+   grid), the tail tiles after them and their splits (2..32). */
+typedef struct fa3_tail_plan {
+    uint32_t full_tiles, tail_tiles;
+    int splits;
+} fa3_tail_plan;
+
+/* The cost of one piece's partials in key blocks of a CTA (tail.c's model) for a plan's head dims
+   and block_n; 0 for values below 1. Pure. */
+FA3_INTERNAL double fa3_tail_piece_cost(int head_dim, int head_dim_v, int block_n);
+
+/* 1 and *out when a launch of tiles equal tiles of key_blocks key blocks each on grid CTAs runs
+   faster with its last part round split into pieces of piece_cost each beyond their key blocks
+   (tail.c's cost model: a gain of 0.5%, or any part round when force); 0 otherwise (*out
+   zeroed). Pure. */
+FA3_INTERNAL int fa3_tail_choose(uint64_t tiles, int64_t key_blocks, unsigned grid,
+                                 double piece_cost, int force, fa3_tail_plan *out);
+
+/* The split_kv = 1 kernel of kernel's config from its context (built on the first call; the
+   answer, found or not, is kept in kernel), with the same block_m and block_n. Thread-safe. */
+FA3_INTERNAL fa3_status fa3_tail_kernel(fa3_kernel *kernel, fa3_kernel **out);
 
 /* fa3_section_search for kernel's plan, remembering the last 16 launch shapes per kernel.
    Thread-safe (kernel->mu). */

@@ -101,6 +101,7 @@ void fa3_combine_params_fill(const fa3_combine_call *c, fa3_combine_params *prm,
     prm->seqlen_q = c->seqlen_q;
     prm->num_heads = c->num_heads;
     prm->batch = c->batch;
+    prm->row_base = c->row_base;
     *grid = (unsigned)(((int64_t)c->rows + FA3_COMBINE_WARPS - 1) / FA3_COMBINE_WARPS);
 }
 

@@ -31,6 +31,8 @@ typedef struct fa3_combine_call {
     int rows;                /* partial rows: batch·num_heads·seqlen_q, varlen num_heads·total_q */
     int seqlen_q;            /* varlen: total_q */
     int num_heads, batch;
+    uint32_t row_base;       /* rectangular: partial row r is output row row_base + r (a dense
+                                call's tail split, tail.c; else 0) */
 } fa3_combine_call;
 
 /* The combine kernel's parameter block and grid (CTAs of FA3_COMBINE_WARPS rows) for c. */
