@@ -416,6 +416,7 @@ typedef struct ccase {
     const int32_t *cu;
     int with_lse, all_empty;
     double center, spread;
+    int row_base; /* rectangular: the partials hold output rows row_base.. only (a tail split) */
 } ccase;
 
 static prog g_prog;
@@ -437,8 +438,9 @@ static void run_case(const ccase *c, uint64_t seed)
     parse(&g_prog, ptx);
     free(ptx);
 
-    const int hdv = c->hdv, ns = c->ns, H = c->heads, sq = c->sq;
-    const int rows = c->varlen ? H * sq : c->batch * H * sq;
+    const int hdv = c->hdv, ns = c->ns, H = c->heads, sq = c->sq, rb = c->row_base;
+    const int all = c->varlen ? H * sq : c->batch * H * sq; /* output rows */
+    const int rows = all - rb;                               /* partial rows */
     host_rng rng;
     rng_init(&rng, seed);
     const size_t no = (size_t)ns * rows * hdv, nl = (size_t)ns * rows;
@@ -459,18 +461,19 @@ static void run_case(const ccase *c, uint64_t seed)
     const int64_t hs = hdv + 6, rs = (int64_t)H * hs, bs = c->varlen ? 0 : (int64_t)sq * rs;
     const size_t o_elems = (size_t)(c->varlen ? 1 : c->batch) * (size_t)sq * (size_t)rs;
     uint16_t *o = malloc(o_elems * 2);
-    float *lse = malloc((size_t)rows * 4);
+    float *lse = malloc((size_t)all * 4);
     assert_true(o && lse);
     const uint16_t nan16 = nan16_bits(c->dt);
     for (size_t e = 0; e < o_elems; e++)
         o[e] = nan16;
-    for (int r = 0; r < rows; r++)
+    for (int r = 0; r < all; r++)
         lse[r] = NAN;
 
     const fa3_combine_call call = {
         .o_partial = op, .lse_partial = lp, .o = o, .lse = c->with_lse ? lse : NULL,
         .o_batch_stride = bs, .o_row_stride = rs, .o_head_stride = hs, .cu_seqlens_q = c->cu,
-        .num_splits = ns, .rows = rows, .seqlen_q = sq, .num_heads = H, .batch = c->batch};
+        .num_splits = ns, .rows = rows, .seqlen_q = sq, .num_heads = H, .batch = c->batch,
+        .row_base = (uint32_t)rb};
     fa3_kernel_param_block params;
     unsigned grid;
     fa3_combine_params_fill(&call, &params.combine, &grid);
@@ -488,12 +491,20 @@ static void run_case(const ccase *c, uint64_t seed)
     unsigned char *seen = calloc(o_elems, 1);
     assert_non_null(seen);
     const int end = c->varlen ? c->cu[c->batch] : sq;
-    for (int row = 0; row < rows; row++) {
-        const int hb = row / sq, i = row % sq;
+    for (int orow = 0; orow < all; orow++) {
+        const int hb = orow / sq, i = orow % sq, row = orow - rb; /* row: the partials' */
         const int h = c->varlen ? hb : hb % H, b = c->varlen ? 0 : hb / H;
         const size_t base = (size_t)((int64_t)b * bs + (int64_t)i * rs + (int64_t)h * hs);
         for (int j = 0; j < hdv; j++)
             seen[base + (size_t)j] = 1;
+        if (row < 0) { /* before the partials' first row: untouched */
+            for (int j = 0; j < hdv; j++)
+                if (o[base + (size_t)j] != nan16 && bad++ < 5)
+                    printf("  row %d (before row_base %d) col %d written\n", orow, rb, j);
+            if (!isnan(lse[orow]) && bad++ < 5)
+                printf("  row %d: LSE written before row_base %d\n", orow, rb);
+            continue;
+        }
         if (c->varlen && i >= end) {
             for (int j = 0; j < hdv; j++)
                 if (o[base + (size_t)j] != nan16 && bad++ < 5)
@@ -505,11 +516,11 @@ static void run_case(const ccase *c, uint64_t seed)
         const double ref_lse = combine_ref_lse(lp, ns, rows, row);
         const double m = ref_lse; /* -inf exactly when every split is */
         if (c->with_lse) {
-            const int ok = m == -INFINITY ? (isinf(lse[row]) && lse[row] < 0)
-                                          : fabs(lse[row] - ref_lse) <= 4e-6 * (1 + fabs(ref_lse));
+            const int ok = m == -INFINITY ? (isinf(lse[orow]) && lse[orow] < 0)
+                                          : fabs(lse[orow] - ref_lse) <= 4e-6 * (1 + fabs(ref_lse));
             if (!ok && bad++ < 5)
-                printf("  row %d: LSE %.9g, expected %.9g\n", row, (double)lse[row], ref_lse);
-        } else if (!isnan(lse[row]) && bad++ < 5) {
+                printf("  row %d: LSE %.9g, expected %.9g\n", orow, (double)lse[orow], ref_lse);
+        } else if (!isnan(lse[orow]) && bad++ < 5) {
             printf("  row %d: LSE written though NULL\n", row);
         }
         for (int j = 0; j < hdv; j++) {
@@ -526,9 +537,9 @@ static void run_case(const ccase *c, uint64_t seed)
     for (size_t e = 0; e < o_elems; e++)
         if (!seen[e] && o[e] != nan16 && bad++ < 5)
             printf("  O element %zu (padding) written\n", e);
-    printf("  hdv %d %s%s, %d splits, %d rows: worst error %.2f of the tolerance, %ld bad\n", hdv,
-           c->dt == FA3_DTYPE_FP16 ? "fp16" : "bf16", c->varlen ? " varlen" : "", ns, rows, worst,
-           bad);
+    printf("  hdv %d %s%s, %d splits, %d rows from row %d: worst error %.2f of the tolerance, "
+           "%ld bad\n", hdv, c->dt == FA3_DTYPE_FP16 ? "fp16" : "bf16", c->varlen ? " varlen" : "",
+           ns, rows, rb, worst, bad);
     free(seen);
     free(o);
     free(lse);
@@ -551,12 +562,16 @@ static void test_rectangular(void **state)
 {
     (void)state;
     static const ccase cs[] = {
-        {128, FA3_DTYPE_BF16, 0, 5, 2, 3, 3, NULL, 1, 0, 2, 6},
-        {64, FA3_DTYPE_FP16, 0, 1, 3, 2, 3, NULL, 0, 0, 0, 3},
-        {256, FA3_DTYPE_BF16, 0, 128, 1, 2, 3, NULL, 1, 0, 5, 10},
-        {96, FA3_DTYPE_FP16, 0, 33, 2, 2, 3, NULL, 1, 0, 80, 30},
-        {192, FA3_DTYPE_BF16, 0, 6, 1, 3, 5, NULL, 1, 0, -80, 30},
-        {128, FA3_DTYPE_FP16, 0, 5, 2, 2, 3, NULL, 1, 1, 0, 1},
+        {128, FA3_DTYPE_BF16, 0, 5, 2, 3, 3, NULL, 1, 0, 2, 6, 0},
+        {64, FA3_DTYPE_FP16, 0, 1, 3, 2, 3, NULL, 0, 0, 0, 3, 0},
+        {256, FA3_DTYPE_BF16, 0, 128, 1, 2, 3, NULL, 1, 0, 5, 10, 0},
+        {96, FA3_DTYPE_FP16, 0, 33, 2, 2, 3, NULL, 1, 0, 80, 30, 0},
+        {192, FA3_DTYPE_BF16, 0, 6, 1, 3, 5, NULL, 1, 0, -80, 30, 0},
+        {128, FA3_DTYPE_FP16, 0, 5, 2, 2, 3, NULL, 1, 1, 0, 1, 0},
+        /* a tail split's combine: the last rows only, from inside a (batch, head)'s rows */
+        {128, FA3_DTYPE_BF16, 0, 5, 2, 3, 7, NULL, 1, 0, 2, 6, 23},
+        {256, FA3_DTYPE_FP16, 0, 3, 3, 2, 5, NULL, 1, 0, -3, 6, 10},
+        {64, FA3_DTYPE_BF16, 0, 13, 1, 4, 6, NULL, 0, 0, 4, 6, 17},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         run_case(&cs[i], seed() + i);
@@ -567,11 +582,11 @@ static void test_varlen(void **state)
     (void)state;
     static const int32_t cu3[] = {0, 3, 3, 7}, cu1[] = {0, 2};
     static const ccase cs[] = {
-        {96, FA3_DTYPE_FP16, 1, 9, 3, 3, 10, cu3, 1, 0, 1, 8},
-        {192, FA3_DTYPE_BF16, 1, 33, 3, 2, 10, cu3, 1, 0, 3, 5},
-        {256, FA3_DTYPE_FP16, 1, 128, 1, 2, 3, cu1, 1, 0, 0, 4},
-        {64, FA3_DTYPE_BF16, 1, 1, 3, 3, 10, cu3, 0, 0, 0, 2},
-        {128, FA3_DTYPE_BF16, 1, 3, 3, 2, 10, cu3, 1, 1, 0, 1},
+        {96, FA3_DTYPE_FP16, 1, 9, 3, 3, 10, cu3, 1, 0, 1, 8, 0},
+        {192, FA3_DTYPE_BF16, 1, 33, 3, 2, 10, cu3, 1, 0, 3, 5, 0},
+        {256, FA3_DTYPE_FP16, 1, 128, 1, 2, 3, cu1, 1, 0, 0, 4, 0},
+        {64, FA3_DTYPE_BF16, 1, 1, 3, 3, 10, cu3, 0, 0, 0, 2, 0},
+        {128, FA3_DTYPE_BF16, 1, 3, 3, 2, 10, cu3, 1, 1, 0, 1, 0},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         run_case(&cs[i], seed() + 100 + i);
