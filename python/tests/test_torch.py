@@ -351,6 +351,38 @@ def test_tensors_on_another_device():
 
 
 @gpu
+def test_tail_split_eager_and_in_cuda_graphs(monkeypatch):
+    """The plan knob tail_split=2 forces a dense non-causal call whose tiles leave a part round on
+    the card's SMs (192 here) to run its last tiles as split-KV pieces (runtime/tail.c). In a
+    fresh context: a capture before the split-KV kernel exists runs unsplit (nothing is compiled
+    or loaded inside a capture); an eager call then builds it and splits; a capture after that
+    splits too. Each replay writes O over NaN, and all three match the reference."""
+    from fa3jit import _core
+    q, k, v = make_qkv(2, 4096, 4096, 3, 3, 128, torch.bfloat16, seed=21)
+    small = make_qkv(1, 128, 128, 3, 3, 128, torch.bfloat16, seed=22)  # 3 tiles: no split
+    monkeypatch.setenv("FA3JIT_PLAN_DEBUG", "tail_split=2")
+    ctx = _core.Context()
+    saved = _core._default
+    _core._default = ctx
+    try:
+        fa3jit.flash_attn_func(*small)  # builds and loads the forward kernel alone
+        torch.cuda.synchronize()
+        for eager_first in (False, True):
+            if eager_first:
+                check_against_reference(fa3jit.flash_attn_func(q, k, v), q, k, v)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                out = fa3jit.flash_attn_func(q, k, v)
+            out.fill_(float("nan"))
+            g.replay()
+            torch.cuda.synchronize()
+            check_against_reference(out, q, k, v)
+            del g
+    finally:
+        _core._default = saved
+
+
+@gpu
 def test_repeated_calls_are_bitwise_identical():
     q, k, v = make_qkv(2, 1000, 1000, 4, 4, 128, torch.bfloat16, seed=14)
     a = fa3jit.flash_attn_func(q, k, v, causal=True)

@@ -198,6 +198,7 @@ static void load_driver(void)
     FA3_RESOLVE(cuMemAllocAsync);
     FA3_RESOLVE(cuMemFreeAsync);
     FA3_RESOLVE(cuStreamSynchronize);
+    FA3_RESOLVE(cuStreamIsCapturing);
     FA3_RESOLVE(cuEventCreate);
     FA3_RESOLVE(cuEventDestroy);
     FA3_RESOLVE(cuEventRecord);

@@ -458,7 +458,10 @@ static int dyn_wanted(const fa3_kernel *kernel, const fwd_call *call, uint32_t *
    first tail row on, in a workspace stream-ordered from the driver's pool, *owned). 0 (nothing
    allocated) where it does not pay, or the kernel or the workspace cannot be had: the whole call
    then runs in the forward kernel, same results; under tail_split 2 (forced: the tests) those
-   two are errors (*st), so a test cannot pass without the split. */
+   two are errors (*st), so a test cannot pass without the split. While stream is being captured
+   into a graph, the split runs only with a split-KV kernel built and loaded before (a compile or
+   a module load inside a capture is left to calls outside it); else the call runs unsplit, even
+   forced. */
 static int tail_wanted(fa3_kernel *kernel, const fwd_call *call, fa3_tail_plan *tp,
                        fa3_kernel **tk, fwd_call *tc, CUdeviceptr *owned, void *stream,
                        fa3_status *st)
@@ -486,7 +489,18 @@ static int tail_wanted(fa3_kernel *kernel, const fwd_call *call, fa3_tail_plan *
     const uint64_t o_bytes = (k * rows * (uint64_t)kernel->cfg.head_dim_v * 4 + 255) & ~255ull;
     const uint64_t bytes = o_bytes + ((k * rows * 4 + 255) & ~255ull);
     const int forced = p->tail_split == 2;
-    const fa3_status ts = fa3_tail_kernel(kernel, tk);
+    CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (call->d->cuStreamIsCapturing((CUstream)stream, &cap) != CUDA_SUCCESS)
+        cap = CU_STREAM_CAPTURE_STATUS_ACTIVE; /* unknown: as if capturing */
+    if (cap != CU_STREAM_CAPTURE_STATUS_NONE) {
+        CUcontext cuctx = NULL;
+        if (fa3_tail_kernel(kernel, 1, tk) != FA3_OK ||
+            call->d->cuCtxGetCurrent(&cuctx) != CUDA_SUCCESS || !fa3_kernel_loaded(*tk, cuctx)) {
+            fa3_clearerr();
+            return 0;
+        }
+    }
+    const fa3_status ts = fa3_tail_kernel(kernel, 0, tk);
     if (ts != FA3_OK) {
         if (forced)
             *st = ts;

@@ -207,6 +207,21 @@ static fa3_status load_module(const fa3_driver *d, fa3_part *pt, CUmodule *mod)
     return FA3_OK;
 }
 
+int fa3_kernel_loaded(fa3_kernel *kernel, CUcontext cuctx)
+{
+    int all = 1;
+    pthread_mutex_lock(&kernel->mu);
+    for (int p = 0; p < kernel->num_parts && all; p++) {
+        const fa3_part *pt = &kernel->parts[p];
+        int here = 0;
+        for (size_t i = 0; i < pt->num_modules && !here; i++)
+            here = pt->modules[i].cuctx == cuctx;
+        all = here;
+    }
+    pthread_mutex_unlock(&kernel->mu);
+    return all;
+}
+
 fa3_status fa3_kernel_function(fa3_kernel *kernel, int part, CUfunction *fn, CUdevice *dev)
 {
     if (!kernel || !fn || part < 0 || part >= kernel->num_parts)

@@ -237,6 +237,10 @@ FA3_INTERNAL void fa3_part_take_resources(fa3_part *pt, const fa3_compile_result
 FA3_INTERNAL fa3_status fa3_kernel_function(fa3_kernel *kernel, int part, CUfunction *fn,
                                             CUdevice *dev);
 
+/* 1 when every part of kernel has its module loaded in CUDA context cuctx (fa3_kernel_function
+   would load nothing), else 0. Loads nothing. Thread-safe. */
+FA3_INTERNAL int fa3_kernel_loaded(fa3_kernel *kernel, CUcontext cuctx);
+
 /*
  * Section size for a masked launch (fa3_kernel_params.section_hb), in [lo, hi] (hi clipped to
  * hb, the (head, batch) pairs): the size whose static tile order (as the kernel deals it to grid
@@ -295,8 +299,9 @@ FA3_INTERNAL int fa3_tail_choose(uint64_t tiles, int64_t key_blocks, unsigned gr
                                  double piece_cost, int force, fa3_tail_plan *out);
 
 /* The split_kv = 1 kernel of kernel's config from its context (built on the first call; the
-   answer, found or not, is kept in kernel), with the same block_m and block_n. Thread-safe. */
-FA3_INTERNAL fa3_status fa3_tail_kernel(fa3_kernel *kernel, fa3_kernel **out);
+   answer, found or not, is kept in kernel), with the same block_m and block_n. With lookup_only,
+   only the kept answer (NULL, FA3_ERR_UNSUPPORTED when there is none yet). Thread-safe. */
+FA3_INTERNAL fa3_status fa3_tail_kernel(fa3_kernel *kernel, int lookup_only, fa3_kernel **out);
 
 /* fa3_section_search for kernel's plan, remembering the last 16 launch shapes per kernel.
    Thread-safe (kernel->mu). */

@@ -74,16 +74,17 @@ int fa3_tail_choose(uint64_t tiles, int64_t key_blocks, unsigned grid, double pi
     return 1;
 }
 
-fa3_status fa3_tail_kernel(fa3_kernel *kernel, fa3_kernel **out)
+fa3_status fa3_tail_kernel(fa3_kernel *kernel, int lookup_only, fa3_kernel **out)
 {
     *out = NULL;
     pthread_mutex_lock(&kernel->mu);
     fa3_kernel *t = kernel->tail_kernel;
     const int failed = kernel->tail_failed;
     pthread_mutex_unlock(&kernel->mu);
-    if (t || failed) {
+    if (t || failed || lookup_only) {
         *out = t;
-        return t ? FA3_OK : fa3_seterr(FA3_ERR_UNSUPPORTED, "tail split: no split-KV kernel");
+        return t ? FA3_OK : fa3_seterr(FA3_ERR_UNSUPPORTED, "tail split: no split-KV kernel%s",
+                                       failed ? "" : " built yet");
     }
     if (!kernel->owner)
         return fa3_seterr(FA3_ERR_UNSUPPORTED, "tail split: the kernel has no context");
