@@ -550,7 +550,8 @@ FA3_API void fa3_fwd_args_set_contiguous(fa3_fwd_args *args, int head_dim, int h
  * kept), its fp32 partials in memory from cuMemAllocAsync on stream, its combine kernel writing
  * those rows of O and LSE, the memory freed on stream: three kernels, the partials' rounding
  * (O of those rows may differ from a one-kernel launch in the last bit). Where the split-KV
- * kernel or the memory cannot be had, the forward kernel runs every tile (same results).
+ * kernel or the memory cannot be had, the forward kernel runs every tile (same results); so it
+ * does inside a CUDA graph capture until a call outside one has built and loaded that kernel.
  * These allocations are stream-ordered, so CUDA graph capture records them; CUDA then allows one
  * executable graph of the captured graph at a time (cuGraphInstantiate: a graph with allocation
  * or free nodes).
