@@ -504,7 +504,8 @@ typedef struct fa3_fwd_args {
        the SMs or key_blocks is 1; else, among the s in 1..min(key_blocks, FA3_MAX_SPLITS)
        whose chunks leave no split empty, the smallest whose wave efficiency tiles·s /
        (ceil(tiles·s / SMs) · SMs) is at least 85% of the best. A split_kv = 0 config takes
-       only 0 or 1 (one pass). workspace: device memory
+       only 0 or 1: 1 is one pass, always; 0 lets a dense non-causal call split its last part
+       round (fa3_fwd's tail split). workspace: device memory
        of at least fa3_fwd_workspace_size bytes, 256-byte aligned, not overlapping any tensor,
        not used by anything else until the call's kernels are done (stream order), or NULL:
        fa3_fwd allocates it with cuMemAllocAsync and frees it with cuMemFreeAsync on the call's
@@ -551,7 +552,8 @@ FA3_API void fa3_fwd_args_set_contiguous(fa3_fwd_args *args, int head_dim, int h
  * those rows of O and LSE, the memory freed on stream: three kernels, the partials' rounding
  * (O of those rows may differ from a one-kernel launch in the last bit). Where the split-KV
  * kernel or the memory cannot be had, the forward kernel runs every tile (same results); so it
- * does inside a CUDA graph capture until a call outside one has built and loaded that kernel.
+ * does inside a CUDA graph capture until a call outside one has built and loaded that kernel,
+ * and always with args->num_splits 1 (one pass: one kernel, no memory allocated).
  * These allocations are stream-ordered, so CUDA graph capture records them; CUDA then allows one
  * executable graph of the captured graph at a time (cuGraphInstantiate: a graph with allocation
  * or free nodes).

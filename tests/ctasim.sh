@@ -74,4 +74,22 @@ done
 caught no_wait_retry --late 0 --hd 128 --sq 300 --sk 300 --heads 2 --grid 2
 # one tile a CTA: the unzeroed O register is caught only because unwritten registers are poisoned
 caught no_o_init --hd 64 --sq 384 --sk 384 --heads 2 --grid 4 --causal
+# a dense non-causal call's tail split (runtime/tail.c) end to end: the forward kernel over the
+# whole rounds, the split kernel over the rest (tile_base, partial_row_base), the combine's merge;
+# the second case's tail crosses a batch and starts at a short last m_block; then tile_base one
+# tile short must fail
+tail=("$py" "$here/tools/ctasim/tail_run.py" --gen "$gen")
+for c in "--hd 64 --batch 2 --heads 3 --sq 300 --sk 300 --grid 5" \
+         "--hd 128 --fp16 --batch 2 --heads 3 --sq 300 --sk 260 --grid 4 --F 8 --k 3"; do
+  seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+  out=$("${tail[@]}" --seed "$seed" $c 2>&1)
+  s=$?
+  echo "tail split $c (seed $seed): $(echo "$out" | tail -1)"
+  [ $s = 0 ] || { echo "FAILED (exit $s)"; echo "$out" | tail -6; rc=1; }
+done
+if "${tail[@]}" --hd 64 --batch 2 --heads 3 --sq 300 --sk 300 --grid 5 --plant > /dev/null 2>&1; then
+  echo "FAILED: the planted tail split defect (tile_base - 1) was not caught"; rc=1
+else
+  echo "planted tile_base_short: caught"
+fi
 exit $rc

@@ -259,6 +259,29 @@ static void test_tail_choose(void **state)
     assert_int_equal(fa3_tail_choose(100, 128, 132, pc128, 1, &t), 0);
     assert_int_equal(fa3_tail_choose(200, 1, 132, pc128, 1, &t), 0);
     assert_int_equal(fa3_tail_choose(200, 128, 0, pc128, 1, &t), 0);
+    /* the tail's rows: hd128 16k, 16 heads: m_blocks 60..127 of the last head */
+    uint64_t r0, r1;
+    fa3_tail_plan rp = {1980, 68, 5};
+    assert_int_equal(fa3_tail_rows(&rp, 16384, 128, 16, &r0, &r1), 1);
+    assert_true(r0 == 15ull * 16384 + 60 * 128 && r1 == 16ull * 16384 && r1 - r0 == 68 * 128);
+    /* seqlen_q 300 (3 m_blocks, the last of 44 rows), 6 pairs: from pair 5's second m_block */
+    rp = (fa3_tail_plan){16, 2, 3};
+    assert_int_equal(fa3_tail_rows(&rp, 300, 128, 6, &r0, &r1), 1);
+    assert_true(r0 == 5 * 300 + 128 && r1 == 1800 && r1 - r0 == 128 + 44);
+    /* from a pair's first row (a batch boundary at 3 heads) */
+    rp = (fa3_tail_plan){9, 9, 2};
+    assert_int_equal(fa3_tail_rows(&rp, 300, 128, 6, &r0, &r1), 1);
+    assert_true(r0 == 900 && r1 == 1800);
+    /* tiles that are not this launch's, no splits, rows past 32 bits: none */
+    rp = (fa3_tail_plan){16, 3, 3};
+    assert_int_equal(fa3_tail_rows(&rp, 300, 128, 6, &r0, &r1), 0);
+    assert_true(r0 == 0 && r1 == 0);
+    rp = (fa3_tail_plan){16, 2, 0};
+    assert_int_equal(fa3_tail_rows(&rp, 300, 128, 6, &r0, &r1), 0);
+    rp = (fa3_tail_plan){(1u << 25) - 1, 1, 2}; /* 4096 pairs of 2^20 rows: 2^32 rows */
+    assert_int_equal(fa3_tail_rows(&rp, 1 << 20, 128, 4096, &r0, &r1), 0);
+    rp = (fa3_tail_plan){(1u << 21) - 1, 1, 2}; /* 256 pairs of 2^20 rows: 2^28, fine */
+    assert_int_equal(fa3_tail_rows(&rp, 1 << 20, 128, 256, &r0, &r1), 1);
     /* the plan: on for non-masked dense 16-bit configs, off for the others */
     fa3_config c;
     fa3_config_init(&c);

@@ -458,7 +458,8 @@ static int dyn_wanted(const fa3_kernel *kernel, const fwd_call *call, uint32_t *
    first tail row on, in a workspace stream-ordered from the driver's pool, *owned). 0 (nothing
    allocated) where it does not pay, or the kernel or the workspace cannot be had: the whole call
    then runs in the forward kernel, same results; under tail_split 2 (forced: the tests) those
-   two are errors (*st), so a test cannot pass without the split. While stream is being captured
+   two are errors (*st), so a test cannot pass without the split. args->num_splits 1 (one pass)
+   turns it off. While stream is being captured
    into a graph, the split runs only with a split-KV kernel built and loaded before (a compile or
    a module load inside a capture is left to calls outside it); else the call runs unsplit, even
    forced. */
@@ -470,20 +471,17 @@ static int tail_wanted(fa3_kernel *kernel, const fwd_call *call, fa3_tail_plan *
     const fa3_fwd_args *a = call->args;
     *owned = 0;
     if (!p->tail_split || kernel->cfg.split_kv || kernel->cfg.mask != FA3_MASK_NONE ||
-        a->seqlen_q <= 0 || a->seqlen_k <= 0 || p->block_n <= 0)
-        return 0;
+        a->seqlen_q <= 0 || a->seqlen_k <= 0 || p->block_n <= 0 || a->num_splits == 1)
+        return 0; /* num_splits 1: the caller asked for one pass */
     const int64_t key_blocks = ((int64_t)a->seqlen_k + p->block_n - 1) / p->block_n;
     const unsigned grid = persistent_grid(call->tiles, call->num_sms);
     const double piece = fa3_tail_piece_cost(kernel->cfg.head_dim, kernel->cfg.head_dim_v,
                                              p->block_n);
     if (!fa3_tail_choose(call->tiles, key_blocks, grid, piece, p->tail_split == 2, tp))
         return 0;
-    /* the tail's rows: from pair F / nmb, m_block F % nmb on, to the end of the rows */
-    const uint64_t nmb = ((uint64_t)a->seqlen_q + (uint64_t)p->block_m - 1) / (uint64_t)p->block_m;
-    const uint64_t sq = (uint64_t)a->seqlen_q;
-    const uint64_t r0 = tp->full_tiles / nmb * sq + tp->full_tiles % nmb * (uint64_t)p->block_m;
-    const uint64_t r1 = (uint64_t)a->batch * (uint64_t)a->num_heads * sq;
-    if (r1 > INT32_MAX || r0 >= r1 || (uint64_t)tp->tail_tiles * (uint64_t)tp->splits > UINT32_MAX)
+    uint64_t r0, r1;
+    if (!fa3_tail_rows(tp, a->seqlen_q, p->block_m, (uint64_t)a->batch * (uint64_t)a->num_heads,
+                       &r0, &r1))
         return 0;
     const uint64_t rows = r1 - r0, k = (uint64_t)tp->splits;
     const uint64_t o_bytes = (k * rows * (uint64_t)kernel->cfg.head_dim_v * 4 + 255) & ~255ull;
@@ -500,7 +498,13 @@ static int tail_wanted(fa3_kernel *kernel, const fwd_call *call, fa3_tail_plan *
             return 0;
         }
     }
-    const fa3_status ts = fa3_tail_kernel(kernel, 0, tk);
+    fa3_status ts = fa3_tail_kernel(kernel, 0, tk);
+    /* its functions in this CUDA context now (module load; driver JIT: the compile), so that a
+       failure falls back before the forward kernel is queued for only the whole rounds */
+    for (int i = 0; ts == FA3_OK && i < (*tk)->num_parts; i++) {
+        CUfunction fn;
+        ts = fa3_kernel_function(*tk, i, &fn, NULL);
+    }
     if (ts != FA3_OK) {
         if (forced)
             *st = ts;

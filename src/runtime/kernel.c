@@ -25,6 +25,18 @@ void fa3_kernel_note_source(const fa3_kernel *k, fa3_kernel_source s)
     tls_last_source = s;
 }
 
+void fa3_kernel_note_save(fa3_kernel_lookup_note *note)
+{
+    note->serial = tls_last_serial;
+    note->source = tls_last_source;
+}
+
+void fa3_kernel_note_restore(const fa3_kernel_lookup_note *note)
+{
+    tls_last_serial = note->serial;
+    tls_last_source = note->source;
+}
+
 fa3_kernel *fa3_kernel_new(fa3_context *ctx, const fa3_config *canonical)
 {
     fa3_kernel *k = fa3_test_fail("oom-kernel") ? NULL : calloc(1, sizeof *k);

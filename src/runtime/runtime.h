@@ -78,7 +78,8 @@ struct fa3_kernel {
     unsigned section_memo_next;
     struct fa3_kernel *tail_kernel; /* tail.c: the split_kv = 1 kernel of this config (the
                                        owner's), once looked up */
-    int tail_failed;                /* tail.c: the lookup failed; no tail split */
+    int tail_failed;                /* tail.c: the lookup failed for good; no tail split */
+    char tail_why[256];             /* tail.c: its message */
 
     /* Guarded by the owner's mu. */
     int ready;               /* 0 while being built by some thread */
@@ -219,6 +220,14 @@ FA3_INTERNAL fa3_kernel *fa3_kernel_new(fa3_context *ctx, const fa3_config *cano
    (fa3_kernel_info.source is per thread: matched by serial, not by address, which a freed kernel
    may pass on; another kernel's info shows how the context first obtained it). kernel.c. */
 FA3_INTERNAL void fa3_kernel_note_source(const fa3_kernel *kernel, fa3_kernel_source source);
+/* The calling thread's record of its last lookup (fa3_kernel_note_source), saved and put back
+   around the library's own lookups (tail.c), which are not the caller's. */
+typedef struct fa3_kernel_lookup_note {
+    unsigned long long serial;
+    fa3_kernel_source source;
+} fa3_kernel_lookup_note;
+FA3_INTERNAL void fa3_kernel_note_save(fa3_kernel_lookup_note *note);
+FA3_INTERNAL void fa3_kernel_note_restore(const fa3_kernel_lookup_note *note);
 
 /* Sets part pt's registers, spills, stack and warning flag from a compile (or driver JIT) result.
    kernel.c. */
@@ -297,6 +306,13 @@ FA3_INTERNAL double fa3_tail_piece_cost(int head_dim, int head_dim_v, int block_
    zeroed). Pure. */
 FA3_INTERNAL int fa3_tail_choose(uint64_t tiles, int64_t key_blocks, unsigned grid,
                                  double piece_cost, int force, fa3_tail_plan *out);
+
+/* The rows [*r0, *r1) of a tail split's tiles (tp: fa3_tail_choose's) in the LSE output's row
+   numbering ((b·num_heads + h)·seqlen_q + i) of a rectangular non-masked launch of pairs (head,
+   batch) pairs: 1, or 0 (both 0) when the plan does not describe such a launch (its tiles are
+   not ceil(seqlen_q / block_m)·pairs, no splits) or the rows or pieces exceed 32 bits. Pure. */
+FA3_INTERNAL int fa3_tail_rows(const fa3_tail_plan *tp, int seqlen_q, int block_m, uint64_t pairs,
+                               uint64_t *r0, uint64_t *r1);
 
 /* The split_kv = 1 kernel of kernel's config from its context (built on the first call; the
    answer, found or not, is kept in kernel), with the same block_m and block_n. With lookup_only,

@@ -21,6 +21,7 @@
  * the partials' trip costs what the model now charges: the smallest k near the best wins.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "runtime/runtime.h"
@@ -74,34 +75,67 @@ int fa3_tail_choose(uint64_t tiles, int64_t key_blocks, unsigned grid, double pi
     return 1;
 }
 
+int fa3_tail_rows(const fa3_tail_plan *tp, int seqlen_q, int block_m, uint64_t pairs,
+                  uint64_t *r0, uint64_t *r1)
+{
+    *r0 = *r1 = 0;
+    if (seqlen_q <= 0 || block_m <= 0 || pairs == 0 || tp->splits < 2 || tp->tail_tiles == 0)
+        return 0;
+    /* tile t = m_block + pair·nmb (the non-masked order, m_block fastest): the tail starts at
+       pair F / nmb, m_block F % nmb and runs to the last row */
+    const uint64_t sq = (uint64_t)seqlen_q, bm = (uint64_t)block_m;
+    const uint64_t nmb = (sq + bm - 1) / bm, f = tp->full_tiles;
+    *r0 = f / nmb * sq + f % nmb * bm;
+    *r1 = pairs * sq;
+    if (pairs > INT32_MAX || *r1 > INT32_MAX || *r0 >= *r1 ||
+        (uint64_t)f + tp->tail_tiles != nmb * pairs ||
+        (uint64_t)tp->tail_tiles * (uint64_t)tp->splits > UINT32_MAX) {
+        *r0 = *r1 = 0;
+        return 0;
+    }
+    return 1;
+}
+
 fa3_status fa3_tail_kernel(fa3_kernel *kernel, int lookup_only, fa3_kernel **out)
 {
     *out = NULL;
     pthread_mutex_lock(&kernel->mu);
     fa3_kernel *t = kernel->tail_kernel;
     const int failed = kernel->tail_failed;
+    char why[sizeof kernel->tail_why];
+    memcpy(why, kernel->tail_why, sizeof why);
     pthread_mutex_unlock(&kernel->mu);
     if (t || failed || lookup_only) {
         *out = t;
-        return t ? FA3_OK : fa3_seterr(FA3_ERR_UNSUPPORTED, "tail split: no split-KV kernel%s",
-                                       failed ? "" : " built yet");
+        return t ? FA3_OK
+                 : fa3_seterr(FA3_ERR_UNSUPPORTED, "tail split: no split-KV kernel (%s)",
+                              failed ? why : "not built yet");
     }
     if (!kernel->owner)
         return fa3_seterr(FA3_ERR_UNSUPPORTED, "tail split: the kernel has no context");
     fa3_config c = kernel->cfg;
     c.split_kv = 1;
+    /* the lookup is the library's own: the thread's record of its last lookup (fa3_kernel_info's
+       source) stays the caller's */
+    fa3_kernel_lookup_note saved;
+    fa3_kernel_note_save(&saved);
     fa3_status st = fa3_jit_get_kernel(kernel->owner, &c, &t);
+    fa3_kernel_note_restore(&saved);
     /* the same tiles, or the tile numbers would not match */
     if (st == FA3_OK && (t->plan.block_m != kernel->plan.block_m ||
                          t->plan.block_n != kernel->plan.block_n || t->num_parts != 2))
         st = fa3_seterr(FA3_ERR_UNSUPPORTED, "tail split: the split-KV kernel's tiles (%dx%d) "
                         "differ from the kernel's (%dx%d)", t->plan.block_m, t->plan.block_n,
                         kernel->plan.block_m, kernel->plan.block_n);
+    /* a compile error or other tiles recur at every call: remembered, with the reason; other
+       failures (memory, a cache lock's timeout) may pass: the next call tries again */
     pthread_mutex_lock(&kernel->mu);
-    if (st == FA3_OK)
+    if (st == FA3_OK) {
         kernel->tail_kernel = t;
-    else
+    } else if (st == FA3_ERR_COMPILE || st == FA3_ERR_UNSUPPORTED) {
         kernel->tail_failed = 1;
+        snprintf(kernel->tail_why, sizeof kernel->tail_why, "%s", fa3_last_error_message());
+    }
     pthread_mutex_unlock(&kernel->mu);
     *out = st == FA3_OK ? t : NULL;
     return st;
