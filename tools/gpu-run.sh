@@ -5,7 +5,7 @@
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
 # peers (stashes .peers/a: see the step)
 # fp8 varlen varlenbench checkvarlen splitkv kvcache
-# sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128 ncu_fa4 tailsplit. FA3JIT_BENCH_DTYPES picks compare's dtypes;
+# sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128 ncu_fa4 tailsplit peerab. FA3JIT_BENCH_DTYPES picks compare's dtypes;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -187,6 +187,13 @@ for step in $steps; do
       ${COMPARE_VARIANTS:+--variants "$COMPARE_VARIANTS"} $([ "${COMPARE_GEMM:-0}" = 1 ] && echo --gemm) \
       ${COMPARE_GQA:+--gqa "$COMPARE_GQA"} \
       --json "$out/compare.json"
+    kill $smi ;;
+  peerab) # tools/probes/peer_ab.py: fa3jit, FA4 and cuDNN in tight alternation, shape by shape
+    # (PEERAB_ARGS, e.g. "--shapes 128:16384,256:16384 --causal"; the peers as for compare)
+    peers_setup peerab "FA4 must import: the step fails without it"
+    smi_start peerab
+    logged peerab 560 40 env PYTHONPATH="$root/python:$root/bench${peer_path:+:$peer_path}" \
+      python3 "$root/tools/probes/peer_ab.py" ${PEERAB_ARGS:-}
     kill $smi ;;
   compare_layouts) # fa3jit and cuDNN on the same layout, bshd then bhsd (bf16; fa3jit by fa3-gen
     # bench, whose --layout bhsd the Python layer lacks; FA4, where it imports, on its own bshd)
