@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "divmagic.h"
+
 /* The kinds of generated kernel: part of every cache key and cache entry header. An operation
    (runtime/op.c) runs an ordered list of them. */
 typedef enum fa3_kernel_kind {
@@ -25,6 +27,22 @@ typedef enum fa3_kernel_kind {
 /* ---------------------------------------------------------------- FA3_KERNEL_FWD */
 
 #define FA3_KERNEL_NAME "fa3_fwd_kernel"
+
+/* The divisors a forward launch passes as magics (fa3_kernel_params.div): the tile decode's and
+   the per-row divisions' (codegen/divide.c kg_udiv_param). */
+typedef enum fa3_div_slot {
+    FA3_DIV_NMB = 0,    /* num_m_blocks */
+    FA3_DIV_HEADS,      /* the decode's heads a pair: num_heads, packed GQA num_heads_k */
+    FA3_DIV_HPKV,       /* heads_per_kv (packed GQA's ratio) */
+    FA3_DIV_SEC_TILES,  /* masked order: section_hb · num_m_blocks */
+    FA3_DIV_SEC_HB,     /* masked order: section_hb */
+    FA3_DIV_LAST_PAIRS, /* masked order: the last section's pairs when fewer than section_hb */
+    FA3_DIV_SPLITS,     /* num_splits (1 without split_kv) */
+    FA3_DIV_PAGE_SIZE,  /* paged K/V: page_size (1 otherwise) */
+    FA3_DIV_SLOTS,
+    FA3_DIV_SEC_PAIRS /* not a slot: a masked section's pairs, section_hb or (the last
+                         section's) fewer, by FA3_DIV_SEC_HB's or FA3_DIV_LAST_PAIRS's magic */
+} fa3_div_slot;
 
 typedef struct fa3_kernel_params {
     /* CUtensorMap objects (128 bytes, 64-byte aligned), made by cuTensorMapEncodeTiled.
@@ -81,7 +99,7 @@ typedef struct fa3_kernel_params {
        packed row e is coordinate (i - len + max_seqlen_q, e), clipped past the sequence's end */
     int32_t max_seqlen_q;
     int32_t batch; /* varlen: the number of sequences (the tile walk's end) */
-    /* split-KV configs only (their PTX declares all FA3P_SIZE bytes): the fp32 partials in the
+    /* split-KV configs only (their PTX declares the first FA3P_SIZE_SPLIT bytes): the fp32 partials in the
        workspace, o_partial[num_splits][partial_rows][head_dim_v] and
        lse_partial[num_splits][partial_rows], row as the LSE output's ((b·num_heads + h)·seqlen_q
        + i; varlen h·total_q + packed row); tile t·num_splits + s is split s of tile t, keys
@@ -97,7 +115,10 @@ typedef struct fa3_kernel_params {
        row (b·num_heads + h)·seqlen_q + i at row - partial_row_base */
     uint32_t tile_base;
     uint32_t partial_row_base;
-    uint8_t pad2_[32];
+    /* the launch's divisors as multiply-and-shift magics (divmagic.h), indexed by fa3_div_slot;
+       only kernels of plans with fast_div >= 2 read them (their PTX declares all FA3P_SIZE
+       bytes) */
+    fa3_divmagic div[FA3_DIV_SLOTS];
 } fa3_kernel_params;
 
 #define FA3P_OFF_TMAP_Q 0
@@ -144,7 +165,9 @@ typedef struct fa3_kernel_params {
 #define FA3P_OFF_PARTIAL_ROWS 724
 #define FA3P_OFF_TILE_BASE 728
 #define FA3P_OFF_PARTIAL_ROW_BASE 732
-#define FA3P_SIZE 768        /* the struct; a split-KV kernel's parameter */
+#define FA3P_OFF_DIV 736
+#define FA3P_SIZE 832        /* the struct; the parameter of fast_div >= 2 kernels */
+#define FA3P_SIZE_SPLIT 768  /* the parameter other split-KV kernels declare (up to div) */
 #define FA3P_SIZE_VARLEN 704 /* the parameter varlen or paged-KV kernels declare (up to batch) */
 #define FA3P_SIZE_DENSE 640  /* the parameter the other kernels declare (up to tmap_o) */
 
@@ -191,6 +214,7 @@ _Static_assert(offsetof(fa3_kernel_params, num_splits) == FA3P_OFF_NUM_SPLITS, "
 _Static_assert(offsetof(fa3_kernel_params, partial_rows) == FA3P_OFF_PARTIAL_ROWS, "abi");
 _Static_assert(offsetof(fa3_kernel_params, tile_base) == FA3P_OFF_TILE_BASE, "abi");
 _Static_assert(offsetof(fa3_kernel_params, partial_row_base) == FA3P_OFF_PARTIAL_ROW_BASE, "abi");
+_Static_assert(offsetof(fa3_kernel_params, div) == FA3P_OFF_DIV, "abi");
 _Static_assert(sizeof(fa3_kernel_params) == FA3P_SIZE, "abi");
 
 /* ---------------------------------------------------------------- FA3_KERNEL_COMBINE */

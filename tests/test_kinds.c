@@ -35,10 +35,12 @@ static void check_kernel(const fa3_config *cfg, const fa3_plan *plan, fa3_kernel
     CHECK(fa3_codegen_kernel(kind, plan, &ptx, &len));
     char want[256];
     /* the forward kernel declares the block up to tmap_o (dense), up to batch (varlen or
-       paged KV), or whole (split-KV) */
-    const size_t declared = kind != FA3_KERNEL_FWD || cfg->split_kv  ? k->params_size
-                            : cfg->varlen || cfg->paged_kv          ? FA3P_SIZE_VARLEN
-                                                                     : FA3P_SIZE_DENSE;
+       paged KV), up to div (split-KV), or whole (fast_div 2: the launch's divisors) */
+    const size_t declared = kind != FA3_KERNEL_FWD   ? k->params_size
+                            : plan->fast_div >= 2     ? k->params_size
+                            : cfg->split_kv           ? FA3P_SIZE_SPLIT
+                            : cfg->varlen || cfg->paged_kv ? FA3P_SIZE_VARLEN
+                                                           : FA3P_SIZE_DENSE;
     snprintf(want, sizeof want, ".visible .entry %s(\n\t.param .align 64 .b8 fa3_params[%zu]\n)",
              k->entry, declared);
     char desc[64];

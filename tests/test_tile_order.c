@@ -21,9 +21,11 @@
 
 #include <cmocka.h>
 
+#include "codegen/divide.h"
 #include "codegen/kgen.h"
 #include "codegen/tile_order.h"
 #include "kernel_abi.h"
+#include "runtime/runtime.h"
 
 /* ---- a register file keyed by name */
 #define NVARS 512
@@ -100,6 +102,10 @@ static void run(vm *m, const char *text)
             set_name(m, a[0], get(m, a[1]) != get(m, a[2]));
         } else if (!strcmp(op, "setp.ge.s32")) {
             set_name(m, a[0], (int32_t)get(m, a[1]) >= (int32_t)get(m, a[2]));
+        } else if (!strcmp(op, "setp.lt.s32")) {
+            set_name(m, a[0], (int32_t)get(m, a[1]) < (int32_t)get(m, a[2]));
+        } else if (!strcmp(op, "setp.lt.u32")) {
+            set_name(m, a[0], get(m, a[1]) < get(m, a[2]));
         } else if (!strcmp(op, "selp.b32")) {
             set_name(m, a[0], get(m, a[3]) ? get(m, a[1]) : get(m, a[2]));
         } else {
@@ -110,6 +116,12 @@ static void run(vm *m, const char *text)
                 r = x - y;
             else if (!strcmp(op, "mul.lo.u32"))
                 r = x * y;
+            else if (!strcmp(op, "mul.hi.u32"))
+                r = (uint32_t)(((uint64_t)x * y) >> 32);
+            else if (!strcmp(op, "shr.u32")) /* PTX clamps the shift */
+                r = y > 31 ? 0 : x >> y;
+            else if (!strcmp(op, "shr.s32"))
+                r = (uint32_t)((int32_t)x >> (y > 31 ? 31 : y));
             /* (a tile past the end decodes to garbage the kernel never uses: no trap here) */
             else if (!strcmp(op, "div.u32"))
                 r = y ? x / y : 0xffffffffu;
@@ -147,10 +159,11 @@ typedef struct decode_ptx {
     char round[32], sq[32], sk[32], wl[32], wr[32], ntiles[32];
 } decode_ptx;
 
-static void emit_decode(const shape *sh, decode_ptx *d)
+static void emit_decode(const shape *sh, int fast_div, decode_ptx *d)
 {
     fa3_plan p = {0};
     fa3_config_init(&p.cfg);
+    p.fast_div = fast_div;
     p.cfg.mask = sh->masked ? FA3_MASK_CAUSAL : FA3_MASK_NONE;
     p.cfg.split_kv = sh->splits > 0;
     p.cfg.pack_gqa = sh->pack;
@@ -190,10 +203,10 @@ static void emit_decode(const shape *sh, decode_ptx *d)
     free(f);
 }
 
-static void check_shape(const shape *sh)
+static void check_shape(const shape *sh, int fast_div)
 {
     decode_ptx d;
-    emit_decode(sh, &d);
+    emit_decode(sh, fast_div, &d);
     /* packed GQA: sq · hpk packed rows of each (kv head, batch) pair */
     const int ratio = sh->pack ? sh->hpk : 1, hk = sh->pack ? sh->heads / sh->hpk : sh->heads;
     const uint32_t nmb = (uint32_t)((sh->sq * ratio + sh->bm - 1) / sh->bm);
@@ -208,6 +221,16 @@ static void check_shape(const shape *sh)
     m->params[FA3P_OFF_HEADS_PER_KV / 4] = (uint32_t)sh->hpk;
     m->params[FA3P_OFF_SECTION_HB / 4] = sh->section_hb;
     m->params[FA3P_OFF_NUM_SPLITS / 4] = ns;
+    { /* the launch's divisors (fast_div 2) as the runtime passes them */
+        fa3_kernel_params prm;
+        memset(&prm, 0, sizeof prm);
+        prm.num_m_blocks = (int32_t)nmb;
+        prm.heads_per_kv = sh->hpk;
+        prm.section_hb = sh->section_hb;
+        prm.total_tiles = ntiles;
+        fa3_kernel_params_divs(&prm, (uint32_t)hk, ns, 1);
+        memcpy(&m->params[FA3P_OFF_DIV / 4], prm.div, sizeof prm.div);
+    }
     m->nctaid = sh->grid;
     uint8_t *seen = calloc(ntiles, 1);
     uint32_t *covered = calloc(nbase, sizeof *covered); /* blocks the splits ran, per tile */
@@ -346,14 +369,113 @@ static void test_orders_agree(void **state)
         {0, 64, 128, 1, 4096, -1, -1, 8, 2, 4, 1, 132, 4, 0},
         {1, 64, 112, 65, 1000, -1, 0, 4, 2, 2, 4, 16, 4, 0},
     };
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        check_shape(&shapes[i]);
-    printf("%zu shapes: emitted PTX and the host's tile order agree\n",
+    /* fast_div 1 and 2: the divisions as multiply and shifts (codegen/divide.c) */
+    for (int fast_div = 0; fast_div <= 2; fast_div++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            check_shape(&shapes[i], fast_div);
+    printf("%zu shapes x fast_div 0..2: emitted PTX and the host's tile order agree\n",
            sizeof shapes / sizeof shapes[0]);
+}
+
+/* divmagic.h's multiply and shifts against the division, over divisors of every size and
+   numerators at the edges (0, around multiples of d, the top of the range) and random ones */
+static uint64_t rng_state = 0x9E3779B97F4A7C15u;
+static uint32_t rnd(void)
+{
+    rng_state = rng_state * 6364136223846793005u + 1442695040888963407u;
+    return (uint32_t)(rng_state >> 32);
+}
+
+static void check_div(uint32_t d)
+{
+    const fa3_divmagic mg = fa3_divmagic_of(d);
+    const uint32_t k = 0xFFFFFFFFu / d;
+    const uint32_t edge[] = {0, 1, d - 1, d, d + 1, 2 * d - 1, 2 * d, k * d - 1, k * d,
+                             k * d + (d - 1), 0x7FFFFFFFu, 0x80000000u, 0xFFFFFFFEu, 0xFFFFFFFFu};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
+        if (fa3_divmagic_div(edge[i], mg) != edge[i] / d)
+            fail_msg("divmagic: %u / %u gave %u", edge[i], d, fa3_divmagic_div(edge[i], mg));
+    for (int i = 0; i < 64; i++) {
+        const uint32_t n = rnd() >> (rnd() % 32);
+        if (fa3_divmagic_div(n, mg) != n / d)
+            fail_msg("divmagic: %u / %u gave %u", n, d, fa3_divmagic_div(n, mg));
+    }
+}
+
+static void test_divmagic(void **state)
+{
+    (void)state;
+    for (uint32_t d = 1; d <= 70000; d++)
+        check_div(d);
+    for (int b = 1; b < 32; b++) {
+        const uint32_t p = 1u << b;
+        check_div(p - 1);
+        check_div(p + 1);
+        check_div(p);
+    }
+    check_div(0xFFFFFFFFu);
+    for (int i = 0; i < 20000; i++)
+        check_div(rnd() | 1);
+    assert_int_equal(fa3_divmagic_div(12345, fa3_divmagic_of(0)), 12345); /* 0 taken as 1 */
+}
+
+/* The emitted divisions by a plan constant (divide.c) through the interpreter, under fast_div 1:
+   unsigned and signed quotients and remainders, negative dividends included. */
+static void test_divide_imm(void **state)
+{
+    (void)state;
+    static const int32_t divisors[] = {1, 2, 3, 7, 64, 80, 112, 128, 176, 192, 1000, 65536};
+    fa3_plan p = {0};
+    fa3_config_init(&p.cfg);
+    p.fast_div = 1;
+    for (size_t i = 0; i < sizeof divisors / sizeof divisors[0]; i++) {
+        const int32_t d = divisors[i];
+        ptx_fn *f = calloc(1, sizeof *f);
+        assert_non_null(f);
+        kgen g = {.f = f, .p = &p};
+        ptx_r a = ptx_reg(f, PTX_B32, "a");
+        ptx_r q = ptx_reg(f, PTX_B32, "q"), r = ptx_reg(f, PTX_B32, "r");
+        ptx_r sq = ptx_reg(f, PTX_B32, "sq"), ip = ptx_reg(f, PTX_B32, "ip");
+        kg_udiv_imm_to(&g, q, a, (uint32_t)d);
+        kg_urem_imm_to(&g, r, a, (uint32_t)d);
+        kg_sdiv_imm_to(&g, sq, a, d);
+        ptx_ins(f, "mov.u32 $, $;", ip, a);
+        kg_urem_imm_to(&g, ip, ip, (uint32_t)d); /* in place */
+        if (f->error[0])
+            fail_msg("emitter: %s", f->error);
+        assert_null(strstr(f->body.data, "div.")); /* no generic division left */
+        assert_null(strstr(f->body.data, "rem."));
+        char na[32], nq[32], nr[32], ns[32], ni[32];
+        ptx_name(f, a, na, 32);
+        ptx_name(f, q, nq, 32);
+        ptx_name(f, r, nr, 32);
+        ptx_name(f, sq, ns, 32);
+        ptx_name(f, ip, ni, 32);
+        vm *m = calloc(1, sizeof *m);
+        assert_non_null(m);
+        for (int j = 0; j < 4000; j++) {
+            const uint32_t n = j < 8 ? (uint32_t[]){0, 1, 0x7FFFFFFFu, 0x80000000u, 0xFFFFFFFFu,
+                                                    (uint32_t)d - 1, (uint32_t)d,
+                                                    (uint32_t)-d}[j]
+                                     : rnd() >> (rnd() % 32) ^ (j & 1 ? 0xFFFFFFFFu : 0);
+            m->n = 0;
+            set_name(m, na, n);
+            run(m, f->body.data);
+            assert_int_equal(get(m, nq), n / (uint32_t)d);
+            assert_int_equal(get(m, nr), n % (uint32_t)d);
+            assert_int_equal(get(m, ni), n % (uint32_t)d);
+            assert_int_equal((int32_t)get(m, ns), (int32_t)n / d);
+        }
+        free(m);
+        free(f->body.data);
+        free(f);
+    }
 }
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_orders_agree)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_orders_agree),
+                                       cmocka_unit_test(test_divmagic),
+                                       cmocka_unit_test(test_divide_imm)};
     return cmocka_run_group_tests_name("tile_order", tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
  * Packed GQA: the tile's rows are packed rows r = i · ratio + (head - kv_head · ratio), and the
  * bounds above are those of query row i = r / ratio (a division per row and tile).
  */
+#include "codegen/divide.h"
 #include "codegen/kgen.h"
 #include "kernel_abi.h"
 
@@ -49,7 +50,7 @@ void kg_rows_init(kgen *g, cons *c)
         c->klast[r] = ptx_reg(g->f, PTX_B32, r ? "klast1" : "klast0");
         if (pack) {
             ptx_r qi = ptx_reg(g->f, PTX_B32, "qidx");
-            INS("div.u32 $, $, $;", qi, c->row[r], ratio);
+            kg_udiv_param_to(g, qi, c->row[r], ratio, FA3_DIV_HPKV);
             INS("add.s32 $, $, $;", at, qi, diag);
         } else {
             INS("add.s32 $, $, $;", at, c->row[r], diag);
@@ -69,9 +70,9 @@ void kg_rows_init(kgen *g, cons *c)
     if (pack) { /* query rows m0 / ratio .. (m0 + bm - 1) / ratio */
         first = ptx_reg(g->f, PTX_B32, "qfirst");
         lastr = ptx_reg(g->f, PTX_B32, "qlast");
-        INS("div.u32 $, $, $;", first, c->t.m0, ratio);
+        kg_udiv_param_to(g, first, c->t.m0, ratio, FA3_DIV_HPKV);
         INS("add.s32 $, $, %d;", lastr, c->t.m0, p->block_m - 1);
-        INS("div.u32 $, $, $;", lastr, lastr, ratio);
+        kg_udiv_param_to(g, lastr, lastr, ratio, FA3_DIV_HPKV);
     }
     INS("add.s32 $, $, $;", t0, first, diag);
     INS("add.s32 $, $, $;", t1, t0, g->wr);
@@ -105,7 +106,7 @@ void kg_first_block_reach(kgen *g, cons *c, ptx_r *half, ptx_r *none)
     INS("add.s32 $, $, 63;", r, r);
     if (p->cfg.pack_gqa) {
         ptx_r ratio = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "ratio");
-        INS("div.u32 $, $, $;", r, r, ratio);
+        kg_udiv_param_to(g, r, r, ratio, FA3_DIV_HPKV);
     }
     INS("add.s32 $, $, $;", k, r, c->t.sk); /* r + sk - sq + wr, at most sk - 1 */
     INS("sub.s32 $, $, $;", k, k, c->t.sq);

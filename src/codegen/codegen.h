@@ -48,6 +48,12 @@ typedef struct fa3_plan {
     int pack_first;        /* A/B knob: P packed before O's rescale (FA4's order), not after */
     int mask_branch;       /* causal/local A/B knob: one key-block loop body, whose softmax
                               applies the mask under a branch taken per block (mainloop.c) */
+    int fast_div;          /* A/B knob, not yet on the GPU: integer divisions as multiply and shifts
+                              (divmagic.h, codegen/divide.c): 1 those by a plan constant
+                              (block_n, block_m, consumers), 2 also the launch's divisors (the
+                              tile decode's num_m_blocks, heads, sections, splits; packed GQA's
+                              ratio; the page size), passed in fa3_kernel_params.div; 0 ptxas's
+                              generic division everywhere */
     int one_body;          /* causal/local A/B knob: every key block after the first takes the
                               masked body (the mask is a no-op inside the window); the PTX holds
                               one loop body instead of two: ~30% less ptxas time (issue 17) */
@@ -183,6 +189,10 @@ FA3_INTERNAL int fa3_plan_default_block_m(const fa3_config *cfg, int block_n);
 FA3_INTERNAL fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *plan);
 
 /* Writes the PTX for plan into a malloc'd NUL-terminated string. */
+/* Bytes of fa3_kernel_params the forward kernel of plan declares (kernel_abi.h): FA3P_SIZE with
+   fast_div >= 2, else FA3P_SIZE_SPLIT (split-KV), FA3P_SIZE_VARLEN (varlen or paged K/V) or
+   FA3P_SIZE_DENSE. */
+FA3_INTERNAL int fa3_fwd_param_bytes(const fa3_plan *plan);
 FA3_INTERNAL fa3_status fa3_codegen_ptx(const fa3_plan *plan, char **ptx, size_t *len);
 /* The same kernel with each scalar register printed by its name (%tile_7 for %r7), for reading
    (fa3-gen --emit-ptx --named-registers, through generate.c's fa3_tools_emit_ptx_named); a

@@ -21,6 +21,7 @@
  * partials; the TMA store takes the 5-D map {head_dim_v, ratio, seqlen_q, num_heads_k, batch} at
  * query row (m0 + 64·cw) / ratio (the runtime sets o_tma only when ratio divides 64).
  */
+#include "codegen/divide.h"
 #include "codegen/kgen.h"
 #include "kernel_abi.h"
 
@@ -42,7 +43,7 @@ static void gqa_row(kgen *g, cons *c, int r, ptx_r *q, ptx_r *head)
     ptx_r ratio = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "ratio");
     ptx_r qr = ptx_reg(g->f, PTX_B32, "gq"), m = ptx_reg(g->f, PTX_B32, "gqm");
     ptx_r hin = ptx_reg(g->f, PTX_B32, "gqh"), h = ptx_reg(g->f, PTX_B32, "ghead");
-    INS("div.u32 $, $, $;", qr, c->row[r], ratio);
+    kg_udiv_param_to(g, qr, c->row[r], ratio, FA3_DIV_HPKV);
     INS("mul.lo.u32 $, $, $;", m, qr, ratio);
     INS("sub.u32 $, $, $;", hin, c->row[r], m);
     INS("mad.lo.u32 $, $, $, $;", h, c->t.kvhead, ratio, hin);
@@ -165,7 +166,7 @@ static void store_tma(kgen *g, cons *c, const ptx_r inv[2], int lab_gmem, int la
     INS("mad.lo.u32 $, $, 64, $;", orow, c->cw, c->t.m0); /* first row of this warpgroup */
     if (p->cfg.pack_gqa) { /* its first query row (ratio divides 64: o_tma) */
         ptx_r ratio = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "ratio");
-        INS("div.u32 $, $, $;", orow, orow, ratio);
+        kg_udiv_param_to(g, orow, orow, ratio, FA3_DIV_HPKV);
     }
     ptx_r obatch = c->t.batch;
     if (p->cfg.varlen) { /* counted back from the sequence's end (kernel_abi.h: max_seqlen_q) */

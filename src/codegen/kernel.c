@@ -132,6 +132,14 @@ static void prologue(kgen *g)
     INS("bar.sync 0;");
 }
 
+int fa3_fwd_param_bytes(const fa3_plan *plan)
+{
+    return plan->fast_div >= 2                           ? FA3P_SIZE
+           : plan->cfg.split_kv                          ? FA3P_SIZE_SPLIT
+           : plan->cfg.varlen || plan->cfg.paged_kv      ? FA3P_SIZE_VARLEN
+                                                         : FA3P_SIZE_DENSE;
+}
+
 static void header(const fa3_plan *plan, fa3_buf *out)
 {
     char desc[128];
@@ -156,9 +164,7 @@ static void header(const fa3_plan *plan, fa3_buf *out)
     fa3_emitf(out, "\n.extern .shared .align 1024 .b8 fa3_smem[];\n\n");
     fa3_emitf(out, ".visible .entry %s(\n\t.param .align 64 .b8 fa3_params[%d]\n)\n",
               FA3_KERNEL_NAME,
-              plan->cfg.split_kv                         ? FA3P_SIZE
-              : plan->cfg.varlen || plan->cfg.paged_kv ? FA3P_SIZE_VARLEN
-                                                         : FA3P_SIZE_DENSE);
+              fa3_fwd_param_bytes(plan));
     fa3_emitf(out, ".maxntid %d, 1, 1\n.minnctapersm 1\n{\n", plan->threads);
 }
 

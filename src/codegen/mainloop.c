@@ -23,6 +23,7 @@
  * (block_m 64, the decode tile) has no ping-pong: no named barrier at all; its own QK/softmax/PV
  * overlap (step 2) is unchanged.
  */
+#include "codegen/divide.h"
 #include "codegen/kgen.h"
 #include "kernel_abi.h"
 
@@ -538,7 +539,7 @@ void kg_consumer(kgen *g)
         /* my ping-pong barrier and the next consumer's (per tile: short-lived registers) */
         INS("add.u32 $, $, %d;", c.pp_own, c.cw, p->nb_pingpong);
         INS("add.u32 $, $, 1;", c.pp_next, c.cw);
-        INS("rem.u32 $, $, %d;", c.pp_next, c.pp_next, nwg);
+        kg_urem_imm_to(g, c.pp_next, c.pp_next, (uint32_t)nwg);
         INS("add.u32 $, $, %d;", c.pp_next, c.pp_next, p->nb_pingpong);
     }
 

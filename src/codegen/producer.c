@@ -10,6 +10,7 @@
  * block's V into its transposed stage (transpose_v.c), one block behind the loads so the TMA of
  * block j overlaps the transpose of block j-1; the last block is transposed after the tile loop.
  */
+#include "codegen/divide.h"
 #include "codegen/kgen.h"
 #include "kernel_abi.h"
 
@@ -115,7 +116,7 @@ static void paged_entry(kgen *g, prod *pr, ptx_r run, ptx_r key0, paged_run *r)
     ptx_r in = ptx_reg(g->f, PTX_PRED, "pin");
     INS("mad.lo.u32 $, $, $, $;", key, run, rows, key0);
     INS("setp.lt.s32 $, $, $;", in, key, pr->t.sk);
-    INS("div.u32 $, $, $;", pidx, key, psz);
+    kg_udiv_param_to(g, pidx, key, psz, FA3_DIV_PAGE_SIZE);
     INS("mul.lo.u32 $, $, $;", r->prow, pidx, psz);
     INS("sub.u32 $, $, $;", r->prow, key, r->prow);
     INS("selp.b32 $, $, 0, $;", r->prow, r->prow, in);

@@ -2,6 +2,7 @@
  * The persistent tile loop's index and decode in PTX: the expansion of tile_order.h's lists into
  * instructions (the host expands the same lists into C for its simulation of the order).
  */
+#include "codegen/divide.h"
 #include "codegen/kgen.h"
 #include "codegen/tile_order.h"
 #include "kernel_abi.h"
@@ -19,8 +20,16 @@ static ptx_r op_rr(kgen *g, const char *name, to_op op, ptx_r a, ptx_r b)
     return d;
 }
 
+/* a DIVU or REMU by a divisor fixed for the launch, its magic in slot (tile_order.h's D form) */
+static ptx_r op_inv(kgen *g, const char *name, to_op op, ptx_r a, ptx_r b, fa3_div_slot slot)
+{
+    return op == REMU ? kg_urem_param(g, name, a, b, slot) : kg_udiv_param(g, name, a, b, slot);
+}
+
 static ptx_r op_ri(kgen *g, const char *name, to_op op, ptx_r a, int imm)
 {
+    if (op == DIVS) /* the lists' divisions by a plan constant (block_n) */
+        return kg_sdiv_imm(g, name, a, imm);
     ptx_r d = ptx_reg(g->f, PTX_B32, name);
     INS("%s $, $, %d;", op_text[op], d, a, imm);
     return d;
@@ -38,6 +47,7 @@ static ptx_r op_sel(kgen *g, const char *name, to_cond c, ptx_r a, ptx_r x, ptx_
 #define TO_S(d, op, a, b) ptx_r d = op_rr(g, #d, op, a, b);
 #define TO_K(d, op, a, imm) ptx_r d = op_ri(g, #d, op, a, (int)(imm));
 #define TO_P(d, c, a, x, y) ptx_r d = op_sel(g, #d, c, a, x, y);
+#define TO_D(d, op, a, b, slot) ptx_r d = op_inv(g, #d, op, a, b, FA3_DIV_##slot);
 
 ptx_r kg_tile_index(kgen *g)
 {
@@ -119,10 +129,10 @@ static void paged_bounds(kgen *g, tile_info *t)
 static ptx_r split_of(kgen *g, ptx_r *tile, ptx_r *ntiles)
 {
     ptx_r ns = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_SPLITS, "nsplits");
-    ptx_r split = op_rr(g, "split", REMU, *tile, ns);
-    *tile = op_rr(g, "btile", DIVU, *tile, ns);
+    ptx_r split = kg_urem_param(g, "split", *tile, ns, FA3_DIV_SPLITS);
+    *tile = kg_udiv_param(g, "btile", *tile, ns, FA3_DIV_SPLITS);
     if (ntiles)
-        *ntiles = op_rr(g, "bntiles", DIVU, *ntiles, ns);
+        *ntiles = kg_udiv_param(g, "bntiles", *ntiles, ns, FA3_DIV_SPLITS);
     return split;
 }
 
@@ -143,22 +153,22 @@ tile_info kg_tile_decode(kgen *g, ptx_r tile)
     ptx_r hpk = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "hpkv");
     ptx_r mblk_out, pair_out;
     if (p->cfg.mask == FA3_MASK_NONE) {
-        FA3_TILE_DECODE_NONE(TO_S, TO_K, TO_P)
+        FA3_TILE_DECODE_NONE(TO_S, TO_K, TO_P, TO_D)
         mblk_out = mblk;
         pair_out = pair;
         (void)ntiles;
     } else {
         ptx_r section_hb = kg_param(g, PTX_B32, "u32", FA3P_OFF_SECTION_HB, "sechb");
-        FA3_TILE_DECODE_MASKED(TO_S, TO_K, TO_P)
+        FA3_TILE_DECODE_MASKED(TO_S, TO_K, TO_P, TO_D)
         mblk_out = mblk;
         pair_out = pair;
     }
     t.mblk = mblk_out;
-    t.head = op_rr(g, "head", REMU, pair_out, nh);
-    t.batch = op_rr(g, "batch", DIVU, pair_out, nh);
+    t.head = kg_urem_param(g, "head", pair_out, nh, FA3_DIV_HEADS);
+    t.batch = kg_udiv_param(g, "batch", pair_out, nh, FA3_DIV_HEADS);
     /* packed GQA: head is the kv head (the Q and O maps' head coordinate); each row has its own
        query head (blockinfo.c, epilogue.c) */
-    t.kvhead = p->cfg.pack_gqa ? t.head : op_rr(g, "kvhead", DIVU, t.head, hpk);
+    t.kvhead = p->cfg.pack_gqa ? t.head : kg_udiv_param(g, "kvhead", t.head, hpk, FA3_DIV_HPKV);
     t.m0 = op_ri(g, "m0", MUL, t.mblk, p->block_m);
     return kg_tile_bounds(g, t);
 }
@@ -172,7 +182,7 @@ static void split_range(kgen *g, tile_info *t)
     ptx_r ns = kg_param(g, PTX_B32, "u32", FA3P_OFF_NUM_SPLITS, "nsplits");
     ptx_r c0 = op_rr(g, "chunk", ADD, t->niters, ns);
     ptx_r c1 = op_ri(g, "chunk", SUB, c0, 1);
-    ptx_r chunk = op_rr(g, "chunk", DIVU, c1, ns);
+    ptx_r chunk = kg_udiv_param(g, "chunk", c1, ns, FA3_DIV_SPLITS);
     ptx_r off = op_rr(g, "soff", MUL, t->split, chunk);
     ptx_r lo = op_rr(g, "snmin", ADD, t->nmin, off);
     ptx_r hi0 = op_rr(g, "snmax", ADD, lo, chunk);
@@ -203,7 +213,7 @@ tile_info kg_tile_bounds(kgen *g, tile_info t)
         /* packed GQA: the rows' query positions m0 / ratio .. (m0 + bm - 1) / ratio; Q's TMA
            row coordinate (the 5-D map's seqlen) is the first */
         ptx_r ratio = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "ratio");
-        FA3_TILE_RANGE_PACKED(TO_S, TO_K, TO_P)
+        FA3_TILE_RANGE_PACKED(TO_S, TO_K, TO_P, TO_D)
         t.qrow = q0;
         t.nmin = nmin;
         t.nmax = nmax;
@@ -316,7 +326,7 @@ static tile_info varlen_next(kgen *g, ptx_r tile, int lab_past)
     INS("ld.global.nc.u32 $, [$+4];", qe, a);
     INS("sub.u32 $, $, $;", nmb, qe, qs);
     INS("add.u32 $, $, %d;", nmb, nmb, p->block_m - 1);
-    INS("div.u32 $, $, %d;", nmb, nmb, p->block_m);
+    kg_udiv_imm_to(g, nmb, nmb, (uint32_t)p->block_m);
     INS("mad.lo.u32 $, $, $, $;", end, nmb, nh, g->vbase);
     INS("setp.lt.u32 $, $, $;", here, tile, end);
     INS("@$ bra %s;", here, ptx_lab(g->f, lab_found));
@@ -372,7 +382,7 @@ tile_info kg_tile_next(kgen *g, int lab_past)
         ptx_place(g->f, lab_join);
     }
     ptx_r hpk = kg_param(g, PTX_B32, "u32", FA3P_OFF_HEADS_PER_KV, "hpkv");
-    t.kvhead = op_rr(g, "kvhead", DIVU, t.head, hpk);
+    t.kvhead = kg_udiv_param(g, "kvhead", t.head, hpk, FA3_DIV_HPKV);
     t.m0 = op_ri(g, "m0", MUL, t.mblk, g->p->block_m);
     t.split = split;
     return kg_tile_bounds(g, t);

@@ -34,21 +34,23 @@
 /* (m_block, pair = head + batch·num_heads) of tile (inputs: tile, ntiles, nmb = number of
    m_blocks, section_hb). Non-masked: m_block fastest. Masked: sections of section_hb pairs (the
    last may be smaller), pairs fastest inside a section, m_block slowest and reversed (longest rows
-   first). */
-#define FA3_TILE_DECODE_NONE(S, K, P)        \
-    S(mblk, REMU, tile, nmb)                 \
-    S(pair, DIVU, tile, nmb)
-#define FA3_TILE_DECODE_MASKED(S, K, P)      \
-    S(pairs_all, DIVU, ntiles, nmb)          \
+   first). D(dst, op, a, b, SLOT) is S's DIVU or REMU by a divisor fixed for the launch, whose
+   multiply-and-shift magic the runtime passes in fa3_kernel_params.div[FA3_DIV_SLOT]
+   (kernel_abi.h; the PTX uses it under fast_div 2). */
+#define FA3_TILE_DECODE_NONE(S, K, P, D)     \
+    D(mblk, REMU, tile, nmb, NMB)            \
+    D(pair, DIVU, tile, nmb, NMB)
+#define FA3_TILE_DECODE_MASKED(S, K, P, D)   \
+    D(pairs_all, DIVU, ntiles, nmb, NMB)     \
     S(sec_tiles, MUL, section_hb, nmb)       \
-    S(sec, DIVU, tile, sec_tiles)            \
+    D(sec, DIVU, tile, sec_tiles, SEC_TILES) \
     S(sec_start, MUL, sec, sec_tiles)        \
     S(in_sec, SUB, tile, sec_start)          \
     S(first_pair, MUL, sec, section_hb)      \
     S(left, SUB, pairs_all, first_pair)      \
     S(pairs, MINU, left, section_hb)         \
-    S(mrev, DIVU, in_sec, pairs)             \
-    S(pair_in, REMU, in_sec, pairs)          \
+    D(mrev, DIVU, in_sec, pairs, SEC_PAIRS)  \
+    D(pair_in, REMU, in_sec, pairs, SEC_PAIRS) \
     S(pair, ADD, pair_in, first_pair)        \
     K(mtop, SUB, nmb, 1)                     \
     S(mblk, SUB, mtop, mrev)
@@ -62,11 +64,11 @@
     FA3_TILE_RANGE_FROM(S, K, P)
 /* Packed GQA: the tile's packed rows m0 .. m0+bm-1 are query rows q = packed / ratio, so its first
    query row is m0 / ratio and its last (m0 + bm - 1) / ratio (input ratio besides the above). */
-#define FA3_TILE_RANGE_PACKED(S, K, P)       \
+#define FA3_TILE_RANGE_PACKED(S, K, P, D)    \
     S(diag, SUB, sk, sq)                     \
-    S(q0, DIVU, m0, ratio)                   \
+    D(q0, DIVU, m0, ratio, HPKV)             \
     K(mlast, ADD, m0, FA3_TO_BM - 1)         \
-    S(qlast, DIVU, mlast, ratio)             \
+    D(qlast, DIVU, mlast, ratio, HPKV)       \
     K(e0, ADD, qlast, 1)                     \
     FA3_TILE_RANGE_FROM(S, K, P)
 #define FA3_TILE_RANGE_FROM(S, K, P)         \
@@ -100,6 +102,7 @@
 #define FA3_TO_NZ(a) ((uint32_t)(a) != 0)
 #define FA3_TO_GE0(a) ((int32_t)(a) >= 0)
 #define FA3_TO_HS(d, op, a, b) const uint32_t d = FA3_TO_##op(a, b);
+#define FA3_TO_HD(d, op, a, b, slot) FA3_TO_HS(d, op, a, b)
 #define FA3_TO_HP(d, c, a, x, y) const uint32_t d = FA3_TO_##c(a) ? (uint32_t)(x) : (uint32_t)(y);
 
 static inline uint32_t fa3_tile_index(int masked, uint32_t round, uint32_t cta, uint32_t ncta)
@@ -119,13 +122,13 @@ static inline uint32_t fa3_tile_decode(int masked, uint32_t tile, uint32_t ntile
                                        uint32_t section_hb, uint32_t *pair_out)
 {
     if (masked) {
-        FA3_TILE_DECODE_MASKED(FA3_TO_HS, FA3_TO_HS, FA3_TO_HP)
+        FA3_TILE_DECODE_MASKED(FA3_TO_HS, FA3_TO_HS, FA3_TO_HP, FA3_TO_HD)
         *pair_out = pair;
         return mblk;
     }
     (void)ntiles;
     (void)section_hb;
-    FA3_TILE_DECODE_NONE(FA3_TO_HS, FA3_TO_HS, FA3_TO_HP)
+    FA3_TILE_DECODE_NONE(FA3_TO_HS, FA3_TO_HS, FA3_TO_HP, FA3_TO_HD)
     *pair_out = pair;
     return mblk;
 }
@@ -152,7 +155,7 @@ static inline int fa3_tile_range_packed(int bm, int bn, int m0, int ratio, int s
 {
 #define FA3_TO_BM ((uint32_t)bm)
 #define FA3_TO_BN ((uint32_t)bn)
-    FA3_TILE_RANGE_PACKED(FA3_TO_HS, FA3_TO_HS, FA3_TO_HP)
+    FA3_TILE_RANGE_PACKED(FA3_TO_HS, FA3_TO_HS, FA3_TO_HP, FA3_TO_HD)
 #undef FA3_TO_BM
 #undef FA3_TO_BN
     (void)nmax;

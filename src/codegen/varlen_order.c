@@ -3,6 +3,7 @@
  * models both steps in C): warp 0 builds it at kernel start, before the CTA barrier that ends the
  * prologue, and every role decodes its tiles from it with shared-memory loads.
  */
+#include "codegen/divide.h"
 #include "codegen/kgen.h"
 #include "codegen/varlen_order.h"
 #include "kernel_abi.h"
@@ -45,7 +46,7 @@ void kg_vtab_build(kgen *g)
     INS("@$ ld.global.nc.u32 $, [$+4];", mine, qe, a);
     INS("sub.u32 $, $, $;", nmb, qe, qs);
     INS("add.u32 $, $, %d;", nmb, nmb, p->block_m - 1);
-    INS("div.u32 $, $, %d;", nmb, nmb, p->block_m);
+    kg_udiv_imm_to(g, nmb, nmb, (uint32_t)p->block_m);
     INS("selp.b32 $, $, 0, $;", nmb, nmb, mine);
 
     /* its rank: the lanes with more m_blocks, or as many and a lower index, go first */
@@ -184,7 +185,7 @@ void kg_vtab_decode(kgen *g, ptx_r tile, int lab_past, int lab_walk, tile_info *
     ptx_r jj = ptx_reg(g->f, PTX_B32, "vtj"), s = ptx_reg(g->f, PTX_B32, "vts");
     INS("ld.shared.u32 $, [$+%d];", v, addr, FA3_VT_PRE + 4);
     INS("sub.u32 $, $, $;", jj, tile, v);
-    INS("div.u32 $, $, $;", s, jj, nh);
+    kg_udiv_param_to(g, s, jj, nh, FA3_DIV_HEADS);
     INS("mul.lo.u32 $, $, $;", v, s, nh);
     INS("sub.u32 $, $, $;", t->head, jj, v);
     INS("sub.u32 $, $, $;", v, addr, base);

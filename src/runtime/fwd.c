@@ -220,7 +220,29 @@ static void combine_kernel_params(const fa3_kernel *kernel, const fwd_call *call
     fa3_combine_params_fill(&c, prm, grid);
 }
 
-/* The parameter block and grid of the forward kernel (FA3_KERNEL_FWD) for call. */
+/* (runtime.h) kernels of fast_div 2 plans divide by these (codegen/divide.c), as tile_order.c
+   reads the values */
+void fa3_kernel_params_divs(fa3_kernel_params *prm, uint32_t heads, uint32_t splits,
+                            uint32_t page_size)
+{
+    const uint32_t nmb = (uint32_t)prm->num_m_blocks, hb = prm->section_hb;
+    /* the masked order's pairs and its last section's (tile_order.h FA3_TILE_DECODE_MASKED) */
+    const uint32_t pairs = nmb && splits ? prm->total_tiles / splits / nmb : 0;
+    const uint32_t last = hb ? pairs % hb : 0;
+    const uint32_t d[FA3_DIV_SLOTS] = {
+        [FA3_DIV_NMB] = nmb,
+        [FA3_DIV_HEADS] = heads,
+        [FA3_DIV_HPKV] = (uint32_t)prm->heads_per_kv,
+        [FA3_DIV_SEC_TILES] = hb * nmb,
+        [FA3_DIV_SEC_HB] = hb,
+        [FA3_DIV_LAST_PAIRS] = last ? last : hb,
+        [FA3_DIV_SPLITS] = splits,
+        [FA3_DIV_PAGE_SIZE] = page_size,
+    };
+    for (int i = 0; i < FA3_DIV_SLOTS; i++)
+        prm->div[i] = fa3_divmagic_of(d[i]);
+}
+
 static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
                                     fa3_kernel_params *prm, unsigned *grid_out)
 {
@@ -398,6 +420,12 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
             prm->section_hb =
                 c->split_kv ? pairs : section_hb(kernel, args, wl, wr, pairs, grid);
     }
+    /* the decode's heads a pair: packed GQA's kv heads (tile_order.c; the varlen walk's are
+       num_heads) */
+    fa3_kernel_params_divs(prm,
+                           (uint32_t)(c->pack_gqa && !c->varlen ? args->num_heads_k
+                                                                 : args->num_heads),
+                           (uint32_t)splits, c->paged_kv ? (uint32_t)args->page_size : 1);
     *grid_out = grid;
     return FA3_OK;
 }

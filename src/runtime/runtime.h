@@ -114,6 +114,12 @@ struct fa3_context {
    does not know. fwd.c. */
 FA3_INTERNAL fa3_status fa3_fwd_args_in(const fa3_fwd_args *args, fa3_fwd_args *out);
 
+/* The launch's divisors as magics in prm->div (kernel_abi.h fa3_div_slot), from prm's
+   num_m_blocks, heads_per_kv, section_hb and total_tiles and the decode's heads a pair (heads),
+   splits (1 without split_kv) and page size (1 without paged K/V). fwd.c. */
+FA3_INTERNAL void fa3_kernel_params_divs(fa3_kernel_params *prm, uint32_t heads, uint32_t splits,
+                                         uint32_t page_size);
+
 /* log2(e): softmax constants in base 2. */
 #define FA3_LOG2E 1.4426950408889634
 /* Everything about args that does not need the GPU, against kernel's config: FA3_OK with the

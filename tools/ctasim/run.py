@@ -36,6 +36,28 @@ def abi_offsets():
     return offs
 
 
+def div_slots():
+    """fa3_div_slot's names in order (kernel_abi.h), up to FA3_DIV_SLOTS."""
+    txt = open(os.path.join(ROOT, "src", "kernel_abi.h")).read()
+    body = txt[txt.index("typedef enum fa3_div_slot"):txt.index("FA3_DIV_SLOTS,")]
+    return re.findall(r"^\s+FA3_DIV_(\w+)", body, re.M)
+
+
+def divmagic(d):
+    """src/divmagic.h's (mul, s1, s2) of divisor d (0 taken as 1)."""
+    d = max(d, 1)
+    l = 0
+    while l < 32 and (1 << l) < d:
+        l += 1
+    return ((((1 << l) - d) << 32) // d + 1) & 0xFFFFFFFF, min(l, 1), max(l - 1, 0)
+
+
+def put_divs(P, off, vals):
+    """fa3_kernel_params.div as runtime/fwd.c fa3_kernel_params_divs fills it: vals by slot."""
+    for i, name in enumerate(div_slots()):
+        struct.pack_into("<III", P, off + 12 * i, *divmagic(vals[name]))
+
+
 def gen(fa3gen, args, knobs):
     env = dict(os.environ)
     env.pop("FA3JIT_PLAN_DEBUG", None)
@@ -273,7 +295,7 @@ def main():
                             [heads * d * es, d * es, rows_total * heads * d * es], [64, box_rows, 1, 1])
 
     O = abi_offsets()
-    P = bytearray(768)
+    P = bytearray(832)
 
     def put(name, fmt, val):
         struct.pack_into("<" + fmt, P, O[name], val)
@@ -356,6 +378,13 @@ def main():
         rs = H * hdv * es
         tm[O["TMAP_O"]] = cs.TensorMap(go_base, es, [hdv, maxq, H, SQ + 1], [rs, hdv * es, rs],
                                        [64, 64, 1, 1])
+    # the launch's divisors (fast_div 2 kernels read them); section_hb is pairs here
+    hb = 1 if lens else pairs
+    base_pairs = tiles // nsp // nmb if nmb else 0
+    put_divs(P, O["DIV"], {"NMB": nmb, "HEADS": HK if a.pack_gqa and not lens else H,
+                           "HPKV": ratio, "SEC_TILES": hb * nmb, "SEC_HB": hb,
+                           "LAST_PAIRS": base_pairs % hb or hb, "SPLITS": nsp,
+                           "PAGE_SIZE": a.paged or 1})
     grid = min(a.grid, tiles)
     if a.plant:
         ptx = plant(ptx, a.plant)

@@ -40,13 +40,14 @@ def main():
                     help="a planted defect: tile_base one tile short (the run must fail)")
     ap.add_argument("--no-otma", action="store_true")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--knobs", default="", help="FA3JIT_PLAN_DEBUG for both kernels")
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     cfg = ["--head-dim", str(a.hd)] + (["--dtype", "fp16"] if a.fp16 else [])
     if a.hdv:
         cfg += ["--head-dim-v", str(a.hdv)]
-    ptx_d, plan_d = R.gen(a.gen, cfg, "")
-    ptx_s, plan_s = R.gen(a.gen, cfg + ["--split-kv"], "")
+    ptx_d, plan_d = R.gen(a.gen, cfg, a.knobs)
+    ptx_s, plan_s = R.gen(a.gen, cfg + ["--split-kv"], a.knobs)
     assert (plan_d["block_m"], plan_d["block_n"]) == (plan_s["block_m"], plan_s["block_n"])
     prog_d, lab_d = cs.parse(ptx_d)
     prog_s, lab_s = cs.parse(ptx_s)
@@ -87,7 +88,7 @@ def main():
                             [64, box_rows, 1, 1])
 
     O = R.abi_offsets()
-    P = bytearray(768)
+    P = bytearray(832)
 
     def put(P, name, fmt, val):
         struct.pack_into("<" + fmt, P, O[name], val)
@@ -117,9 +118,14 @@ def main():
     Pd = bytearray(P)
     put(Pd, "TOTAL_TILES", "I", F)
     put(Pd, "SECTION_HB", "I", max(F // nmb, 1))
+    divs = {"NMB": nmb, "HEADS": H, "HPKV": H // HK, "SEC_TILES": nmb, "SEC_HB": 1,
+            "LAST_PAIRS": 1, "SPLITS": 1, "PAGE_SIZE": 1}  # (no masked order here)
+    R.put_divs(Pd, O["DIV"], divs)
+    # what the dense kernel declares: up to tmap_o, or the whole block (fast_div 2)
+    dense = bytes(Pd) if "fast_div=2" in a.knobs else bytes(Pd[:640]) + bytes(192)
     gd = min(a.grid, F)
     for cta in range(gd):
-        c = cs.CTA(prog_d, lab_d, mem, bytes(Pd[:640]) + bytes(128), tm, cta, gd,
+        c = cs.CTA(prog_d, lab_d, mem, dense, tm, cta, gd,
                    plan_d["threads"], plan_d["smem"], seed=a.seed + cta)
         c.run()
     o_after = R.from_bits(mem.region(go).view(np.uint16).copy(), a.fp16).reshape(B, SQ, H, hdv)
@@ -147,6 +153,7 @@ def main():
     put(Ps, "PARTIAL_ROW_BASE", "I", r0)
     put(Ps, "TOTAL_TILES", "I", T * k)
     put(Ps, "SECTION_HB", "I", T * k // k // nmb)  # fwd.c: may be 0
+    R.put_divs(Ps, O["DIV"], dict(divs, SPLITS=k))
     gs = min(a.grid, T * k)
     for cta in range(gs):
         c = cs.CTA(prog_s, lab_s, mem, bytes(Ps), tm, cta, gs, plan_s["threads"], plan_s["smem"],

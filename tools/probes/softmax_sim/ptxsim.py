@@ -119,6 +119,8 @@ def int_op(base, parts, typ, a, b, c=None):
             return (a + b) & M
         if base == "sub":
             return (a - b) & M
+        if base == "mul" and parts[1] == "hi" and not wide and not signed:
+            return (a * b) >> np.uint64(32)  # two u32 values: the product fits in 64 bits
         if base in ("mul", "mad"):
             assert parts[1] == "lo", parts
             return (a * b + (c if base == "mad" else np.uint64(0))) & M
