@@ -114,14 +114,11 @@ def cudnn_tflops(dtype, hd, seqlen, causal, layout, graph=False):
 L2_MODE = "flush"  # --l2
 
 
-def graph_ms(fn):
-    """fn replayed from a CUDA graph, so that neither library's host-side cost lands in the time.
-    L2_MODE "flush": do_bench (L2 flushed before each rep, events around it, median); "warm": a
-    graph of 10 back-to-back calls replayed 10 times after 3 warm replays, median per call (as
-    `fa3-gen bench` times: each call finds the previous one's data in L2)."""
+def capture_graph(fn, calls=1):
+    """A CUDA graph of calls back-to-back calls of fn, after a first call outside the capture
+    (fa3jit: the kernel's JIT; FA4: its compile) and a warm call on a side stream."""
     import torch
-    from triton.testing import do_bench
-    fn()  # first call outside the capture (fa3jit: the kernel's JIT)
+    fn()
     torch.cuda.synchronize()
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -129,11 +126,22 @@ def graph_ms(fn):
         fn()
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
-    calls = 1 if L2_MODE == "flush" else 10
     with torch.cuda.graph(g):
         for _ in range(calls):
             fn()
     torch.cuda.synchronize()
+    return g
+
+
+def graph_ms(fn):
+    """fn replayed from a CUDA graph, so that neither library's host-side cost lands in the time.
+    L2_MODE "flush": do_bench (L2 flushed before each rep, events around it, median); "warm": a
+    graph of 10 back-to-back calls replayed 10 times after 3 warm replays, median per call (as
+    `fa3-gen bench` times: each call finds the previous one's data in L2)."""
+    import torch
+    from triton.testing import do_bench
+    calls = 1 if L2_MODE == "flush" else 10
+    g = capture_graph(fn, calls)
     if L2_MODE == "flush":
         return do_bench(g.replay, warmup=25, rep=100, return_mode="median")
     for _ in range(3):

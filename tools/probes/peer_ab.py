@@ -19,21 +19,6 @@ import compare
 import fa3jit
 
 
-def capture(fn):
-    fn()  # the first call outside the capture: fa3jit's JIT, FA4's CuTeDSL compile
-    torch.cuda.synchronize()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    torch.cuda.synchronize()
-    return g
-
-
 FLUSH = None
 
 
@@ -77,12 +62,13 @@ def main():
         tdt, b, h = compare.sweep_shape(a.dtype, hd, seqlen)
         q, k, v = (torch.randn(b, seqlen, h, hd, device="cuda", dtype=tdt) for _ in range(3))
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+        cap = compare.capture_graph
+        sdpa = torch.nn.functional.scaled_dot_product_attention
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             graphs = {
-                "fa3jit": capture(lambda: fa3jit.flash_attn_func(q, k, v, causal=a.causal)),
-                "fa4": capture(lambda: fa4(q, k, v, causal=a.causal)),
-                "cudnn": capture(lambda: torch.nn.functional.scaled_dot_product_attention(
-                    qt, kt, vt, is_causal=a.causal)),
+                "fa3jit": cap(lambda: fa3jit.flash_attn_func(q, k, v, causal=a.causal)),
+                "fa4": cap(lambda: fa4(q, k, v, causal=a.causal)),
+                "cudnn": cap(lambda: sdpa(qt, kt, vt, is_causal=a.causal)),
             }
         names = list(graphs)
         for _ in range(2):
