@@ -5,7 +5,7 @@
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
 # peers (stashes .peers/a: see the step)
 # fp8 varlen varlenbench checkvarlen splitkv kvcache
-# sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128 ncu_fa4 tailsplit peerab. FA3JIT_BENCH_DTYPES picks compare's dtypes;
+# sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128 ncu_fa4 tailsplit peerab fastdiv. FA3JIT_BENCH_DTYPES picks compare's dtypes;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -322,6 +322,17 @@ for step in $steps; do
     logged check_tail_auto 300 2 $gen check --head-dim 128 --batch 1 --heads 64 --seqlen-q 4096 --seqlen-k 16384
     logged sanitize_tail 300 6 env FA3JIT_PLAN_DEBUG=tail_split=2 compute-sanitizer --tool memcheck \
       --error-exitcode 9 --print-limit 20 $gen check --head-dim 128 --batch 2 --seqlen-q 4096 --seqlen-k 300 ;;
+  fastdiv) # the fast_div knob (codegen/divide.c; not yet the default): its kernels checked
+    # (knob_check: every head dim and dtype, causal and not, local, varlen, paged, packed GQA,
+    # split-KV, block_m 64, several tiles a CTA, racecheck, synccheck), then a same-run A/B
+    # against the default in tight alternation (tools/probes/tail_ab.py) at the short rows,
+    # where a tile's decode is a larger share, and two long rows as controls
+    logged knob_check_fast_div 560 12 bash "$root/tools/probes/knob_check.sh" fast_div=2
+    for m in "" --causal; do
+      logged "ab_fast_div${m}" 300 12 env PYTHONPATH="$root/python:$root/bench" \
+        python3 "$root/tools/probes/tail_ab.py" --variant fast_div=2 --pairs 21 $m \
+        --shapes 64:512,64:1024,128:512,128:1024,256:512,256:1024,64:2048,128:16384
+    done ;;
   decode) # bench/decode.py: decode shapes, fa3jit (chosen / one pass) vs cuDNN and FA4
     logged decode_bench 400 30 python3 "$root/bench/decode.py" --json "$out/decode.json" ;;
   sanitize)
