@@ -420,12 +420,14 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
             prm->section_hb =
                 c->split_kv ? pairs : section_hb(kernel, args, wl, wr, pairs, grid);
     }
-    /* the decode's heads a pair: packed GQA's kv heads (tile_order.c; the varlen walk's are
-       num_heads) */
-    fa3_kernel_params_divs(prm,
-                           (uint32_t)(c->pack_gqa && !c->varlen ? args->num_heads_k
-                                                                 : args->num_heads),
-                           (uint32_t)splits, c->paged_kv ? (uint32_t)args->page_size : 1);
+    /* fast_div 2 kernels divide by the launch's divisors through their magics (the others
+       never read them: no work on their calls); the decode's heads a pair are packed GQA's kv
+       heads (tile_order.c; the varlen walk's are num_heads) */
+    if (p->fast_div >= 2)
+        fa3_kernel_params_divs(prm,
+                               (uint32_t)(c->pack_gqa && !c->varlen ? args->num_heads_k
+                                                                     : args->num_heads),
+                               (uint32_t)splits, c->paged_kv ? (uint32_t)args->page_size : 1);
     *grid_out = grid;
     return FA3_OK;
 }
