@@ -26,6 +26,7 @@ cases=(
   "--hd 256 --sq 200 --sk 200 --heads 1 --grid 1 --causal"
   "--hd 128 --sq 1 --sk 600 --heads 8 --heads-k 2 --pack-gqa --grid 2 --splits 3 --block-m 64"
   "--hd 64 --varlen 200:300,70:70,250:150 --heads 2 --grid 2 --causal"
+  "--hd 128 --sq 300 --sk 400 --heads 3 --grid 2 --causal --section-hb 2"
 )
 knobsets=("" "mask_branch=0" "mask_branch=1" "fast_div=2")
 n=0

@@ -99,6 +99,14 @@ void kg_sdiv_imm_to(kgen *g, ptx_r q, ptx_r a, int32_t d)
     }
 }
 
+void kg_sdiv_nonneg_imm_to(kgen *g, ptx_r q, ptx_r a, int32_t d)
+{
+    if (!g->p->fast_div || d <= 0)
+        INS("div.s32 $, $, %d;", q, a, d);
+    else
+        udiv_const(g, q, a, (uint32_t)d);
+}
+
 /* q = a / d by slot's magic from the parameter block; FA3_DIV_SEC_PAIRS: d is section_hb or, in
    the masked order's last section, the fewer pairs left (FA3_DIV_LAST_PAIRS's magic) */
 static void udiv_slot(kgen *g, ptx_r q, ptx_r a, ptx_r d, fa3_div_slot slot)

@@ -17,6 +17,9 @@ void kg_udiv_imm_to(kgen *g, ptx_r q, ptx_r a, uint32_t d);
 void kg_urem_imm_to(kgen *g, ptx_r r, ptx_r a, uint32_t d);
 /* Signed a by a positive plan constant d, truncating as div.s32. */
 void kg_sdiv_imm_to(kgen *g, ptx_r q, ptx_r a, int32_t d);
+/* Signed a known to be >= 0 by a positive plan constant d: div.s32 without fast_div, else the
+   unsigned forms (the same quotient for a >= 0). */
+void kg_sdiv_nonneg_imm_to(kgen *g, ptx_r q, ptx_r a, int32_t d);
 /* By the launch's divisor d (its register, loaded from the parameter block), whose magic the
    runtime passes in slot (fast_div >= 2). */
 void kg_udiv_param_to(kgen *g, ptx_r q, ptx_r a, ptx_r d, fa3_div_slot slot);
@@ -36,13 +39,6 @@ static inline ptx_r kg_urem_param(kgen *g, const char *name, ptx_r a, ptx_r d,
     ptx_r r = ptx_reg(g->f, PTX_B32, name);
     kg_urem_param_to(g, r, a, d, slot);
     return r;
-}
-
-static inline ptx_r kg_sdiv_imm(kgen *g, const char *name, ptx_r a, int32_t d)
-{
-    ptx_r q = ptx_reg(g->f, PTX_B32, name);
-    kg_sdiv_imm_to(g, q, a, d);
-    return q;
 }
 
 #endif

@@ -7,11 +7,12 @@
 #include "codegen/tile_order.h"
 #include "kernel_abi.h"
 
-typedef enum to_op { ADD, SUB, MUL, DIVU, REMU, DIVS, MINS, MAXS, MINU, AND } to_op;
+typedef enum to_op { ADD, SUB, MUL, DIVU, REMU, DIVS, DIVSN, MINS, MAXS, MINU, AND } to_op;
 typedef enum to_cond { NZ, GE0 } to_cond;
 
-static const char *const op_text[] = {"add.u32", "sub.u32", "mul.lo.u32", "div.u32", "rem.u32",
-                                      "div.s32", "min.s32", "max.s32",    "min.u32", "and.b32"};
+static const char *const op_text[] = {"add.u32", "sub.u32", "mul.lo.u32", "div.u32",
+                                      "rem.u32", "div.s32", "div.s32",    "min.s32",
+                                      "max.s32", "min.u32", "and.b32"};
 
 static ptx_r op_rr(kgen *g, const char *name, to_op op, ptx_r a, ptx_r b)
 {
@@ -28,8 +29,14 @@ static ptx_r op_inv(kgen *g, const char *name, to_op op, ptx_r a, ptx_r b, fa3_d
 
 static ptx_r op_ri(kgen *g, const char *name, to_op op, ptx_r a, int imm)
 {
-    if (op == DIVS) /* the lists' divisions by a plan constant (block_n) */
-        return kg_sdiv_imm(g, name, a, imm);
+    if (op == DIVS || op == DIVSN) { /* the lists' divisions by a plan constant (block_n) */
+        ptx_r d = ptx_reg(g->f, PTX_B32, name);
+        if (op == DIVSN)
+            kg_sdiv_nonneg_imm_to(g, d, a, imm);
+        else
+            kg_sdiv_imm_to(g, d, a, imm);
+        return d;
+    }
     ptx_r d = ptx_reg(g->f, PTX_B32, name);
     INS("%s $, $, %d;", op_text[op], d, a, imm);
     return d;

@@ -11,7 +11,8 @@
  *
  * Operation forms: S(dst, op, a, b) on two values, K(dst, op, a, imm) with an immediate (a plan
  * constant), P(dst, cond, a, x, y) a select: dst = cond(a) ? x : y. Values are u32 (s32 where the
- * op says so): ops ADD, SUB, MUL, DIVU, REMU, DIVS, MINS, MAXS, MINU, AND; conditions NZ (a != 0,
+ * op says so): ops ADD, SUB, MUL, DIVU, REMU, DIVS, DIVSN (DIVS of a value the list has made
+ * non-negative: the PTX may divide it unsigned), MINS, MAXS, MINU, AND; conditions NZ (a != 0,
  * unsigned), GE0 (a >= 0, signed).
  */
 #ifndef FA3JIT_CODEGEN_TILE_ORDER_H
@@ -78,11 +79,11 @@
     P(kend, GE0, wr, e3, sk)                 \
     K(kend0, MAXS, kend, 0)                  \
     K(kend1, ADD, kend0, FA3_TO_BN - 1)      \
-    K(nmax, DIVS, kend1, FA3_TO_BN)          \
+    K(nmax, DIVSN, kend1, FA3_TO_BN)         \
     S(f0, ADD, q0, diag)                     \
     S(f1, SUB, f0, wl)                       \
     K(f2, MAXS, f1, 0)                       \
-    K(f3, DIVS, f2, FA3_TO_BN)               \
+    K(f3, DIVSN, f2, FA3_TO_BN)              \
     K(zero, AND, f3, 0)                      \
     P(nmin, GE0, wl, f3, zero)               \
     S(span, SUB, nmax, nmin)                 \
@@ -95,6 +96,7 @@
 #define FA3_TO_DIVU(a, b) ((uint32_t)(b) ? (uint32_t)(a) / (uint32_t)(b) : 0xffffffffu)
 #define FA3_TO_REMU(a, b) ((uint32_t)(b) ? (uint32_t)(a) % (uint32_t)(b) : (uint32_t)(a))
 #define FA3_TO_DIVS(a, b) ((uint32_t)((int32_t)(a) / (int32_t)(b)))
+#define FA3_TO_DIVSN(a, b) FA3_TO_DIVS(a, b)
 #define FA3_TO_MINS(a, b) ((int32_t)(a) < (int32_t)(b) ? (uint32_t)(a) : (uint32_t)(b))
 #define FA3_TO_MAXS(a, b) ((int32_t)(a) > (int32_t)(b) ? (uint32_t)(a) : (uint32_t)(b))
 #define FA3_TO_MINU(a, b) ((uint32_t)(a) < (uint32_t)(b) ? (uint32_t)(a) : (uint32_t)(b))

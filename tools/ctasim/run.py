@@ -201,6 +201,9 @@ def main():
                     help="paged K/V with this page size (pages in a shuffled order)")
     ap.add_argument("--splits", type=int, default=0,
                     help="split-KV kernel with this num_splits: fp32 partials, combined here")
+    ap.add_argument("--section-hb", type=int, default=0,
+                    help="the masked order's pairs a section (default: all pairs in one); a "
+                    "smaller one leaves a short last section")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--trace", action="store_true")
     ap.add_argument("--stress", action="store_true", help="uneven warp interleavings")
@@ -327,7 +330,7 @@ def main():
     put("SCALE_LOG2", "f", float(np.float32(scale * np.log2(np.e))))
     put("LSE_MUL", "f", float(np.float32(scale)))
     put("TOTAL_TILES", "I", tiles)
-    put("SECTION_HB", "I", 1 if lens else pairs)
+    put("SECTION_HB", "I", 1 if lens else a.section_hb or pairs)
     if lens:
         put("CU_SEQLENS_Q", "Q", gcq)
         put("CU_SEQLENS_K", "Q", gck)
@@ -379,7 +382,7 @@ def main():
         tm[O["TMAP_O"]] = cs.TensorMap(go_base, es, [hdv, maxq, H, SQ + 1], [rs, hdv * es, rs],
                                        [64, 64, 1, 1])
     # the launch's divisors (fast_div 2 kernels read them); section_hb is pairs here
-    hb = 1 if lens else pairs
+    hb = 1 if lens else a.section_hb or pairs
     base_pairs = tiles // nsp // nmb if nmb else 0
     put_divs(P, O["DIV"], {"NMB": nmb, "HEADS": HK if a.pack_gqa and not lens else H,
                            "HPKV": ratio, "SEC_TILES": hb * nmb, "SEC_HB": hb,
