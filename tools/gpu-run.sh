@@ -5,7 +5,7 @@
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
 # peers (stashes .peers/a: see the step)
 # fp8 varlen varlenbench checkvarlen splitkv kvcache
-# sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128 ncu_fa4 tailsplit peerab fastdiv. FA3JIT_BENCH_DTYPES picks compare's dtypes;
+# sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128 ncu_fa4 tailsplit peerab fastdiv tailab. FA3JIT_BENCH_DTYPES picks compare's dtypes;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -337,6 +337,16 @@ for step in $steps; do
       logged "ab_fast_div${m}" 300 12 env PYTHONPATH="$root/python:$root/bench" \
         python3 "$root/tools/probes/tail_ab.py" --variant fast_div=2 --pairs 21 $m \
         --shapes 64:512,64:1024,128:512,128:1024,256:512,256:1024,64:2048,128:16384
+    done ;;
+  tailab) # tools/probes/tail_ab.py for each of TAILAB_VARIANTS (space-separated FA3JIT_PLAN_DEBUG
+    # settings; default: the ping-pong section's two descriptor knobs, q_desc_tile and ring_addr)
+    # against the default, causal and not, at TAILAB_SHAPES (hd:seqlen,...)
+    for v in ${TAILAB_VARIANTS:-q_desc_tile=1,ring_addr=1}; do
+      for m in "" --causal; do
+        logged "ab_${v//[=,]/_}${m}" 300 12 env PYTHONPATH="$root/python:$root/bench" \
+          python3 "$root/tools/probes/tail_ab.py" --variant "$v" --pairs 21 $m \
+          --shapes "${TAILAB_SHAPES:-64:512,128:512,128:4096,64:16384,128:16384,256:16384}"
+      done
     done ;;
   decode) # bench/decode.py: decode shapes, fa3jit (chosen / one pass) vs cuDNN and FA4
     logged decode_bench 400 30 python3 "$root/bench/decode.py" --json "$out/decode.json" ;;
