@@ -565,8 +565,8 @@ int main(void)
         {"diag_half=1", "diag_half1"},
         {"mask_branch=0", "mask_branch0"},
         {"mask_branch=1", "mask_branch1"},
-        {"fast_div=1", "fast_div1"},
-        {"fast_div=2", "fast_div2"}};
+        {"fast_div=0", "fast_div0"},
+        {"fast_div=1", "fast_div1"}};
     for (int k = 0; k < NKNOBSETS; k++)
         for (int i = 0; i < NKNOB; i++) {
             ptxas_case *pc = &g_cases[n];

@@ -322,20 +322,22 @@ for step in $steps; do
     logged check_tail_auto 300 2 $gen check --head-dim 128 --batch 1 --heads 64 --seqlen-q 4096 --seqlen-k 16384
     logged sanitize_tail 300 6 env FA3JIT_PLAN_DEBUG=tail_split=2 compute-sanitizer --tool memcheck \
       --error-exitcode 9 --print-limit 20 $gen check --head-dim 128 --batch 2 --seqlen-q 4096 --seqlen-k 300 ;;
-  fastdiv) # the fast_div knob (codegen/divide.c; not yet the default): its kernels checked
-    # (knob_check: head dims 64/128/256, bf16 and fp16, causal and not, hd128 local, varlen,
-    # paged, packed GQA, split-KV, block_m 64, several tiles a CTA, racecheck, synccheck; then
-    # e4m3, hd96 and hd192 here), then a same-run A/B against the default in tight alternation
-    # (tools/probes/tail_ab.py) at the short rows, where a tile's decode is a larger share, and
-    # a long row as a control
-    logged knob_check_fast_div 560 12 bash "$root/tools/probes/knob_check.sh" fast_div=2
-    for f in "--dtype e4m3 --head-dim 128 --causal" "--dtype e4m3 --head-dim 256" \
-             "--head-dim 96 --causal" "--head-dim 192 --head-dim-v 128 --local"; do
-      logged "check_fast_div${f// /_}" 200 2 env FA3JIT_PLAN_DEBUG=fast_div=2 $gen check $f
+  fastdiv) # the fast_div knob (codegen/divide.c; the planner's 2 since session 25): the other
+    # values' kernels checked (knob_check: head dims 64/128/256, bf16 and fp16, causal and not,
+    # hd128 local, varlen, paged, packed GQA, split-KV, block_m 64, several tiles a CTA,
+    # racecheck, synccheck; then e4m3, hd96 and hd192 here), then a same-run A/B of ptxas's
+    # divisions (fast_div=0) against the default in tight alternation (tools/probes/tail_ab.py)
+    # at the short rows, where a tile's decode is a larger share, and a long row as a control
+    for v in ${FASTDIV_VALUES:-0 1}; do
+      logged knob_check_fast_div$v 560 12 bash "$root/tools/probes/knob_check.sh" fast_div=$v
+      for f in "--dtype e4m3 --head-dim 128 --causal" "--dtype e4m3 --head-dim 256" \
+               "--head-dim 96 --causal" "--head-dim 192 --head-dim-v 128 --local"; do
+        logged "check_fast_div$v${f// /_}" 200 2 env FA3JIT_PLAN_DEBUG=fast_div=$v $gen check $f
+      done
     done
     for m in "" --causal; do
       logged "ab_fast_div${m}" 300 12 env PYTHONPATH="$root/python:$root/bench" \
-        python3 "$root/tools/probes/tail_ab.py" --variant fast_div=2 --pairs 21 $m \
+        python3 "$root/tools/probes/tail_ab.py" --variant fast_div=0 --pairs 21 $m \
         --shapes 64:512,64:1024,128:512,128:1024,256:512,256:1024,64:2048,128:16384
     done ;;
   tailab) # tools/probes/tail_ab.py for each of TAILAB_VARIANTS (space-separated FA3JIT_PLAN_DEBUG

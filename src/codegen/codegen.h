@@ -48,7 +48,8 @@ typedef struct fa3_plan {
     int pack_first;        /* A/B knob: P packed before O's rescale (FA4's order), not after */
     int mask_branch;       /* causal/local A/B knob: one key-block loop body, whose softmax
                               applies the mask under a branch taken per block (mainloop.c) */
-    int fast_div;          /* A/B knob, not yet on the GPU: integer divisions as multiply and shifts
+    int fast_div;          /* planner: 2 (session 25's A/B, plan.c); integer divisions as
+                              multiply and shifts
                               (divmagic.h, codegen/divide.c): 1 those by a plan constant
                               (block_n, block_m, consumers), 2 also the launch's divisors (the
                               tile decode's num_m_blocks, heads, sections, splits; packed GQA's

@@ -142,21 +142,21 @@
      choice for every 16-bit masked kernel (head_dim >= 128 since session 20, 64 and 96 since
      session 21 with pack_first; plan.c has the A/Bs: even or better, and ptxas compiles those
      kernels in about two thirds of the time). mask_branch=0 gives the two bodies of before;
-   - fast_div=0/1/2 (not yet on the GPU; session 24): integer divisions as a multiply and
-     shifts (src/divmagic.h, codegen/divide.c) instead of ptxas's generic div.u32/rem.u32,
-     which ptxas 13.0 lowers to a float-reciprocal chain (I2F, MUFU.RCP, F2I, IMADs: about 15
-     SASS instructions) even for an immediate power of two. 1: the divisions by a plan
-     constant (the tile range's by block_n, the varlen walk's by block_m, the ping-pong
+   - fast_div=0/1/2 (default 2 since session 25; plan.c has the A/B): integer divisions as a
+     multiply and shifts (src/divmagic.h, codegen/divide.c) instead of ptxas's generic
+     div.u32/rem.u32, which ptxas 13.0 lowers to a float-reciprocal chain (I2F, MUFU.RCP, F2I,
+     IMADs: about 15 SASS instructions) even for an immediate power of two. 1: the divisions by
+     a plan constant (the tile range's by block_n, the varlen walk's by block_m, the ping-pong
      neighbour's by the consumer count); 2: also those by the launch's divisors, whose magics
-     the runtime passes in fa3_kernel_params.div (runtime/fwd.c fa3_kernel_params_divs; the
-     PTX then declares all FA3P_SIZE bytes): the tile decode's chain (tile -> m_block and pair
-     by num_m_blocks, sections, pair -> head and batch by the heads, kv head by heads_per_kv:
-     up to four dependent divisions between a tile's hand-over and its first QK, in every
-     consumer at once), split-KV's splits, packed GQA's per-row ratio, paged K/V's page size.
-     nvdisasm, bf16 hd64 causal block_m 128 (the short causal tile): 18 -> 6 MUFU.RCP, 12 -> 0
-     I2F, a consumer's tile start to its first HGMMA 289 -> 204 SASS lines. Exact: the tile
-     order's interpreter (test_tile_order, fast_div 0..2) and ctasim's cases (bitwise equal
-     O and LSE) agree with the default;
+     the runtime passes in fa3_kernel_params.div (runtime/fwd.c fa3_kernel_params_divs; the PTX
+     then declares all FA3P_SIZE bytes): the tile decode's chain (tile -> m_block and pair by
+     num_m_blocks, sections, pair -> head and batch by the heads, kv head by heads_per_kv: up
+     to four dependent divisions between a tile's hand-over and its first QK, in every consumer
+     at once), split-KV's splits, packed GQA's per-row ratio, paged K/V's page size. nvdisasm,
+     bf16 hd64 causal block_m 128 (the short causal tile): 18 -> 6 MUFU.RCP, 12 -> 0 I2F, a
+     consumer's tile start to its first HGMMA 289 -> 204 SASS lines. Exact: the tile order's
+     interpreter (test_tile_order, fast_div 0..2) and ctasim's cases (bitwise equal O and LSE)
+     agree with the default;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded

@@ -209,6 +209,17 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        split on both sides 1.000 and 1.000. Shapes the model leaves alone measured 1.000 (hd128
        4096, hd64 16k, hd256 8k). */
     p->tail_split = 1;
+    /* Integer divisions as a multiply and shifts (codegen/divide.c, src/divmagic.h), the launch's
+       divisors' magics passed in fa3_kernel_params.div: ptxas 13.0 lowers div.u32/rem.u32 to a
+       float-reciprocal chain of about 15 instructions, and a tile's decode (tile -> m_block,
+       section, pair, head, kv head) is up to four of them in a row before its first QK.
+       Written before measuring: up to +4% at hd64 causal 512/1024, +1-2% at the other 512/1024
+       rows, 0 at 16k. Same-run A/B (session 25, H100 SXM, bf16, tools/probes/tail_ab.py: 21
+       back-to-back pairs, graphs, L2 flushed), fast_div=2 / 0: causal hd64 512/1024/2048
+       1.065/1.042/1.024, hd128 512/1024 1.002/1.044, hd256 512/1024 1.007/1.012, hd128 16k
+       1.002; non-causal hd64 512/1024 1.024/1.014, hd128 512/1024 1.020/1.011, hd256 512/1024
+       1.002/1.002, hd64 2048 1.002, hd128 16k 1.001. No row lost. */
+    p->fast_div = 2;
     /* O staged in the last key block's ring slots where it would go to Q (ring_stage, applied
        below: one Q buffer, two consumers, head_dim 192/256), so Q is released after the tile's
        last QK and the next tile's Q load overlaps this tile's end. ncu (session 13, hd256

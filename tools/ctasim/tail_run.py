@@ -12,6 +12,7 @@ usage: tail_run.py [--gen build/fa3-gen] [--hd 64] [--batch 2 --heads 3 --sq 300
 """
 import argparse
 import os
+import re
 import struct
 import sys
 
@@ -121,8 +122,10 @@ def main():
     divs = {"NMB": nmb, "HEADS": H, "HPKV": H // HK, "SEC_TILES": nmb, "SEC_HB": 1,
             "LAST_PAIRS": 1, "SPLITS": 1, "PAGE_SIZE": 1}  # (no masked order here)
     R.put_divs(Pd, O["DIV"], divs)
-    # what the dense kernel declares: up to tmap_o, or the whole block (fast_div 2)
-    dense = bytes(Pd) if "fast_div=2" in a.knobs else bytes(Pd[:640]) + bytes(192)
+    # only the bytes the dense kernel declares (up to tmap_o, or the whole block under
+    # fast_div 2, the planner's default): the rest reads as zero, as a launch would leave it
+    declared = int(re.search(r"fa3_params\[(\d+)\]", ptx_d).group(1))
+    dense = bytes(Pd[:declared]) + bytes(len(Pd) - declared)
     gd = min(a.grid, F)
     for cta in range(gd):
         c = cs.CTA(prog_d, lab_d, mem, dense, tm, cta, gd,
