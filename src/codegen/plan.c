@@ -215,7 +215,7 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        section, pair, head, kv head) is up to four of them in a row before its first QK.
        Written before measuring: up to +4% at hd64 causal 512/1024, +1-2% at the other 512/1024
        rows, 0 at 16k. Same-run A/B (session 25, H100 SXM, bf16, tools/probes/tail_ab.py: 21
-       back-to-back pairs, graphs, L2 flushed), fast_div=2 / 0: causal hd64 512/1024/2048
+       back-to-back pairs, graphs, L2 warm), fast_div=2 / 0: causal hd64 512/1024/2048
        1.065/1.042/1.024, hd128 512/1024 1.002/1.044, hd256 512/1024 1.007/1.012, hd128 16k
        1.002; non-causal hd64 512/1024 1.024/1.014, hd128 512/1024 1.020/1.011, hd256 512/1024
        1.002/1.002, hd64 2048 1.002, hd128 16k 1.001. No row lost. */
