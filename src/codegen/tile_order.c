@@ -293,6 +293,75 @@ void kg_tile_take(kgen *g, ptx_r k)
     kg_release_warp(g, bar, g->mb_tile_empty[0], "tile index taken");
 }
 
+/* tile_bcast: use k's record address (slot k mod 2), its barrier address and parity as
+   tile_slot gives them */
+static ptx_r trec_slot(kgen *g, ptx_r k, const int *mb, ptx_r *par, ptx_r *bar)
+{
+    const fa3_plan *p = g->p;
+    (void)tile_slot(g, k, mb, par, bar);
+    ptx_r slot = ptx_reg(g->f, PTX_B32, "rslot"), a = ptx_reg(g->f, PTX_B32, "raddr");
+    INS("and.b32 $, $, 1;", slot, k);
+    INS("mad.lo.u32 $, $, %d, $;", a, slot, FA3_TREC_BYTES, g->sbase);
+    INS("add.u32 $, $, %d;", a, a, p->smem_trec);
+    ptx_smem_use(g->f, p->smem_trec, 2 * FA3_TREC_BYTES);
+    return a;
+}
+
+tile_info kg_tile_publish_decoded(kgen *g, ptx_r k, int lab_past)
+{
+    /* the decode is arithmetic only (dense), so a past tile's record is written too: the
+       consumers see that it is past from its index */
+    tile_info t = kg_tile_decode(g, g->dyn_tile);
+    ptx_r par, bar;
+    ptx_r a = trec_slot(g, k, g->mb_tile_empty, &par, &bar);
+    INS("xor.b32 $, $, 1;", par, par); /* the slot's previous use (the first passes at once) */
+    kg_mbar_wait(g, bar, par, g->mb_tile_empty[0]);
+    INS("st.shared.v4.u32 [$], {$, $, $, $};", a, t.tile, t.mblk, t.head, t.batch);
+    INS("st.shared.v4.u32 [$+16], {$, $, $, $};", a, t.kvhead, t.nmin, t.nmax, t.niters);
+    INS("add.u32 $, $, %d;", bar, bar, g->f->mbar[g->mb_tile_full[0]].offset -
+                                           g->f->mbar[g->mb_tile_empty[0]].offset);
+    INS("mbarrier.arrive.shared::cta.b64 _, [$];", bar);
+    ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
+    INS("setp.ge.u32 $, $, $;", past, t.tile, g->ntiles);
+    INS("@$ bra %s;", past, ptx_lab(g->f, lab_past));
+    return t;
+}
+
+tile_info kg_tile_take_decoded(kgen *g, ptx_r k, int lab_past)
+{
+    const fa3_plan *p = g->p;
+    ptx_r par, bar;
+    ptx_r a = trec_slot(g, k, g->mb_tile_full, &par, &bar);
+    kg_mbar_wait(g, bar, par, g->mb_tile_full[0]);
+    tile_info t = {0};
+    t.tile = ptx_reg(g->f, PTX_B32, "tile");
+    t.mblk = ptx_reg(g->f, PTX_B32, "mblk");
+    t.head = ptx_reg(g->f, PTX_B32, "head");
+    t.batch = ptx_reg(g->f, PTX_B32, "batch");
+    t.kvhead = ptx_reg(g->f, PTX_B32, "kvhead");
+    t.nmin = ptx_reg(g->f, PTX_B32, "nmin");
+    t.nmax = ptx_reg(g->f, PTX_B32, "nmax");
+    t.niters = ptx_reg(g->f, PTX_B32, "niters");
+    /* every lane reads the record (one address: a broadcast), then the warp's lane 0 releases
+       it once all its lanes have read */
+    INS("ld.shared.v4.u32 {$, $, $, $}, [$];", t.tile, t.mblk, t.head, t.batch, a);
+    INS("ld.shared.v4.u32 {$, $, $, $}, [$+16];", t.kvhead, t.nmin, t.nmax, t.niters, a);
+    t.m0 = op_ri(g, "m0", MUL, t.mblk, p->block_m);
+    t.qrow = t.m0; /* dyn_sched's kernels have no packed GQA (plan.c) */
+    INS("bar.warp.sync -1;");
+    INS("add.u32 $, $, %d;", bar, bar, g->f->mbar[g->mb_tile_empty[0]].offset -
+                                           g->f->mbar[g->mb_tile_full[0]].offset);
+    kg_release_warp(g, bar, g->mb_tile_empty[0], "tile record taken");
+    INS("mov.u32 $, $;", g->dyn_tile, t.tile);
+    ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
+    INS("setp.ge.u32 $, $, $;", past, t.tile, g->ntiles);
+    INS("@$ bra %s;", past, ptx_lab(g->f, lab_past));
+    t.sq = g->sq;
+    t.sk = g->sk;
+    t.tbatch = t.batch;
+    return t;
+}
+
 void kg_tile_start(kgen *g)
 {
     if (!g->p->cfg.varlen)
