@@ -246,12 +246,10 @@ tile_info kg_tile_bounds(kgen *g, tile_info t)
     return t;
 }
 
-/* dyn_sched: slot k mod 2 of the tile index, its barriers' address (g->sc.bar) and the parity
-   of its use k. */
-static ptx_r tile_slot(kgen *g, ptx_r k, const int *mb, ptx_r *par, ptx_r *bar)
+/* dyn_sched: use k's slot (k mod 2) into slot, the slot's barrier address of pair mb
+   (g->sc.bar) into *bar and the use's parity into *par */
+static void tile_bar(kgen *g, ptx_r k, ptx_r slot, const int *mb, ptx_r *par, ptx_r *bar)
 {
-    const fa3_plan *p = g->p;
-    ptx_r slot = ptx_reg(g->f, PTX_B32, "tslot"), a = ptx_reg(g->f, PTX_B32, "taddr");
     *par = ptx_reg(g->f, PTX_B32, "tpar");
     INS("and.b32 $, $, 1;", slot, k);
     INS("shr.u32 $, $, 1;", *par, k);
@@ -259,6 +257,14 @@ static ptx_r tile_slot(kgen *g, ptx_r k, const int *mb, ptx_r *par, ptx_r *bar)
     *bar = g->sc.bar;
     INS("mad.lo.u32 $, $, 8, $;", *bar, slot, g->bars);
     INS("add.u32 $, $, %d;", *bar, *bar, g->f->mbar[mb[0]].offset);
+}
+
+/* dyn_sched: the address of use k's tile-index slot, its barrier and parity (tile_bar) */
+static ptx_r tile_slot(kgen *g, ptx_r k, const int *mb, ptx_r *par, ptx_r *bar)
+{
+    const fa3_plan *p = g->p;
+    ptx_r slot = ptx_reg(g->f, PTX_B32, "tslot"), a = ptx_reg(g->f, PTX_B32, "taddr");
+    tile_bar(g, k, slot, mb, par, bar);
     INS("mad.lo.u32 $, $, 4, $;", a, slot, g->sbase);
     INS("add.u32 $, $, %d;", a, a, p->smem_tile);
     ptx_smem_use(g->f, p->smem_tile, 8);
@@ -293,14 +299,12 @@ void kg_tile_take(kgen *g, ptx_r k)
     kg_release_warp(g, bar, g->mb_tile_empty[0], "tile index taken");
 }
 
-/* tile_bcast: use k's record address (slot k mod 2), its barrier address and parity as
-   tile_slot gives them */
+/* tile_bcast: the address of use k's decoded-tile record, its barrier and parity (tile_bar) */
 static ptx_r trec_slot(kgen *g, ptx_r k, const int *mb, ptx_r *par, ptx_r *bar)
 {
     const fa3_plan *p = g->p;
-    (void)tile_slot(g, k, mb, par, bar);
     ptx_r slot = ptx_reg(g->f, PTX_B32, "rslot"), a = ptx_reg(g->f, PTX_B32, "raddr");
-    INS("and.b32 $, $, 1;", slot, k);
+    tile_bar(g, k, slot, mb, par, bar);
     INS("mad.lo.u32 $, $, %d, $;", a, slot, FA3_TREC_BYTES, g->sbase);
     INS("add.u32 $, $, %d;", a, a, p->smem_trec);
     ptx_smem_use(g->f, p->smem_trec, 2 * FA3_TREC_BYTES);
