@@ -347,7 +347,10 @@ tile_info kg_tile_take_decoded(kgen *g, ptx_r k, int lab_past)
     t.nmax = ptx_reg(g->f, PTX_B32, "nmax");
     t.niters = ptx_reg(g->f, PTX_B32, "niters");
     /* every lane reads the record (one address: a broadcast), then the warp's lane 0 releases
-       it once all its lanes have read */
+       it once all its lanes have read: bar.warp.sync orders the lanes' loads before lane 0's
+       arrive (it guarantees memory ordering among the threads taking part, PTX ISA bar.warp.sync
+       and the CUDA guide's __syncwarp); kg_tile_take's one reader and shfl avoid needing that,
+       at 8 shuffles here */
     INS("ld.shared.v4.u32 {$, $, $, $}, [$];", t.tile, t.mblk, t.head, t.batch, a);
     INS("ld.shared.v4.u32 {$, $, $, $}, [$+16];", t.kvhead, t.nmin, t.nmax, t.niters, a);
     t.m0 = op_ri(g, "m0", MUL, t.mblk, p->block_m);
