@@ -4,7 +4,8 @@
 # 0 and 1 (the loop's one body forced off and on whatever the head dim, which decides it by
 # default), fast_div=0 (ptxas's generic integer divisions instead of the default multiply and
 # shifts: exact either way) and tile_bcast=1 (the producer hands the consumers the decoded
-# tile: the same tiles) on a few shapes that walk several tiles a CTA (small grids). The variants only move work between the tile loop's places, so on the same
+# tile: the same tiles) on a few shapes that walk several tiles a CTA (small grids). The
+# variants only move work between the tile loop's places, so on the same
 # inputs their O and LSE must equal the default's bit for bit. Then planted defects that must
 # fail (a check that cannot fail checks nothing). Every run poisons registers read before any
 # write (random bits instead of 0: PTX leaves them undefined) and lands TMA loads late (at a

@@ -246,6 +246,20 @@ tile_info kg_tile_bounds(kgen *g, tile_info t)
     return t;
 }
 
+/* Branches to lab_past when tile is past the launch's last (g->ntiles). */
+static void branch_if_past(kgen *g, ptx_r tile, int lab_past)
+{
+    ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
+    INS("setp.ge.u32 $, $, $;", past, tile, g->ntiles);
+    INS("@$ bra %s;", past, ptx_lab(g->f, lab_past));
+}
+
+/* bar, the slot's barrier of pair from, moved to the same slot's barrier of pair to */
+static void other_pair(kgen *g, ptx_r bar, const int *from, const int *to)
+{
+    INS("add.u32 $, $, %d;", bar, bar, g->f->mbar[to[0]].offset - g->f->mbar[from[0]].offset);
+}
+
 /* dyn_sched: use k's slot (k mod 2) into slot, the slot's barrier address of pair mb
    (g->sc.bar) into *bar and the use's parity into *par */
 static void tile_bar(kgen *g, ptx_r k, ptx_r slot, const int *mb, ptx_r *par, ptx_r *bar)
@@ -278,8 +292,7 @@ void kg_tile_publish(kgen *g, ptx_r k)
     INS("xor.b32 $, $, 1;", par, par); /* the slot's previous use (the first passes at once) */
     kg_mbar_wait(g, bar, par, g->mb_tile_empty[0]);
     INS("st.shared.u32 [$], $;", a, g->dyn_tile);
-    INS("add.u32 $, $, %d;", bar, bar, g->f->mbar[g->mb_tile_full[0]].offset -
-                                           g->f->mbar[g->mb_tile_empty[0]].offset);
+    other_pair(g, bar, g->mb_tile_empty, g->mb_tile_full);
     INS("mbarrier.arrive.shared::cta.b64 _, [$];", bar);
 }
 
@@ -294,8 +307,7 @@ void kg_tile_take(kgen *g, ptx_r k)
     INS("setp.eq.u32 $, $, 0;", l0, g->lane);
     INS("@$ ld.shared.u32 $, [$];", l0, g->dyn_tile, a);
     INS("shfl.sync.idx.b32 $, $, 0, 31, -1;", g->dyn_tile, g->dyn_tile);
-    INS("add.u32 $, $, %d;", bar, bar, g->f->mbar[g->mb_tile_empty[0]].offset -
-                                           g->f->mbar[g->mb_tile_full[0]].offset);
+    other_pair(g, bar, g->mb_tile_full, g->mb_tile_empty);
     kg_release_warp(g, bar, g->mb_tile_empty[0], "tile index taken");
 }
 
@@ -322,12 +334,9 @@ tile_info kg_tile_publish_decoded(kgen *g, ptx_r k, int lab_past)
     kg_mbar_wait(g, bar, par, g->mb_tile_empty[0]);
     INS("st.shared.v4.u32 [$], {$, $, $, $};", a, t.tile, t.mblk, t.head, t.batch);
     INS("st.shared.v4.u32 [$+16], {$, $, $, $};", a, t.kvhead, t.nmin, t.nmax, t.niters);
-    INS("add.u32 $, $, %d;", bar, bar, g->f->mbar[g->mb_tile_full[0]].offset -
-                                           g->f->mbar[g->mb_tile_empty[0]].offset);
+    other_pair(g, bar, g->mb_tile_empty, g->mb_tile_full);
     INS("mbarrier.arrive.shared::cta.b64 _, [$];", bar);
-    ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
-    INS("setp.ge.u32 $, $, $;", past, t.tile, g->ntiles);
-    INS("@$ bra %s;", past, ptx_lab(g->f, lab_past));
+    branch_if_past(g, t.tile, lab_past);
     return t;
 }
 
@@ -356,13 +365,10 @@ tile_info kg_tile_take_decoded(kgen *g, ptx_r k, int lab_past)
     t.m0 = op_ri(g, "m0", MUL, t.mblk, p->block_m);
     t.qrow = t.m0; /* dyn_sched's kernels have no packed GQA (plan.c) */
     INS("bar.warp.sync -1;");
-    INS("add.u32 $, $, %d;", bar, bar, g->f->mbar[g->mb_tile_empty[0]].offset -
-                                           g->f->mbar[g->mb_tile_full[0]].offset);
+    other_pair(g, bar, g->mb_tile_full, g->mb_tile_empty);
     kg_release_warp(g, bar, g->mb_tile_empty[0], "tile record taken");
     INS("mov.u32 $, $;", g->dyn_tile, t.tile);
-    ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
-    INS("setp.ge.u32 $, $, $;", past, t.tile, g->ntiles);
-    INS("@$ bra %s;", past, ptx_lab(g->f, lab_past));
+    branch_if_past(g, t.tile, lab_past);
     t.sq = g->sq;
     t.sk = g->sk;
     t.tbatch = t.batch;
@@ -436,9 +442,7 @@ static tile_info varlen_next(kgen *g, ptx_r tile, int lab_past)
 tile_info kg_tile_next(kgen *g, int lab_past)
 {
     ptx_r tile = kg_tile_index(g);
-    ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
-    INS("setp.ge.u32 $, $, $;", past, tile, g->ntiles);
-    INS("@$ bra %s;", past, ptx_lab(g->f, lab_past));
+    branch_if_past(g, tile, lab_past);
     if (!g->p->cfg.varlen)
         return kg_tile_decode(g, tile);
     ptx_r split = {0};
