@@ -363,7 +363,10 @@ for step in $steps; do
     logged decode_bench 400 30 python3 "$root/bench/decode.py" --json "$out/decode.json" ;;
   sanitize)
     # compute-sanitizer over every supported config (check --all: 480 configs incl. GQA, one
-    # small tile-boundary shape) with each tool (each took seconds on the H200).
+    # small tile-boundary shape) with each tool (each took seconds on the H200 with a warm cache).
+    # The cache is warmed first, all cores at once: compiled under the sanitizer one at a time,
+    # memcheck did not finish its 150 s on a fresh cache (session 26, H100).
+    logged sanitize_warm 300 3 $gen cache warm --all --jobs "$(nproc)"
     for tool in memcheck racecheck synccheck; do
       echo "--- $tool --all"
       timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \

@@ -58,8 +58,8 @@ typedef struct fa3_plan {
                               tile decode's num_m_blocks, heads, sections, splits; packed GQA's
                               ratio; the page size), passed in fa3_kernel_params.div; 0 ptxas's
                               generic division everywhere */
-    int tile_bcast;        /* A/B knob, not yet on the GPU (dense 16-bit with dyn_sched; else
-                              0): the producer hands the consumers the decoded tile (its
+    int tile_bcast;        /* A/B knob, off (knobs.c: +1% at most, racecheck hazards; dense
+                              16-bit with dyn_sched, else 0): the producer hands the consumers the decoded tile (its
                               record at smem_trec) instead of the index each consumer decodes */
     int one_body;          /* causal/local A/B knob: every key block after the first takes the
                               masked body (the mask is a no-op inside the window); the PTX holds

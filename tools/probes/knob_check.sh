@@ -39,9 +39,18 @@ for shape in "--head-dim 64 --causal" "--head-dim 64 --causal --block-m 128" "--
 done
 run "$1 hd128 causal 2048 b4 h16" env FA3JIT_PLAN_DEBUG=$1 $g check --head-dim 128 --causal \
   --batch 4 --heads 16 --seqlen-q 2048 --seqlen-k 2048
+# --error-exitcode: a hazard or error fails the run (without it compute-sanitizer exits 0 and the
+# summary line alone told: session 26, tile_bcast's two hazards passed as rc 0); the first
+# report's lines are kept in /tmp/knob_check_<tool>_<case>.txt
+san() {
+  local t=$1 tag=$2; shift 2
+  run "$t $1 $tag" env FA3JIT_PLAN_DEBUG=$1 compute-sanitizer --tool $t --error-exitcode 9 \
+    --print-limit 4 --log-file "/tmp/knob_check_${t}_${tag// /_}.txt" $g check "${@:2}"
+  grep -v -E " PASS$" "/tmp/knob_check_${t}_${tag// /_}.txt" | grep -m 12 -E "SUMMARY|Error|Warning|hazard|at .*0x" || true
+}
 for t in racecheck synccheck; do
-  run "$t $1" env FA3JIT_PLAN_DEBUG=$1 compute-sanitizer --tool $t $g check --head-dim 128 --causal --quick
-  run "$t $1 two tiles a CTA" env FA3JIT_PLAN_DEBUG=$1 compute-sanitizer --tool $t $g check \
-    --head-dim 64 --causal --block-m 128 --batch 4 --heads 16 --seqlen-q 512 --seqlen-k 512
+  san $t one "$1" --head-dim 128 --causal --quick
+  san $t "two tiles a CTA" "$1" --head-dim 64 --causal --block-m 128 --batch 4 --heads 16 \
+    --seqlen-q 512 --seqlen-k 512
 done
 exit $rc
