@@ -80,7 +80,7 @@ typedef struct ptxas_case {
    bf16/fp16 x causal/local with softcap, dense and varlen + paged (its largest).
    NBN64: head_dim 256's 64-key blocks (block_n 64, fa3_fwd_tune's short causal choice), the same
    eight layouts. */
-enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 23, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
+enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 22, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
        NCOMBINE = 5 * 2 * 2, NPACK = 6 * 3 * 2, NBM64 = 6 * 3 * 4, NDECODE = 6 * 3 * 2,
        NBM128 = 2 * 2 * 2, NBN64 = 2 * 2 * 2,
        NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NPACK + NBM64 +
@@ -566,8 +566,7 @@ int main(void)
         {"mask_branch=0", "mask_branch0"},
         {"mask_branch=1", "mask_branch1"},
         {"fast_div=0", "fast_div0"},
-        {"fast_div=1", "fast_div1"},
-        {"tile_bcast=1", "tile_bcast1"}};
+        {"fast_div=1", "fast_div1"}};
     for (int k = 0; k < NKNOBSETS; k++)
         for (int i = 0; i < NKNOB; i++) {
             ptxas_case *pc = &g_cases[n];

@@ -5,8 +5,8 @@
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
 # peers (stashes .peers/a: see the step)
 # fp8 varlen varlenbench checkvarlen splitkv kvcache
-# sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128 ncu_fa4 tailsplit peerab fastdiv tailab
-# tilebcast. FA3JIT_BENCH_DTYPES picks compare's dtypes;
+# sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128 ncu_fa4 tailsplit peerab fastdiv
+# tailab. FA3JIT_BENCH_DTYPES picks compare's dtypes;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -341,14 +341,6 @@ for step in $steps; do
         python3 "$root/tools/probes/tail_ab.py" --variant fast_div=0 --pairs 21 $m \
         --shapes 64:512,64:1024,128:512,128:1024,256:512,256:1024,64:2048,128:16384
     done ;;
-  tilebcast) # the tile_bcast knob (the producer hands the consumers the decoded tile; causal
-    # and local dense kernels with dyn_sched): its kernels checked (knob_check, as for fastdiv),
-    # then a same-run A/B against the default at the causal rows (tools/probes/tail_ab.py),
-    # where a consumer's decode stands between its previous tile's end and its first QK
-    logged knob_check_tile_bcast 560 12 bash "$root/tools/probes/knob_check.sh" tile_bcast=1
-    logged ab_tile_bcast_causal 300 12 env PYTHONPATH="$root/python:$root/bench" \
-      python3 "$root/tools/probes/tail_ab.py" --variant tile_bcast=1 --pairs 21 --causal \
-      --shapes 64:512,64:1024,128:512,128:1024,256:512,256:1024,64:2048,128:16384 ;;
   tailab) # tools/probes/tail_ab.py for each of TAILAB_VARIANTS (space-separated FA3JIT_PLAN_DEBUG
     # settings; default: the ping-pong section's two descriptor knobs, q_desc_tile and ring_addr)
     # against the default, causal and not, at TAILAB_SHAPES (hd:seqlen,...)

@@ -14,9 +14,6 @@
 #define FA3_GENERATOR_VERSION "fa3jit-codegen-2"
 
 #define FA3_MAX_STAGES 8 /* the K/V ring depth config.c accepts at most */
-/* tile_bcast: a decoded tile's record, u32 words: tile, m_block, head, batch | kv head, nmin,
-   nmax, niters (dyn_sched's kernels: no packed GQA, so the first query row is m0) */
-#define FA3_TREC_BYTES 32
 
 /* Bytes of fa3_plan.debug, the NUL included. */
 #define FA3_PLAN_DEBUG_SIZE 256
@@ -58,9 +55,6 @@ typedef struct fa3_plan {
                               tile decode's num_m_blocks, heads, sections, splits; packed GQA's
                               ratio; the page size), passed in fa3_kernel_params.div; 0 ptxas's
                               generic division everywhere */
-    int tile_bcast;        /* A/B knob, off (knobs.c: +1% at most, racecheck hazards; dense
-                              16-bit with dyn_sched, else 0): the producer hands the consumers the decoded tile (its
-                              record at smem_trec) instead of the index each consumer decodes */
     int one_body;          /* causal/local A/B knob: every key block after the first takes the
                               masked body (the mask is a no-op inside the window); the PTX holds
                               one loop body instead of two: ~30% less ptxas time (issue 17) */
@@ -171,9 +165,6 @@ typedef struct fa3_plan {
        u32 slots of the tile index at smem_tile (byte offsets: barriers from smem_bar, the slots
        from the base) */
     int bar_tile_full, bar_tile_empty, smem_tile;
-    /* tile_bcast only: two records of the decoded tile (FA3_TREC_BYTES each, 16-aligned, slot s
-       at +FA3_TREC_BYTES·s; guarded by the tile_full/empty pairs above); else 0 */
-    int smem_trec;
     /* Named barriers: consumer g's "may issue" (ping-pong) barrier is nb_pingpong + g, synced by
        g and arrived on by the consumer before it (2 × 128 threads); its own epilogue barrier is
        nb_epilogue + g (128 threads); id 0 is the whole CTA. o_stage 3: nb_ring + g (2 × 128

@@ -169,11 +169,6 @@ void kg_tile_start(kgen *g);
    consumers, and a consumer's take of use k into g->dyn_tile (tile_order.c). */
 void kg_tile_publish(kgen *g, ptx_r k);
 void kg_tile_take(kgen *g, ptx_r k);
-/* tile_bcast: the producer decodes tile g->dyn_tile and hands the record over as use k (a past
-   tile's record too), then branches to lab_past if it is past; a consumer takes use k's record
-   into its tile_info, branching to lab_past likewise (tile_order.c). */
-tile_info kg_tile_publish_decoded(kgen *g, ptx_r k, int lab_past);
-tile_info kg_tile_take_decoded(kgen *g, ptx_r k, int lab_past);
 
 /* varlen_order.c: the longest-first table (plan->smem_vtab) */
 void kg_vtab_build(kgen *g); /* warp 0, in the prologue before the CTA barrier */

@@ -157,19 +157,6 @@
      consumer's tile start to its first HGMMA 289 -> 204 SASS lines. Exact: the tile order's
      interpreter (test_tile_order, fast_div 0..2) and ctasim's cases (bitwise equal O and LSE)
      agree with the default;
-   - tile_bcast=0/1 (off; session 25's knob, measured in session 26; dense bf16/fp16 with
-     dyn_sched, else no effect): the producer decodes each tile (m_block, head, batch, kv head, key-block range)
-     and hands the consumers that record in shared memory (two 32-byte records after the
-     layout, guarded by the tile_full/empty pairs) instead of the index each consumer decodes
-     again at its tile start. What it should move: a consumer's tile start to its first QK
-     (hd64 causal block_m 128 under fast_div 2: about 120 SASS instructions, mostly the
-     uniform datapath's decode chain) becomes two shared loads; fast_div's 85 fewer lines on
-     that path measured +6.5% at hd64 causal 512 (session 25). Measured (H100, tail_ab.py,
-     21 pairs, L2 warm, bf16 causal, tile_bcast=1 / 0): hd64 512 / 1024 / 2048 1.008 / 1.010 /
-     0.999, hd128 512 / 1024 0.997 / 1.005, hd256 512 / 1024 0.999 / 1.000, hd128 16k 1.002:
-     under the +2-5% written down before, so the consumers' decode under fast_div 2 is no
-     longer what the short tiles wait on; and racecheck reported 2 hazards at hd64 causal
-     block_m 128 with several tiles a CTA (knob_check; the hazard lines not kept). Stays off;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -208,7 +195,6 @@ static const struct knob {
     {"diag_half", offsetof(fa3_plan, diag_half), 0, 1},
     {"mask_branch", offsetof(fa3_plan, mask_branch), 0, 1},
     {"fast_div", offsetof(fa3_plan, fast_div), 0, 2},
-    {"tile_bcast", offsetof(fa3_plan, tile_bcast), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])
 

@@ -522,13 +522,9 @@ void kg_consumer(kgen *g)
     if (p->dyn_sched) /* the tile indices the producer hands over, use round (kg_tile_take) */
         g->dyn_tile = ptx_reg(g->f, PTX_B32, "dtile");
     ptx_place(g->f, lab_tile);
-    if (p->tile_bcast) {
-        c.t = kg_tile_take_decoded(g, g->round, lab_exit);
-    } else {
-        if (p->dyn_sched)
-            kg_tile_take(g, g->round);
-        c.t = kg_tile_next(g, lab_exit);
-    }
+    if (p->dyn_sched)
+        kg_tile_take(g, g->round);
+    c.t = kg_tile_next(g, lab_exit);
     if (p->fp8)
         kg_descales_tile(g, &c);
     tile_state_init(g, &c);

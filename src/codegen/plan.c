@@ -403,15 +403,6 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        fits beside the layout chosen above (it never costs a Q buffer or the O staging); else
        smem_vtab 0 and the kernel walks the sequences in their own order. */
     p->smem_vtab = 0;
-    /* tile_bcast: the two decoded-tile records after the layout, where they fit beside it (the
-       knob never changes the tile plan); dense 16-bit kernels with the hand-over only */
-    p->smem_trec = 0;
-    if (p->tile_bcast && (!p->dyn_sched || cfg->varlen || cfg->paged_kv || cfg->split_kv ||
-                          cfg->pack_gqa || p->smem_bytes + 16 + 2 * FA3_TREC_BYTES > SMEM_LIMIT))
-        p->tile_bcast = 0;
-    if (p->tile_bcast) {
-        p->smem_trec = smem_append(p, 2 * FA3_TREC_BYTES);
-    }
     if (cfg->varlen && p->smem_bytes + 16 + FA3_VT_BYTES <= SMEM_LIMIT) {
         p->smem_vtab = smem_append(p, FA3_VT_BYTES);
     }

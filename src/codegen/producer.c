@@ -333,13 +333,9 @@ void kg_producer(kgen *g)
     const int lab_tile = ptx_label(g->f, "prod_tile"), lab_end = ptx_label(g->f, "prod_end");
     const int lab_next = ptx_label(g->f, "prod_next"), lab_loop = ptx_label(g->f, "prod_loop");
     ptx_place(g->f, lab_tile);
-    if (p->tile_bcast) { /* the decoded tile handed over (after the decode, not before) */
-        pr.t = kg_tile_publish_decoded(g, g->round, lab_end);
-    } else {
-        if (p->dyn_sched)
-            kg_tile_publish(g, g->round);
-        pr.t = kg_tile_next(g, lab_end);
-    }
+    if (p->dyn_sched)
+        kg_tile_publish(g, g->round);
+    pr.t = kg_tile_next(g, lab_end);
     if (p->dyn_sched && !p->late_claim)
         claim_tile(g, tnext);
     ptx_r empty = ptx_reg(g->f, PTX_PRED, "notile");
