@@ -354,8 +354,9 @@ for step in $steps; do
   decode) # bench/decode.py: decode shapes, fa3jit (chosen / one pass) vs cuDNN and FA4
     logged decode_bench 400 30 python3 "$root/bench/decode.py" --json "$out/decode.json" ;;
   sanitize)
-    # compute-sanitizer over every supported config (check --all: 480 configs incl. GQA, one
-    # small tile-boundary shape, and 1260 varlen/paged cases: 2040 in all) with each tool.
+    # compute-sanitizer over every supported config (check --all: 780 dense configs incl. GQA
+    # at one small tile-boundary shape, 420 varlen/paged configs in 1260 cases: 2040 cases)
+    # with each tool.
     # The cache is warmed first, all cores at once: compiled under the sanitizer one at a time,
     # memcheck did not finish its 150 s on a fresh cache (session 26, H100).
     # SANITIZE_TOOLS picks the tools (default all three), for a call too short for all: with a
