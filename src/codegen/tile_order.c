@@ -260,10 +260,12 @@ static void other_pair(kgen *g, ptx_r bar, const int *from, const int *to)
     INS("add.u32 $, $, %d;", bar, bar, g->f->mbar[to[0]].offset - g->f->mbar[from[0]].offset);
 }
 
-/* dyn_sched: use k's slot (k mod 2) into slot, the slot's barrier address of pair mb
-   (g->sc.bar) into *bar and the use's parity into *par */
-static void tile_bar(kgen *g, ptx_r k, ptx_r slot, const int *mb, ptx_r *par, ptx_r *bar)
+/* dyn_sched: the address of use k's tile-index slot (slot k mod 2), the slot's barrier address
+   of pair mb (g->sc.bar) into *bar and the use's parity into *par */
+static ptx_r tile_slot(kgen *g, ptx_r k, const int *mb, ptx_r *par, ptx_r *bar)
 {
+    const fa3_plan *p = g->p;
+    ptx_r slot = ptx_reg(g->f, PTX_B32, "tslot"), a = ptx_reg(g->f, PTX_B32, "taddr");
     *par = ptx_reg(g->f, PTX_B32, "tpar");
     INS("and.b32 $, $, 1;", slot, k);
     INS("shr.u32 $, $, 1;", *par, k);
@@ -271,14 +273,6 @@ static void tile_bar(kgen *g, ptx_r k, ptx_r slot, const int *mb, ptx_r *par, pt
     *bar = g->sc.bar;
     INS("mad.lo.u32 $, $, 8, $;", *bar, slot, g->bars);
     INS("add.u32 $, $, %d;", *bar, *bar, g->f->mbar[mb[0]].offset);
-}
-
-/* dyn_sched: the address of use k's tile-index slot, its barrier and parity (tile_bar) */
-static ptx_r tile_slot(kgen *g, ptx_r k, const int *mb, ptx_r *par, ptx_r *bar)
-{
-    const fa3_plan *p = g->p;
-    ptx_r slot = ptx_reg(g->f, PTX_B32, "tslot"), a = ptx_reg(g->f, PTX_B32, "taddr");
-    tile_bar(g, k, slot, mb, par, bar);
     INS("mad.lo.u32 $, $, 4, $;", a, slot, g->sbase);
     INS("add.u32 $, $, %d;", a, a, p->smem_tile);
     ptx_smem_use(g->f, p->smem_tile, 8);
