@@ -5,9 +5,8 @@
 # default), fast_div=0 (ptxas's generic integer divisions instead of the default multiply and
 # shifts: exact either way) and q_desc_tile=1,ring_addr=1 (Q's descriptors built once a tile,
 # the ring's barrier and descriptor addresses folded: the same products from other registers)
-# on a few shapes that walk several tiles a CTA (small grids). The
-# variants only move work between the tile loop's places, so on the same
-# inputs their O and LSE must equal the default's bit for bit. Then planted defects that must
+# on a few shapes that walk several tiles a CTA (small grids). The variants only move work
+# between the tile loop's places, so on the same inputs their O and LSE must equal the default's bit for bit. Then planted defects that must
 # fail (a check that cannot fail checks nothing). Every run poisons registers read before any
 # write (random bits instead of 0: PTX leaves them undefined) and lands TMA loads late (at a
 # scheduling round's end with probability 0.3, not at their issue). No GPU needed.

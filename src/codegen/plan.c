@@ -117,15 +117,6 @@ fa3_status fa3_plan_make(const fa3_config *cfg, fa3_plan *p)
    status. */
 #define REFUSE(...) (quiet ? FA3_ERR_BAD_BLOCK : fa3_seterr(FA3_ERR_BAD_BLOCK, __VA_ARGS__))
 
-/* Room for bytes (16-aligned) after the layout, before the 1024 bytes of base-alignment slack:
-   its offset; the plan's shared memory grows by it. */
-static int smem_append(fa3_plan *p, int bytes)
-{
-    const int off = (p->smem_bytes - 1024 + 15) & ~15;
-    p->smem_bytes = off + bytes + 1024;
-    return off;
-}
-
 static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
 {
     *p = (fa3_plan){0};
@@ -404,7 +395,8 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        smem_vtab 0 and the kernel walks the sequences in their own order. */
     p->smem_vtab = 0;
     if (cfg->varlen && p->smem_bytes + 16 + FA3_VT_BYTES <= SMEM_LIMIT) {
-        p->smem_vtab = smem_append(p, FA3_VT_BYTES);
+        p->smem_vtab = (p->smem_bytes - 1024 + 15) & ~15;
+        p->smem_bytes = p->smem_vtab + FA3_VT_BYTES + 1024;
     }
     /* The barrier table (layout as described at smem_bar). */
     p->bar_q_full[0] = 0;

@@ -246,14 +246,6 @@ tile_info kg_tile_bounds(kgen *g, tile_info t)
     return t;
 }
 
-/* Branches to lab_past when tile is past the launch's last (g->ntiles). */
-static void branch_if_past(kgen *g, ptx_r tile, int lab_past)
-{
-    ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
-    INS("setp.ge.u32 $, $, $;", past, tile, g->ntiles);
-    INS("@$ bra %s;", past, ptx_lab(g->f, lab_past));
-}
-
 /* bar, the slot's barrier of pair from, moved to the same slot's barrier of pair to */
 static void other_pair(kgen *g, ptx_r bar, const int *from, const int *to)
 {
@@ -372,7 +364,9 @@ static tile_info varlen_next(kgen *g, ptx_r tile, int lab_past)
 tile_info kg_tile_next(kgen *g, int lab_past)
 {
     ptx_r tile = kg_tile_index(g);
-    branch_if_past(g, tile, lab_past);
+    ptx_r past = ptx_reg(g->f, PTX_PRED, "past");
+    INS("setp.ge.u32 $, $, $;", past, tile, g->ntiles);
+    INS("@$ bra %s;", past, ptx_lab(g->f, lab_past));
     if (!g->p->cfg.varlen)
         return kg_tile_decode(g, tile);
     ptx_r split = {0};
