@@ -535,10 +535,10 @@ int main(void)
        registers of the producer spill 8 bytes at hd192/256), each role's own static tile order (masked configs: the
        kernel before the tile hand-over), O staged in Q (hd192/256: the kernel before session
        13's ring staging), FA4's P packing order (early_pack, not yet measured; 2: the PV's wait held behind the K
-       release), the ring's barrier and descriptor addresses by one multiply-add (ring_addr, not
-       yet measured), the new max's arithmetic computed on every block (kept_branch=0: the kernel
-       before session 15), Q's descriptors built once a tile (q_desc_tile, not yet
-       measured), the first key block always whole (diag_half=0: the kernel before session 17)
+       release), the ring's barrier and descriptor addresses each computed from the stage alone (ring_addr=0:
+       the kernel before session 27), the new max's arithmetic computed on every block (kept_branch=0: the kernel
+       before session 15), Q's descriptors built in every QK (q_desc_tile=0: the kernel
+       before session 27), the first key block always whole (diag_half=0: the kernel before session 17)
        and its half and empty copies where two consumers take turns (diag_half=1), the masked and
        unmasked loop bodies apart (mask_branch=0: head_dim >= 128's kernel before session 20) and
        one body at every head dim (mask_branch=1) */
@@ -558,9 +558,9 @@ int main(void)
         {"ring_stage=0", "ring_stage0"},
         {"early_pack=1", "early_pack1"},
         {"early_pack=2", "early_pack2"},
-        {"ring_addr=1", "ring_addr1"},
+        {"ring_addr=0", "ring_addr0"},
         {"kept_branch=0", "kept_branch0"},
-        {"q_desc_tile=1", "q_desc_tile1"},
+        {"q_desc_tile=0", "q_desc_tile0"},
         {"diag_half=0", "diag_half0"},
         {"diag_half=1", "diag_half1"},
         {"mask_branch=0", "mask_branch0"},

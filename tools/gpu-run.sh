@@ -342,9 +342,9 @@ for step in $steps; do
         --shapes 64:512,64:1024,128:512,128:1024,256:512,256:1024,64:2048,128:16384
     done ;;
   tailab) # tools/probes/tail_ab.py for each of TAILAB_VARIANTS (space-separated FA3JIT_PLAN_DEBUG
-    # settings; default: the ping-pong section's two descriptor knobs, q_desc_tile and ring_addr)
+    # settings; default: the kernel before session 27, q_desc_tile and ring_addr off)
     # against the default, causal and not, at TAILAB_SHAPES (hd:seqlen,...)
-    for v in ${TAILAB_VARIANTS:-q_desc_tile=1,ring_addr=1}; do
+    for v in ${TAILAB_VARIANTS:-q_desc_tile=0,ring_addr=0}; do
       for m in "" --causal; do
         logged "ab_${v//[=,]/_}${m}" 300 12 env PYTHONPATH="$root/python:$root/bench" \
           python3 "$root/tools/probes/tail_ab.py" --variant "$v" --pairs 21 $m \

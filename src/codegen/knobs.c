@@ -57,7 +57,8 @@
    - late_v_wait=0/1: an overlapped key block waits for the previous block's V after issuing its
      QK, just before the PV (FA4's order; mainloop.c block_body), so a late V holds up only the
      PV. Both are the planner's choice for bf16/fp16 (plan.c has the A/B, session 11);
-   - ring_addr=1 (not yet on the GPU): the consumers' ring barrier addresses as stage·8 + bars
+   - ring_addr=0/1 (default 1 since session 27, plan.c has the A/B; 0 is the kernel before): the
+     consumers' ring barrier addresses as stage·8 + bars
      with the table offset added last, which ptxas folds into the SYNCS address ([UR+0x28]),
      and their K/V descriptors as stage·(stage bytes / 16) plus stage 0's descriptor word, kept
      from the tile loop's start (pipeline.c kg_ring_bar, mainloop.c ring_wait_desc). nvdisasm of
@@ -80,7 +81,8 @@
      467/513/506. The PV's wait stays where it was. test_ptxas compiles every case under
      kept_branch=1 and kept_branch=1,ring_addr=1 with no spill; with early_pack=2 as well
      hd64's local softcap kernels spill 8 bytes (three consumers, 128 registers);
-   - q_desc_tile=1 (bf16/fp16; not yet on the GPU): Q's descriptors of a QK's first 8 k-steps
+   - q_desc_tile=0/1 (bf16/fp16; default 1 since session 27 with ring_addr, plan.c has the
+     A/B): Q's descriptors of a QK's first 8 k-steps
      built once a tile, after Q's wait, instead of in each QK (mainloop.c q_tile_descs). ptxas
      keeps them in uniform registers, each beside the K descriptor its wgmma pairs it with
      (gdesc[UR40] reads UR40..43: Q's then K's), so such a k-step issues one UIADD3.64 (K's)

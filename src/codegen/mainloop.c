@@ -49,11 +49,13 @@ static int step_off(int ks, int rows)
 /* q_desc_tile (knob; 16-bit): Q's descriptors of the first Q_TILE_STEPS k-steps built once a
    tile, not in every QK. All 12 of head_dim 192 or 16 of 256: ptxas kept only some in uniform
    registers (hd192 387, hd256 329 SASS a kept block against 379 / 317 with 8) and hd256's
-   masked kernels spilled 4-16 bytes. */
+   masked kernels spilled 4-16 bytes. Only with uniform_desc: in ordinary registers the 8
+   descriptors (16 registers) spilled 20 bytes in hd64's masked kernels (test_ptxas,
+   uniform_desc=0). */
 #define Q_TILE_STEPS 8
 static int q_desc_tile(const fa3_plan *p)
 {
-    return p->q_desc_tile && !p->fp8;
+    return p->q_desc_tile && p->uniform_desc && !p->fp8;
 }
 
 /* dst = Q's descriptor of k-step ks */

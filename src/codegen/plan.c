@@ -220,6 +220,17 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        1.002; non-causal hd64 512/1024 1.024/1.014, hd128 512/1024 1.020/1.011, hd256 512/1024
        1.002/1.002, hd64 2048 1.002, hd128 16k 1.001. No row lost. */
     p->fast_div = 2;
+    /* The consumers' ring barrier addresses as stage·8 + bars and K/V descriptors as stage 0's
+       word plus the stage's 16-byte units (ring_addr), and Q's descriptors of the first 8 QK
+       k-steps built once a tile (q_desc_tile; 16-bit only): knobs.c has what each removes from
+       the loop's SASS (hd64/128/256 kept block 431/445/374 -> 381/387/317 with kept_branch).
+       Same-run A/B (session 26 call 5, H200, bf16, tools/probes/tail_ab.py: 21 back-to-back
+       pairs, graphs, L2 warm), both / neither, non-causal | causal: hd64 512 1.004 | 1.007,
+       hd128 512 1.008 | 1.000, hd128 4096 1.003 | 1.008, hd64 16k 1.011 | 1.015, hd128 16k
+       1.003 | 1.008, hd256 16k 0.999 | 1.000. No row lost; ctasim bitwise equal and
+       test_ptxas's cases without a spill under both (session 26). */
+    p->ring_addr = 1;
+    p->q_desc_tile = 1;
     /* O staged in the last key block's ring slots where it would go to Q (ring_stage, applied
        below: one Q buffer, two consumers, head_dim 192/256), so Q is released after the tile's
        last QK and the next tile's Q load overlaps this tile's end. ncu (session 13, hd256
