@@ -3,8 +3,9 @@
 # reference, fresh random inputs each run: the default kernel and the knob variants mask_branch
 # 0 and 1 (the loop's one body forced off and on whatever the head dim, which decides it by
 # default), fast_div=0 (ptxas's generic integer divisions instead of the default multiply and
-# shifts: exact either way) and q_desc_tile=0,ring_addr=0 (Q's descriptors built in each QK, the
-# ring's barrier and descriptor addresses from the stage alone: the same products from other registers)
+# shifts: exact either way), q_desc_tile=0,ring_addr=0 (Q's descriptors built in each QK, the
+# ring's barrier and descriptor addresses from the stage alone: the same products from other
+# registers) and merge_ends=1 (the tile's first QK issued by the loop's own wgmmas)
 # on a few shapes that walk several tiles a CTA (small grids). The variants only move work
 # between the tile loop's places, so on the same inputs their O and LSE must equal the default's bit for bit. Then planted defects that must
 # fail (a check that cannot fail checks nothing). Every run poisons registers read before any
@@ -29,7 +30,7 @@ cases=(
   "--hd 64 --varlen 200:300,70:70,250:150 --heads 2 --grid 2 --causal"
   "--hd 128 --sq 300 --sk 400 --heads 3 --grid 2 --causal --section-hb 2"
 )
-knobsets=("" "mask_branch=0" "mask_branch=1" "fast_div=0" "q_desc_tile=0,ring_addr=0")
+knobsets=("" "mask_branch=0" "mask_branch=1" "fast_div=0" "q_desc_tile=0,ring_addr=0" "merge_ends=1")
 n=0
 for c in "${cases[@]}"; do
   n=$((n + 1))

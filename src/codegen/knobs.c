@@ -159,6 +159,21 @@
      consumer's tile start to its first HGMMA 289 -> 204 SASS lines. Exact: the tile order's
      interpreter (test_tile_order, fast_div 0..2) and ctasim's cases (bitwise equal O and LSE)
      agree with the default;
+   - merge_ends=0/1 (16-bit, for cold JIT; not yet on the GPU): the tile's first QK and last
+     PV issued by the key-block loop's own wgmmas (mainloop.c merged_loop): its first pass
+     skips the PV and takes the first block's softmax, its last skips the QK and leaves after
+     the PV, each by a warp-uniform branch, so the consumer holds one QK and one PV copy fewer;
+     ptxas's time follows the wgmmas' total width (docs/notes.md, session 15). In the last
+     pass's QK place one k-step of a QK on the V stage the PV reads, into S (not read): with no
+     QK group there ptxas serialized the wgmmas (C7514/C7515) however arranged (the branch
+     before or after the PV's wait, an empty commit group or guard predicates in the QK's
+     place: C7519 as well). Not where diag_half's half copy or two loop bodies (mask_branch=0,
+     one_body) are in play, nor for e4m3 (its V stage is narrower than that k-step's reads).
+     fa3-gen --info --no-cache compile ms (2-core machine), default -> merge_ends=1: hd128
+     251 -> 187, hd128 causal 266 -> 201, hd256 374 -> 264, hd256 causal 407 -> 283,
+     hd192x128 local 320 -> 235 (the first QK alone merged: 216 / 224 / 327 / 352 / 266). O
+     and LSE bitwise equal to the default's on ctasim's cases. Costs, to measure: a branch or
+     two a key block, and one k16 step a tile;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -197,6 +212,7 @@ static const struct knob {
     {"diag_half", offsetof(fa3_plan, diag_half), 0, 1},
     {"mask_branch", offsetof(fa3_plan, mask_branch), 0, 1},
     {"fast_div", offsetof(fa3_plan, fast_div), 0, 2},
+    {"merge_ends", offsetof(fa3_plan, merge_ends), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])
 

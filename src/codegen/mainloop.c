@@ -281,20 +281,10 @@ static void q_wait_desc(kgen *g, cons *c)
     make_desc(g, c->descq, b, 1);
 }
 
-/* One overlapped key block (step 2 above); masked: with the mask (2: where c->tmp.need, the
-   block's kg_block_needs_mask, says: mask_branch). */
-static void block_body(kgen *g, cons *c, int masked, int lab_loop)
+/* An overlapped key block's second part, once S_j is ready (wait_group 1: the PV may still
+   run): the softmax, O's rescale and P, then the next block (lab_loop) */
+static void block_finish(kgen *g, cons *c, int masked, int lab_loop)
 {
-    k_wait_desc(g, c);
-    if (!g->p->late_v_wait)
-        v_wait_desc(g, c);
-    pp_sync(g, c);
-    qk(g, c);
-    if (g->p->late_v_wait) /* FA4's order: a late V holds up only the PV */
-        v_wait_desc(g, c);
-    pv(g, c);
-    pp_arrive(g, c);
-    INS("wgmma.wait_group.sync.aligned 1;"); /* S_j ready; PV may still run */
     const int early = kg_early_pack(g->p); /* the softmax waits for the PV and packs P */
     /* early_pack 2: the softmax releases K just before the PV's wait (kg_softmax) */
     c->k_release = early == 2 ? k_release : NULL;
@@ -321,12 +311,26 @@ static void block_body(kgen *g, cons *c, int masked, int lab_loop)
     INS("bra.uni %s;", ptx_lab(g->f, lab_loop));
 }
 
-/* The tile's first key block after its K wait: QK alone, then the masked softmax and P. */
-static void first_block(kgen *g, cons *c)
+/* One overlapped key block (step 2 above); masked: with the mask (2: where c->tmp.need, the
+   block's kg_block_needs_mask, says: mask_branch). */
+static void block_body(kgen *g, cons *c, int masked, int lab_loop)
 {
+    k_wait_desc(g, c);
+    if (!g->p->late_v_wait)
+        v_wait_desc(g, c);
     pp_sync(g, c);
     qk(g, c);
+    if (g->p->late_v_wait) /* FA4's order: a late V holds up only the PV */
+        v_wait_desc(g, c);
+    pv(g, c);
     pp_arrive(g, c);
+    INS("wgmma.wait_group.sync.aligned 1;"); /* S_j ready; PV may still run */
+    block_finish(g, c, masked, lab_loop);
+}
+
+/* The tile's first key block after its QK's issue: S's wait, the masked softmax and P */
+static void first_block_finish(kgen *g, cons *c)
+{
     INS("wgmma.wait_group.sync.aligned 0;");
     for (int i = 0; c->half && i < kg_ns(g, c); i++)
         INS("mov.f32 $, $;", ptx_at(c->s, i), ptx_at(c->sh, i));
@@ -337,6 +341,15 @@ static void first_block(kgen *g, cons *c)
         kg_pack_p(g, c);
     for (int i = kg_ns(g, c); i < g->p->block_n / 2; i++) /* c->half: S's other half defined */
         INS("mov.f32 $, " ZERO_F ";", ptx_at(c->s, i));
+}
+
+/* The tile's first key block after its K wait: QK alone, then the masked softmax and P. */
+static void first_block(kgen *g, cons *c)
+{
+    pp_sync(g, c);
+    qk(g, c);
+    pp_arrive(g, c);
+    first_block_finish(g, c);
 }
 
 /* diag_half: the tile's first key block where no row of the consumer sees any of its keys: its
@@ -391,6 +404,163 @@ static void tile_state_init(kgen *g, cons *c)
         if (c->l_lse[r].id != c->l[r].id)
             INS("mov.f32 $, " ZERO_F ";", c->l_lse[r]);
     }
+}
+
+/* The tile's last PV (at lab_pv), then its V's release */
+static void last_pv(kgen *g, cons *c, int lab_pv)
+{
+    ptx_place(g->f, lab_pv);
+    v_wait_desc(g, c);
+    pp_sync(g, c);
+    pv(g, c);
+    pp_arrive(g, c);
+    INS("wgmma.wait_group.sync.aligned 0;");
+    last_v_release(g, c);
+    INS("add.u32 $, $, 1;", c->qc, c->qc);
+}
+
+/* merge_ends (knob, for cold JIT): the tile's first QK and last PV issued by the key-block
+   loop's own wgmmas, under warp-uniform branches, not by copies of their own (ptxas's time
+   follows the wgmmas' total width: docs/notes.md, session 15). Pass it (0 .. niters) issues
+   QK_it unless it is the last (it = niters) and PV_it-1 unless it is the first; the first
+   takes the first block's softmax, the last leaves after the PV. The last pass issues, in the
+   QK's place, one k-step of a QK on the V stage its PV reads (waited for, and held until that
+   PV is done) into S, which nothing reads: with no QK group there, the PV's group history
+   differs by path and ptxas serialized the wgmmas (C7514/C7515; an empty commit group or
+   guard predicates in the QK's place: C7519 as well; session 27). */
+static void merged_loop(kgen *g, cons *c, int windows, int lab_loop)
+{
+    const fa3_plan *p = g->p;
+    const int lab_nok = ptx_label(g->f, "cons_nok"), lab_dummy = ptx_label(g->f, "cons_dummy"),
+              lab_qk = ptx_label(g->f, "cons_qkdone"), lab_first = ptx_label(g->f, "cons_first"),
+              lab_last = ptx_label(g->f, "cons_lastpv");
+    const int lab_nov = p->late_v_wait ? 0 : ptx_label(g->f, "cons_nov");
+    ptx_r first = ptx_reg(g->f, PTX_PRED, "first"), last = c->tmp.done;
+    INS("setp.eq.u32 $, $, $;", first, c->cw, c->cw); /* true */
+    ptx_place(g->f, lab_loop);
+    INS("setp.ge.s32 $, $, $;", last, c->it, c->t.niters);
+    INS("sub.s32 $, $, $;", c->n, c->t.nmax, c->it);
+    INS("sub.s32 $, $, 1;", c->n, c->n);
+    if (windows)
+        kg_block_needs_mask(g, c);
+    INS("@$ bra %s;", last, ptx_lab(g->f, lab_nok));
+    k_wait_desc(g, c);
+    ptx_place(g->f, lab_nok);
+    if (!p->late_v_wait) { /* V of the block before, ahead of the QK (not for the first) */
+        INS("@$ bra %s;", first, ptx_lab(g->f, lab_nov));
+        v_wait_desc(g, c);
+        ptx_place(g->f, lab_nov);
+    }
+    pp_sync(g, c);
+    INS("@$ bra %s;", last, ptx_lab(g->f, lab_dummy));
+    qk(g, c);
+    ptx_place(g->f, lab_qk);
+    INS("@$ bra %s;", first, ptx_lab(g->f, lab_first));
+    if (p->late_v_wait)
+        v_wait_desc(g, c);
+    pv(g, c);
+    pp_arrive(g, c);
+    /* the last pass leaves after this wait, not before: a branch between the PV's commit and
+       the wait drew ptxas's C7514 */
+    INS("wgmma.wait_group.sync.aligned 1;");
+    INS("@$ bra %s;", last, ptx_lab(g->f, lab_last));
+    block_finish(g, c, windows ? 2 : 0, lab_loop);
+
+    ptx_place(g->f, lab_first); /* the tile's first block: its QK alone */
+    pp_arrive(g, c);
+    first_block_finish(g, c);
+    kg_pipe_assign(g, &c->pps, c->ps);
+    kg_pipe_advance(g, &c->ps);
+    INS("add.u32 $, $, 1;", c->it, c->it);
+    INS("setp.ne.u32 $, $, $;", first, c->cw, c->cw); /* false */
+    INS("bra.uni %s;", ptx_lab(g->f, lab_loop));
+
+    ptx_place(g->f, lab_dummy); /* the last pass: one QK k-step on the V stage, into S */
+    if (p->late_v_wait)
+        v_wait_desc(g, c); /* waited again before the PV: the phase is done, it returns */
+    INS("wgmma.fence.sync.aligned;");
+    INS("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s ${, $, $, $, 1, 1, 0, 0;", p->block_n,
+        g->ab, g->ab, c->s, p->block_n / 2, c->descv, c->descv, c->pfalse);
+    INS("wgmma.commit_group.sync.aligned;");
+    INS("bra.uni %s;", ptx_lab(g->f, lab_qk));
+
+    ptx_place(g->f, lab_last); /* the tile's last PV, issued above */
+    INS("wgmma.wait_group.sync.aligned 0;");
+    last_v_release(g, c);
+    INS("add.u32 $, $, 1;", c->qc, c->qc);
+}
+
+/* The tile's key blocks as FA3 lays them out: the first block's QK and softmax, the loop of
+   overlapped blocks (PV of the block before, QK of this one), the last PV */
+static void split_loop(kgen *g, cons *c, int windows, int lab_loop, int lab_pv)
+{
+    const fa3_plan *p = g->p;
+    /* 1. the tile's first block (the key tail or diagonal: always masked). diag_half: a
+       consumer whose rows see none of the block's last bn/2 keys takes a copy on its first bn/2
+       columns, and one whose rows see none of its keys takes no QK or softmax at all (the
+       branches sit where no wgmma is in flight; the PV of this P stays whole, its zero half or
+       whole read like any masked score's) */
+    const int half = p->diag_half; /* plan.c: 16-bit, with the softmax, block_n / 2 a multiple of 8 */
+    ptx_r phalf = {0}, pnone = {0};
+    if (half)
+        kg_first_block_reach(g, c, &phalf, &pnone);
+    const int lab_none = half ? ptx_label(g->f, "first_none") : 0;
+    const int lab_half = half ? ptx_label(g->f, "first_half") : 0;
+    const int lab_first = half ? ptx_label(g->f, "first_done") : 0;
+    k_wait_desc(g, c);
+    if (half) {
+        INS("@$ bra %s;", pnone, ptx_lab(g->f, lab_none));
+        INS("@$ bra %s;", phalf, ptx_lab(g->f, lab_half));
+    }
+    for (int h = 0; h <= half; h++) {
+        if (h)
+            ptx_place(g->f, lab_half);
+        c->half = h;
+        first_block(g, c);
+        if (half)
+            INS("bra.uni %s;", ptx_lab(g->f, lab_first));
+    }
+    c->half = 0;
+    if (half) {
+        ptx_place(g->f, lab_none);
+        first_block_none(g, c);
+        ptx_place(g->f, lab_first);
+    }
+    kg_pipe_assign(g, &c->pps, c->ps);
+    kg_pipe_advance(g, &c->ps);
+    INS("add.u32 $, $, 1;", c->it, c->it);
+
+    /* 2. the other blocks */
+    ptx_place(g->f, lab_loop);
+    ptx_r done = c->tmp.done;
+    INS("setp.ge.s32 $, $, $;", done, c->it, c->t.niters);
+    INS("@$ bra %s;", done, ptx_lab(g->f, lab_pv));
+    INS("sub.s32 $, $, $;", c->n, c->t.nmax, c->it);
+    INS("sub.s32 $, $, 1;", c->n, c->n);
+    const int lab_masked = ptx_label(g->f, "cons_masked");
+    /* one_body (knob): the masked body alone, for every block (the mask leaves a block inside
+       every row's window unchanged) */
+    const int one = windows && p->one_body;
+    if (windows && p->mask_branch && !one) {
+        /* mask_branch (knob): one body; its softmax takes the mask where c->tmp.need says */
+        kg_block_needs_mask(g, c);
+        block_body(g, c, 2, lab_loop);
+    } else {
+        if (windows && !one) {
+            ptx_r need = kg_block_needs_mask(g, c);
+            INS("@$ bra %s;", need, ptx_lab(g->f, lab_masked));
+        }
+        if (!one)
+            block_body(g, c, 0, lab_loop);
+        if (windows) {
+            ptx_place(g->f, lab_masked);
+            block_body(g, c, 1, lab_loop);
+        }
+    }
+
+    /* 3. the tile's last PV */
+    last_pv(g, c, lab_pv);
+
 }
 
 void kg_consumer(kgen *g)
@@ -550,78 +720,13 @@ void kg_consumer(kgen *g)
     c.n = ptx_reg(g->f, PTX_B32, "n");
     INS("mov.u32 $, 0;", c.it);
     INS("sub.s32 $, $, 1;", c.n, c.t.nmax);
-    /* 1. the tile's first block (the key tail or diagonal: always masked). diag_half: a
-       consumer whose rows see none of the block's last bn/2 keys takes a copy on its first bn/2
-       columns, and one whose rows see none of its keys takes no QK or softmax at all (the
-       branches sit where no wgmma is in flight; the PV of this P stays whole, its zero half or
-       whole read like any masked score's) */
-    const int half = p->diag_half; /* plan.c: 16-bit, with the softmax, block_n / 2 a multiple of 8 */
-    ptx_r phalf = {0}, pnone = {0};
-    if (half)
-        kg_first_block_reach(g, &c, &phalf, &pnone);
-    const int lab_none = half ? ptx_label(g->f, "first_none") : 0;
-    const int lab_half = half ? ptx_label(g->f, "first_half") : 0;
-    const int lab_first = half ? ptx_label(g->f, "first_done") : 0;
-    k_wait_desc(g, &c);
-    if (half) {
-        INS("@$ bra %s;", pnone, ptx_lab(g->f, lab_none));
-        INS("@$ bra %s;", phalf, ptx_lab(g->f, lab_half));
-    }
-    for (int h = 0; h <= half; h++) {
-        if (h)
-            ptx_place(g->f, lab_half);
-        c.half = h;
-        first_block(g, &c);
-        if (half)
-            INS("bra.uni %s;", ptx_lab(g->f, lab_first));
-    }
-    c.half = 0;
-    if (half) {
-        ptx_place(g->f, lab_none);
-        first_block_none(g, &c);
-        ptx_place(g->f, lab_first);
-    }
-    kg_pipe_assign(g, &c.pps, c.ps);
-    kg_pipe_advance(g, &c.ps);
-    INS("add.u32 $, $, 1;", c.it, c.it);
-
-    /* 2. the other blocks */
-    ptx_place(g->f, lab_loop);
-    ptx_r done = c.tmp.done;
-    INS("setp.ge.s32 $, $, $;", done, c.it, c.t.niters);
-    INS("@$ bra %s;", done, ptx_lab(g->f, lab_pv));
-    INS("sub.s32 $, $, $;", c.n, c.t.nmax, c.it);
-    INS("sub.s32 $, $, 1;", c.n, c.n);
-    const int lab_masked = ptx_label(g->f, "cons_masked");
-    /* one_body (knob): the masked body alone, for every block (the mask leaves a block inside
-       every row's window unchanged) */
-    const int one = windows && p->one_body;
-    if (windows && p->mask_branch && !one) {
-        /* mask_branch (knob): one body; its softmax takes the mask where c.tmp.need says */
-        kg_block_needs_mask(g, &c);
-        block_body(g, &c, 2, lab_loop);
-    } else {
-        if (windows && !one) {
-            ptx_r need = kg_block_needs_mask(g, &c);
-            INS("@$ bra %s;", need, ptx_lab(g->f, lab_masked));
-        }
-        if (!one)
-            block_body(g, &c, 0, lab_loop);
-        if (windows) {
-            ptx_place(g->f, lab_masked);
-            block_body(g, &c, 1, lab_loop);
-        }
-    }
-
-    /* 3. the tile's last PV */
-    ptx_place(g->f, lab_pv);
-    v_wait_desc(g, &c);
-    pp_sync(g, &c);
-    pv(g, &c);
-    pp_arrive(g, &c);
-    INS("wgmma.wait_group.sync.aligned 0;");
-    last_v_release(g, &c);
-    INS("add.u32 $, $, 1;", c.qc, c.qc);
+    /* merge_ends: 16-bit (its last pass reads a 64-row A and a block_n-row B from the V stage,
+       bn·hdv·2 bytes: within it where bn >= 64), one loop body, no half copy */
+    if (p->merge_ends && !p->fp8 && p->block_n >= 64 && !p->diag_half &&
+        (!windows || (p->mask_branch && !p->one_body)))
+        merged_loop(g, &c, windows, lab_loop);
+    else
+        split_loop(g, &c, windows, lab_loop, lab_pv);
 
     kg_epilogue(g, &c);
     INS("add.u32 $, $, 1;", g->round, g->round);
