@@ -541,7 +541,7 @@ int main(void)
        before session 27), the first key block always whole (diag_half=0: the kernel before session 17)
        and its half and empty copies where two consumers take turns (diag_half=1), the masked and
        unmasked loop bodies apart (mask_branch=0: head_dim >= 128's kernel before session 20) and
-       one body at every head dim (mask_branch=1), the tile's first QK issued by the loop's
+       one body at every head dim (mask_branch=1), the tile's first QK and last PV issued by the loop's
        (merge_ends=1, for cold JIT) */
     static const struct { int hd, hdv, mask; } kv[NKNOB] = {
         {64, 64, 1}, {64, 64, 2}, {192, 192, 2}, {256, 256, 1}};
