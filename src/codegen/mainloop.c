@@ -406,19 +406,6 @@ static void tile_state_init(kgen *g, cons *c)
     }
 }
 
-/* The tile's last PV (at lab_pv), then its V's release */
-static void last_pv(kgen *g, cons *c, int lab_pv)
-{
-    ptx_place(g->f, lab_pv);
-    v_wait_desc(g, c);
-    pp_sync(g, c);
-    pv(g, c);
-    pp_arrive(g, c);
-    INS("wgmma.wait_group.sync.aligned 0;");
-    last_v_release(g, c);
-    INS("add.u32 $, $, 1;", c->qc, c->qc);
-}
-
 /* merge_ends (knob, for cold JIT): the tile's first QK and last PV issued by the key-block
    loop's own wgmmas, under warp-uniform branches, not by copies of their own (ptxas's time
    follows the wgmmas' total width: docs/notes.md, session 15). Pass it (0 .. niters) issues
@@ -436,7 +423,7 @@ static void merged_loop(kgen *g, cons *c, int windows, int lab_loop)
               lab_last = ptx_label(g->f, "cons_lastpv");
     const int lab_nov = p->late_v_wait ? 0 : ptx_label(g->f, "cons_nov");
     ptx_r first = ptx_reg(g->f, PTX_PRED, "first"), last = c->tmp.done;
-    INS("setp.eq.u32 $, $, $;", first, c->cw, c->cw); /* true */
+    INS("mov.pred $, $;", first, c->ptrue);
     ptx_place(g->f, lab_loop);
     INS("setp.ge.s32 $, $, $;", last, c->it, c->t.niters);
     INS("sub.s32 $, $, $;", c->n, c->t.nmax, c->it);
@@ -472,7 +459,7 @@ static void merged_loop(kgen *g, cons *c, int windows, int lab_loop)
     kg_pipe_assign(g, &c->pps, c->ps);
     kg_pipe_advance(g, &c->ps);
     INS("add.u32 $, $, 1;", c->it, c->it);
-    INS("setp.ne.u32 $, $, $;", first, c->cw, c->cw); /* false */
+    INS("mov.pred $, $;", first, c->pfalse);
     INS("bra.uni %s;", ptx_lab(g->f, lab_loop));
 
     ptx_place(g->f, lab_dummy); /* the last pass: one QK k-step on the V stage, into S */
@@ -559,7 +546,14 @@ static void split_loop(kgen *g, cons *c, int windows, int lab_loop, int lab_pv)
     }
 
     /* 3. the tile's last PV */
-    last_pv(g, c, lab_pv);
+    ptx_place(g->f, lab_pv);
+    v_wait_desc(g, c);
+    pp_sync(g, c);
+    pv(g, c);
+    pp_arrive(g, c);
+    INS("wgmma.wait_group.sync.aligned 0;");
+    last_v_release(g, c);
+    INS("add.u32 $, $, 1;", c->qc, c->qc);
 
 }
 
