@@ -231,6 +231,13 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        test_ptxas's cases without a spill under both (session 26). */
     p->ring_addr = 1;
     p->q_desc_tile = 1;
+    /* The tile's first QK and last PV issued by the key-block loop's own wgmmas (merge_ends,
+       mainloop.c merged_loop; 16-bit, one loop body): ptxas's time follows the wgmmas' total
+       width (docs/notes.md, session 15), and this removes two of the consumer's three GEMM
+       copies. Cold JIT (session 27, 2-core machine, bench/jit_cost, 68 bf16 configs): median
+       263 -> 206 ms, over 300 ms 24 -> 4. Written before measuring the speed: 0 to -1% at 16k,
+       up to -2% at 512 (a setp and four uniform branches a key block, one k16 step a tile). */
+    p->merge_ends = 1;
     /* O staged in the last key block's ring slots where it would go to Q (ring_stage, applied
        below: one Q buffer, two consumers, head_dim 192/256), so Q is released after the tile's
        last QK and the next tile's Q load overlaps this tile's end. ncu (session 13, hd256
