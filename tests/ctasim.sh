@@ -5,9 +5,9 @@
 # default), fast_div=0 (ptxas's generic integer divisions instead of the default multiply and
 # shifts: exact either way), q_desc_tile=0,ring_addr=0 (Q's descriptors built in each QK, the
 # ring's barrier and descriptor addresses from the stage alone: the same products from other
-# registers) and merge_ends=0 (the tile's first QK and last PV apart from the loop's wgmmas: the
-# kernel before session 28) on a few shapes that walk several tiles a CTA (small grids) and one whose tiles hold one key
-# block (merge_ends' first pass followed at once by its last). The variants only move work
+# registers) and merge_ends 0 and 1 (the tile's first QK and last PV apart from the loop's wgmmas,
+# the default where head_dim <= 128, and issued by them, the default above) on a few shapes
+# that walk several tiles a CTA (small grids) and one whose tiles hold one key block (merge_ends' first pass followed at once by its last). The variants only move work
 # between the tile loop's places, so on the same inputs their O and LSE must equal the default's bit for bit. Then planted defects that must
 # fail (a check that cannot fail checks nothing). Every run poisons registers read before any
 # write (random bits instead of 0: PTX leaves them undefined) and lands TMA loads late (at a
@@ -32,7 +32,7 @@ cases=(
   "--hd 128 --sq 300 --sk 400 --heads 3 --grid 2 --causal --section-hb 2"
   "--hd 128 --sq 100 --sk 100 --heads 2 --grid 2"
 )
-knobsets=("" "mask_branch=0" "mask_branch=1" "fast_div=0" "q_desc_tile=0,ring_addr=0" "merge_ends=0")
+knobsets=("" "mask_branch=0" "mask_branch=1" "fast_div=0" "q_desc_tile=0,ring_addr=0" "merge_ends=0" "merge_ends=1")
 n=0
 for c in "${cases[@]}"; do
   n=$((n + 1))

@@ -232,12 +232,19 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
     p->ring_addr = 1;
     p->q_desc_tile = 1;
     /* The tile's first QK and last PV issued by the key-block loop's own wgmmas (merge_ends,
-       mainloop.c merged_loop; 16-bit, one loop body): ptxas's time follows the wgmmas' total
-       width (docs/notes.md, session 15), and this removes two of the consumer's three GEMM
-       copies. Cold JIT (session 27, 2-core machine, bench/jit_cost, 68 bf16 configs): median
-       263 -> 206 ms, over 300 ms 24 -> 4. Written before measuring the speed: 0 to -1% at 16k,
-       up to -2% at 512 (a setp and four uniform branches a key block, one k16 step a tile). */
-    p->merge_ends = 1;
+       mainloop.c merged_loop; 16-bit, one loop body) where head_dim > 128: ptxas's time follows
+       the wgmmas' total width (docs/notes.md, session 15), and this removes two of the
+       consumer's three GEMM copies. Cold JIT (session 27, 2-core machine, bench/jit_cost, bf16):
+       hd256's 24 configs median 380 -> 273 ms, over 300 ms 24 -> 4; hd64/128 were all under
+       300 ms already. Written before measuring: 0 to -1% at 16k, up to -2% at 512. Measured
+       (session 28, H100 SXM, bf16): tools/probes/tail_ab.py (21 back-to-back pairs, graphs, L2
+       warm), merge_ends=0 / 1: hd256 16k 1.000 non-causal, 1.000 causal, but hd64 512 1.046 /
+       1.040 causal, hd64 16k 1.041, hd128 512 1.025 / 1.011, hd128 4096 1.013 / 1.015, hd128 16k
+       1.012 / 1.011; the three-library run's variant column (3 rounds rotated, bf16 + fp16, 6
+       rows a group) the same way: hd256 < 4096 1.006 / 1.007 causal, >= 4096 0.993 / 0.999, hd64
+       and hd128 1.015-1.044 except causal >= 4096 (1.002, 0.990). So hd64/128 keep the loop's
+       ends apart, and hd192/256 (where cold JIT passed 300 ms) merge them. */
+    p->merge_ends = p->cfg.head_dim > 128;
     /* O staged in the last key block's ring slots where it would go to Q (ring_stage, applied
        below: one Q buffer, two consumers, head_dim 192/256), so Q is released after the tile's
        last QK and the next tile's Q load overlaps this tile's end. ncu (session 13, hd256
