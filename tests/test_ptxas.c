@@ -62,7 +62,8 @@ typedef struct ptxas_case {
 } ptxas_case;
 
 /* (head_dim, head_dim_v) x dtype x mask x softcap, then the benchmark-knob variants */
-/* NFP8X: e4m3 beyond the table: fp16 output, and the dbg_no_vt knob at hd 128 and 256 */
+/* NFP8X: e4m3 beyond the table: fp16 output, the dbg_no_vt knob at hd 128 and 256, and one
+   merged loop body (mask_branch=1,merge_ends=1) */
 /* NSPLIT: split-KV (every head-dim pair and dtype, causal and local with softcap: the split
    kernels' largest; rectangular and varlen Q; all 432 listed split configs compile alike, 0
    spills, checked at their introduction); NCOMBINE: the combine kernels, head_dim_v 64/96/128/192/256 × bf16/fp16 ×
@@ -80,7 +81,7 @@ typedef struct ptxas_case {
    bf16/fp16 x causal/local with softcap, dense and varlen + paged (its largest).
    NBN64: head_dim 256's 64-key blocks (block_n 64, fa3_fwd_tune's short causal choice), the same
    eight layouts. */
-enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 24, NFP8X = 3, NSPLIT = 6 * 3 * 2 * 2,
+enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 24, NFP8X = 8, NSPLIT = 6 * 3 * 2 * 2,
        NCOMBINE = 5 * 2 * 2, NPACK = 6 * 3 * 2, NBM64 = 6 * 3 * 4, NDECODE = 6 * 3 * 2,
        NBM128 = 2 * 2 * 2, NBN64 = 2 * 2 * 2,
        NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NPACK + NBM64 +
@@ -585,17 +586,26 @@ int main(void)
             tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
             n++;
         }
-    static const struct { int hd, out; const char *knobs, *name; } fx[NFP8X] = {
-        {128, FA3_DTYPE_FP16, NULL, "hd128_e4m3_causal_out_fp16"},
-        {128, FA3_DTYPE_AUTO, "dbg_no_vt=1", "hd128_e4m3_causal_dbg_no_vt1"},
-        {256, FA3_DTYPE_AUTO, "dbg_no_vt=1", "hd256_e4m3_causal_dbg_no_vt1"}};
+    /* e4m3's one loop body with its ends merged (mask_branch=1,merge_ends=1: knobs for e4m3's
+       cold JIT, session 28), at every head dim, masked and not, and in its largest layout */
+    static const struct { int hd, out, mask, vp; const char *knobs, *name; } fx[NFP8X] = {
+        {128, FA3_DTYPE_FP16, FA3_MASK_CAUSAL, 0, NULL, "hd128_e4m3_causal_out_fp16"},
+        {128, FA3_DTYPE_AUTO, FA3_MASK_CAUSAL, 0, "dbg_no_vt=1", "hd128_e4m3_causal_dbg_no_vt1"},
+        {256, FA3_DTYPE_AUTO, FA3_MASK_CAUSAL, 0, "dbg_no_vt=1", "hd256_e4m3_causal_dbg_no_vt1"},
+        {64, FA3_DTYPE_AUTO, FA3_MASK_CAUSAL, 0, "mask_branch=1,merge_ends=1", "hd64_e4m3_causal_merged"},
+        {128, FA3_DTYPE_AUTO, FA3_MASK_NONE, 0, "mask_branch=1,merge_ends=1", "hd128_e4m3_none_merged"},
+        {128, FA3_DTYPE_AUTO, FA3_MASK_CAUSAL, 1, "mask_branch=1,merge_ends=1",
+         "hd128_e4m3_causal_varlen_paged_merged"},
+        {192, FA3_DTYPE_AUTO, FA3_MASK_LOCAL, 0, "mask_branch=1,merge_ends=1", "hd192_e4m3_local_merged"},
+        {256, FA3_DTYPE_AUTO, FA3_MASK_CAUSAL, 0, "mask_branch=1,merge_ends=1", "hd256_e4m3_causal_merged"}};
     for (int i = 0; i < NFP8X; i++) {
         ptxas_case *pc = &g_cases[n];
         fa3_config_init(&pc->cfg);
         pc->cfg.head_dim = fx[i].hd;
         pc->cfg.dtype = FA3_DTYPE_E4M3;
         pc->cfg.out_dtype = (fa3_dtype)fx[i].out;
-        pc->cfg.mask = FA3_MASK_CAUSAL;
+        pc->cfg.mask = (fa3_mask)fx[i].mask;
+        pc->cfg.varlen = pc->cfg.paged_kv = fx[i].vp;
         pc->must_accept = 1;
         pc->knobs = fx[i].knobs;
         snprintf(pc->name, sizeof pc->name, "%s", fx[i].name);

@@ -361,16 +361,26 @@ for step in $steps; do
     # memcheck did not finish its 150 s on a fresh cache (session 26, H100).
     # SANITIZE_TOOLS picks the tools (default all three), for a call too short for all: with a
     # warm cache racecheck ran about 9.5 cases a second on the H200 (2040 cases: about 215 s).
-    logged sanitize_warm 300 3 $gen cache warm --all --jobs "$(nproc)"
-    san_secs=300; [ "$san_secs" -gt "${GPU_STEP_LIMIT:-$san_secs}" ] && san_secs=$GPU_STEP_LIMIT
+    # SANITIZE_SETS: ';'-separated check selections instead of --all (e.g. "--head-dim 256
+    # --causal;--head-dim 192 --head-dim-v 128 --local"), for a call too short for --all;
+    # SANITIZE_SECS: each run's limit (300; racecheck --all took longer than 300 s on an H100,
+    # session 28).
+    IFS=';' read -ra san_sets <<<"${SANITIZE_SETS:---all}"
+    for set in "${san_sets[@]}"; do
+      logged "sanitize_warm${set// /_}" 300 3 $gen cache warm $set --jobs "$(nproc)"
+    done
+    san_secs=${SANITIZE_SECS:-300}; [ "$san_secs" -gt "${GPU_STEP_LIMIT:-$san_secs}" ] && san_secs=$GPU_STEP_LIMIT
     for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
-      echo "--- $tool --all"
-      timeout $san_secs compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
-        $gen check --all --seqlen-q 129 --seqlen-k 257 --batch 1 > /tmp/sanitize-$tool.txt 2>&1
-      r=$?
-      { echo "--- $tool --all (exit $r)"; grep -v -E " PASS$" /tmp/sanitize-$tool.txt | tail -40; } >> "$out/sanitize.txt"
-      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed" /tmp/sanitize-$tool.txt | tail -3
-      echo "$tool exit $r"; [ $r = 0 ] || rc=1
+      for set in "${san_sets[@]}"; do
+        echo "--- $tool $set"
+        timeout $san_secs compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
+          $gen check $set $([ "$set" = --all ] && echo --seqlen-q 129 --seqlen-k 257 --batch 1) \
+          > /tmp/sanitize-$tool.txt 2>&1
+        r=$?
+        { echo "--- $tool $set (exit $r)"; grep -v -E " PASS$" /tmp/sanitize-$tool.txt | tail -40; } >> "$out/sanitize.txt"
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed" /tmp/sanitize-$tool.txt | tail -3
+        echo "$tool $set exit $r"; [ $r = 0 ] || rc=1
+      done
     done ;;
   esac
 done

@@ -466,8 +466,12 @@ static void merged_loop(kgen *g, cons *c, int windows, int lab_loop)
     if (p->late_v_wait)
         v_wait_desc(g, c); /* waited again before the PV: the phase is done, it returns */
     INS("wgmma.fence.sync.aligned;");
-    INS("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s ${, $, $, $, 1, 1, 0, 0;", p->block_n,
-        g->ab, g->ab, c->s, p->block_n / 2, c->descv, c->descv, c->pfalse);
+    if (p->fp8) /* the transposed stage, K-major: vt_boxes·vt_rows >= block_n rows of 128 B */
+        INS("wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 ${, $, $, $, 1, 1;",
+            p->block_n, c->s, p->block_n / 2, c->descv, c->descv, c->pfalse);
+    else
+        INS("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s ${, $, $, $, 1, 1, 0, 0;",
+            p->block_n, g->ab, g->ab, c->s, p->block_n / 2, c->descv, c->descv, c->pfalse);
     INS("wgmma.commit_group.sync.aligned;");
     INS("bra.uni %s;", ptx_lab(g->f, lab_qk));
 
@@ -714,9 +718,10 @@ void kg_consumer(kgen *g)
     c.n = ptx_reg(g->f, PTX_B32, "n");
     INS("mov.u32 $, 0;", c.it);
     INS("sub.s32 $, $, 1;", c.n, c.t.nmax);
-    /* merge_ends: 16-bit (its last pass reads a 64-row A and a block_n-row B from the V stage,
-       bn·hdv·2 bytes: within it where bn >= 64), one loop body, no half copy */
-    if (p->merge_ends && !p->fp8 && p->block_n >= 64 && !p->diag_half &&
+    /* merge_ends: one loop body, no half copy; the last pass reads a 64-row A and a
+       block_n-row B from the V stage (16-bit: bn·hdv·2 bytes, within it where bn >= 64; e4m3:
+       the transposed stage's vt_boxes·vt_rows >= bn rows of 128 B) */
+    if (p->merge_ends && p->block_n >= 64 && !p->diag_half &&
         (!windows || (p->mask_branch && !p->one_body)))
         merged_loop(g, &c, windows, lab_loop);
     else

@@ -244,7 +244,7 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        rows a group) the same way: hd256 < 4096 1.006 / 1.007 causal, >= 4096 0.993 / 0.999, hd64
        and hd128 1.015-1.044 except causal >= 4096 (1.002, 0.990). So hd64/128 keep the loop's
        ends apart, and hd192/256 (where cold JIT passed 300 ms) merge them. */
-    p->merge_ends = p->cfg.head_dim > 128;
+    p->merge_ends = p->cfg.head_dim > 128 && !p->fp8; /* e4m3: a knob, not yet on the GPU */
     /* O staged in the last key block's ring slots where it would go to Q (ring_stage, applied
        below: one Q buffer, two consumers, head_dim 192/256), so Q is released after the tile's
        last QK and the next tile's Q load overlaps this tile's end. ncu (session 13, hd256
