@@ -205,11 +205,12 @@ for step in $steps; do
         | tee "$out/compare_$l.txt" | grep '^|'
     done ;;
   ab) # same-run A/B of FA3JIT_PLAN_DEBUG variants (bench/ab.py); clocks and power logged beside
+    # (AB_DTYPE: bf16 unless set, e.g. e4m3; AB_HEAD_DIMS, AB_VARIANTS[_hd], AB_ROUNDS, AB_MASK)
     smi_start ab
     for hd in ${AB_HEAD_DIMS:-64 128 256}; do
       v=$(ab_variants $hd)
       timeout 300 python3 "$root/bench/ab.py" --fa3-gen $gen --head-dim $hd --rounds ${AB_ROUNDS:-2} \
-        --mask ${AB_MASK:-both} \
+        --mask ${AB_MASK:-both} --dtype ${AB_DTYPE:-bf16} \
         $v 2>&1 | tee -a "$out/ab.txt"
     done
     kill $smi ;;
