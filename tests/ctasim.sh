@@ -5,13 +5,18 @@
 # default), fast_div=0 (ptxas's generic integer divisions instead of the default multiply and
 # shifts: exact either way), q_desc_tile=0,ring_addr=0 (Q's descriptors built in each QK, the
 # ring's barrier and descriptor addresses from the stage alone: the same products from other
-# registers) and merge_ends 0 and 1 (the tile's first QK and last PV apart from the loop's wgmmas,
-# the default where head_dim <= 128, and issued by them, the default above) on a few shapes
-# that walk several tiles a CTA (small grids) and one whose tiles hold one key block (merge_ends' first pass followed at once by its last). The variants only move work
-# between the tile loop's places, so on the same inputs their O and LSE must equal the default's bit for bit. Then planted defects that must
-# fail (a check that cannot fail checks nothing). Every run poisons registers read before any
-# write (random bits instead of 0: PTX leaves them undefined) and lands TMA loads late (at a
-# scheduling round's end with probability 0.3, not at their issue). No GPU needed.
+# registers) and merge_ends 0 and 1 (the tile's first QK and last PV apart from the loop's
+# wgmmas, the default where head_dim <= 128, and issued by them, the default above) on a few
+# shapes that walk several tiles a CTA (small grids) and one whose tiles hold one key block
+# (merge_ends' first pass followed at once by its last). The variants only move work between
+# the tile loop's places, so on the same inputs their O and LSE must equal the default's bit
+# for bit. Then the e4m3 (FP8) kernels (run.py --e4m3: e4m3 inputs with random descales per
+# (batch, kv head), the producer's V transpose, the k32 wgmmas, O in bf16) on a few shapes
+# under the default, mask_branch=1 and mask_branch=1,merge_ends=1 (knobs for e4m3, off by
+# default), compared bit for bit the same way. Then planted defects that must fail (a check
+# that cannot fail checks nothing), 16-bit and e4m3. Every run poisons registers read before
+# any write (random bits instead of 0: PTX leaves them undefined) and lands TMA loads late (at
+# a scheduling round's end with probability 0.3, not at their issue). No GPU needed.
 # usage: ctasim.sh FA3GEN
 set -uo pipefail
 gen=$1
@@ -33,17 +38,20 @@ cases=(
   "--hd 128 --sq 100 --sk 100 --heads 2 --grid 2"
 )
 knobsets=("" "mask_branch=0" "mask_branch=1" "fast_div=0" "q_desc_tile=0,ring_addr=0" "merge_ends=0" "merge_ends=1")
+# run_cases [RUN-ARGS...]: each of cases under each of knobsets (same seed), then the variants'
+# O and LSE against the default's, bit for bit
 n=0
-for c in "${cases[@]}"; do
-  n=$((n + 1))
-  seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
-  for knobs in "${knobsets[@]}"; do
-    out=$("${run[@]}" --seed "$seed" --knobs "$knobs" --save "$tmp/c$n-${knobs:-default}.npz" $c 2>&1)
-    s=$?
-    echo "$out" | head -1
-    [ $s = 0 ] || { echo "FAILED (exit $s): ${knobs:-default} $c"; echo "$out" | tail -6; rc=1; }
-  done
-  "$py" - "$tmp" "$n" "${knobsets[@]:1}" <<'PY' || rc=1
+run_cases() {
+  for c in "${cases[@]}"; do
+    n=$((n + 1))
+    seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+    for knobs in "${knobsets[@]}"; do
+      out=$("${run[@]}" "$@" --seed "$seed" --knobs "$knobs" --save "$tmp/c$n-${knobs:-default}.npz" $c 2>&1)
+      s=$?
+      echo "$out" | head -1
+      [ $s = 0 ] || { echo "FAILED (exit $s): ${knobs:-default} $c"; echo "$out" | tail -6; rc=1; }
+    done
+    "$py" - "$tmp" "$n" "${knobsets[@]:1}" <<'PY' || rc=1
 import sys, numpy as np
 d, n, ks = sys.argv[1], sys.argv[2], sys.argv[3:]
 try:
@@ -61,7 +69,20 @@ for k in ks:
     bad |= not same
 sys.exit(1 if bad else 0)
 PY
-done
+  done
+}
+run_cases
+# e4m3: GQA (descales per kv head), a local window, hd256 (block_n 64), batch 2 with O from
+# registers, varlen (descales per sequence); mask_branch and merge_ends are e4m3 knobs
+cases=(
+  "--hd 64 --sq 300 --sk 300 --heads 4 --heads-k 2 --grid 2 --causal"
+  "--hd 128 --sq 300 --sk 300 --heads 2 --grid 2 --local 100,20"
+  "--hd 256 --sq 200 --sk 300 --heads 2 --grid 2 --causal"
+  "--hd 128 --sq 150 --sk 260 --batch 2 --heads 2 --grid 2 --no-otma"
+  "--hd 64 --varlen 200:300,70:70,250:150 --heads 2 --grid 2 --causal"
+)
+knobsets=("" "mask_branch=1" "mask_branch=1,merge_ends=1")
+run_cases --e4m3
 # caught NAME RUN-ARGS...: the planted defect NAME must make the run fail
 caught() {
   local name=$1; shift
@@ -80,6 +101,10 @@ done
 caught no_wait_retry --late 0 --hd 128 --sq 300 --sk 300 --heads 2 --grid 2
 # one tile a CTA: the unzeroed O register is caught only because unwritten registers are poisoned
 caught no_o_init --hd 64 --sq 384 --sk 384 --heads 2 --grid 4 --causal
+# e4m3: the S wait; V's transpose exchanging two key pairs; the descales read at kv head 0
+caught no_s_wait --e4m3 --hd 64 --sq 300 --sk 300 --heads 2 --grid 2 --causal
+caught vt_key_swap --e4m3 --hd 128 --sq 200 --sk 200 --heads 1 --grid 2
+caught descale_kvhead0 --e4m3 --hd 64 --sq 200 --sk 200 --heads 4 --heads-k 2 --grid 2
 # a dense non-causal call's tail split (runtime/tail.c) end to end: the forward kernel over the
 # whole rounds, the split kernel over the rest (tile_base, partial_row_base), the combine's merge;
 # the second case's tail crosses a batch and starts at a short last m_block; then tile_base one

@@ -7,9 +7,12 @@ relies on modeled as the PTX ISA describes it:
   - TMA (cp.async.bulk.tensor): 4-D tiled loads into 128B-swizzled shared memory (zeros past
     the tensor), completing transaction bytes on the mbarrier; stores back with clipping;
   - wgmma.mma_async m64nNk16 (bf16/fp16, fp32 accumulate), A from a shared-memory descriptor or
-    registers, B from a descriptor (K-major or MN-major, 128B swizzle), executed at the
+    registers, B from a descriptor (K-major or MN-major, 128B swizzle), and m64nNk32 e4m3 (both
+    operands K-major; A from a descriptor or 4 registers of 4 bytes), executed at the
     warpgroup's wait_group (deferred: a register or shared-memory hazard between issue and wait
     shows up as a wrong result, not hidden by an eager copy);
+  - e4m3 (FP8) values: cvt.rn.satfinite.e4m3x2.f32 (ties to even, saturating to ±448, NaN 0x7F)
+    and the wgmma's decode (e4m3_to_f32), prmt.b32's default byte permute;
   - divergence by per-lane masks, reconverging at the lowest program counter.
 
 Warps run in turn until they block (an mbarrier not yet in the phase asked for, a named barrier
@@ -130,9 +133,67 @@ class Memory:
         raise SimError("no region at 0x%x" % base)
 
 
+def prmt(a, b, c):
+    """prmt.b32 d, a, b, c (default mode): byte i of d is byte c[4i+2:4i] of the 8 bytes {b, a}
+    (a's bytes 0-3, b's 4-7), replaced by its sign bit in all 8 bits when c[4i+3] is set."""
+    src = (b.astype(U64) << np.uint64(32)) | a.astype(U64)
+    out = np.zeros(a.shape, U64)
+    for i in range(4):
+        sel = (c.astype(U64) >> np.uint64(4 * i)) & np.uint64(0xF)
+        byte = (src >> ((sel & np.uint64(7)) * np.uint64(8))) & np.uint64(0xFF)
+        byte = np.where(sel & np.uint64(8), np.where(byte & np.uint64(0x80), np.uint64(0xFF),
+                                                     np.uint64(0)), byte)
+        out |= byte << np.uint64(8 * i)
+    return out.astype(U32)
+
+
 def swz(addr):
     """128B swizzle of a shared-memory byte address (16-byte chunk XOR the 128-byte row mod 8)."""
     return addr ^ (((addr >> 7) & 7) << 4)
+
+
+# ------------------------------------------------------------------------------------ e4m3
+
+def _e4m3_table():
+    """The 256 e4m3 codes' values (float32): 1 sign, 4 exponent bits (bias 7), 3 mantissa bits,
+    subnormals m·2^-9, 0x7F/0xFF NaN, no infinities (0x7E = 448)."""
+    t = np.zeros(256, np.float64)
+    for b in range(256):
+        e, m = (b >> 3) & 15, b & 7
+        if e == 15 and m == 7:
+            v = np.nan
+        elif e == 0:
+            v = m * 2.0 ** -9
+        else:
+            v = (1 + m / 8.0) * 2.0 ** (e - 7)
+        t[b] = -v if b & 0x80 else v
+    return t.astype(np.float32)
+
+
+E4M3 = _e4m3_table()
+_E4M3_POS = E4M3[:127].astype(np.float64)  # codes 0 .. 0x7E, increasing
+
+
+def e4m3_to_f32(b):
+    """e4m3 codes (the low byte of each element) as float32."""
+    return E4M3[np.asarray(b).astype(np.int64) & 0xFF]
+
+
+def f32_to_e4m3(x):
+    """float32 values to e4m3 codes (uint32, 0..255) as cvt.rn.satfinite.e4m3x2.f32 rounds each:
+    to nearest, ties to the even code, through the subnormals; beyond ±448 (and ±inf) ±448
+    (.satfinite); NaN 0x7F."""
+    x = np.asarray(x, np.float32)
+    ax = np.abs(x).astype(np.float64)
+    fin = np.isfinite(ax)
+    axc = np.where(fin, np.minimum(ax, 448.0), 448.0)
+    hi = np.clip(np.searchsorted(_E4M3_POS, axc, side="left"), 1, 126)
+    lo = hi - 1
+    dlo, dhi = axc - _E4M3_POS[lo], _E4M3_POS[hi] - axc
+    code = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(lo % 2 == 0, lo, hi)))
+    code = code | np.where(np.signbit(x), 0x80, 0)
+    code = np.where(np.isnan(x), 0x7F, code)
+    return code.astype(U32)
 
 
 class TensorMap:
@@ -366,10 +427,11 @@ class CTA:
                 dst_mem[base_off + g:base_off + g + n_in] = row[:n_in]
 
     # ---- wgmma
-    def desc_addrs(self, desc, rows, kdim, kmajor):
-        """The swizzled byte addresses [rows][kdim] of the operand a descriptor names (K-major:
-        rows = M or N, element (r, k) at start + r·128 + 2k; MN-major (B only): element (k, n) at
-        start + (n // 64)·LBO + k·128 + 2·(n % 64)), 128B swizzle, SBO 1024."""
+    def desc_addrs(self, desc, rows, kdim, kmajor, es=2):
+        """The swizzled byte addresses [rows][kdim] of the operand a descriptor names, elements of
+        es bytes (2: bf16/fp16, 1: e4m3) (K-major: rows = M or N, element (r, k) at start + r·128
+        + es·k; MN-major (B only, 16-bit): element (k, n) at start + (n // 64)·LBO + k·128 +
+        2·(n % 64)), 128B swizzle, SBO 1024."""
         d = int(desc)
         start = (d & 0x3FFF) << 4
         lbo = ((d >> 16) & 0x3FFF) << 4
@@ -380,20 +442,27 @@ class CTA:
         r = np.arange(rows)[:, None]
         k = np.arange(kdim)[None, :]
         if kmajor:
-            a = start + (r // 8) * sbo + (r % 8) * 128 + 2 * k
+            a = start + (r // 8) * sbo + (r % 8) * 128 + es * k
         else:  # r = n (column of B), k = k
+            if es != 2:
+                raise SimError("descriptor 0x%x: an MN-major operand of 8-bit elements" % d)
             a = start + (r // 64) * lbo + (k // 8) * sbo + (k % 8) * 128 + 2 * (r % 64)
         a = a ^ (((a >> 7) & 7) << 4)
-        if a.min() < 0 or a.max() + 2 > self.smem.size:
+        if a.min() < 0 or a.max() + es > self.smem.size:
             raise SimError("descriptor 0x%x reaches past shared memory" % d)
         return a
 
-    def desc_bits(self, addrs):
+    def desc_bits(self, addrs, es=2):
+        if es == 1:
+            return self.smem[addrs].astype(np.uint32)
         return self.smem[addrs].astype(np.uint32) | (self.smem[addrs + 1].astype(np.uint32) << 8)
 
     def desc_matrix(self, desc, rows, kdim, kmajor, esz_dtype):
         """The operand a descriptor names, as a float array [rows][kdim] (desc_addrs)."""
-        h = self.desc_bits(self.desc_addrs(desc, rows, kdim, kmajor))
+        es = 1 if esz_dtype == "e4m3" else 2
+        h = self.desc_bits(self.desc_addrs(desc, rows, kdim, kmajor, es), es)
+        if es == 1:
+            return e4m3_to_f32(h)
         return ps.from_bf16(h) if esz_dtype == "bf16" else ps.from_f16(h)
 
     def wgmma_check(self, op):
@@ -405,8 +474,8 @@ class CTA:
                 if not np.array_equal(self.get(wx, r), v):
                     raise SimError("warp %d wrote %s between the wgmma at line %d and its wait"
                                    % (wx.wid, r, line))
-        for ad, bits in op[12]:
-            if not np.array_equal(self.desc_bits(ad), bits):
+        for ad, es, bits in op[12]:
+            if not np.array_equal(self.desc_bits(ad, es), bits):
                 raise SimError("a shared-memory operand of the wgmma at line %d changed between "
                                "its issue and its wait (read before its load, or overwritten "
                                "before the wait)" % line)
@@ -422,8 +491,22 @@ class CTA:
         for wi, w in enumerate(warps):
             for i, r in enumerate(dregs):
                 D[rows_of(wi, i), cols_of(i)] = ps.b2f(self.get(w, r))
+        kd = 32 if dt == "e4m3" else 16
         if kind == "ss":
-            A = self.desc_matrix(a, 64, 16, True, dt)
+            A = self.desc_matrix(a, 64, kd, True, dt)
+        elif dt == "e4m3":
+            # A (m64nNk32, 8-bit): thread (warp w, lane l) register j holds row 16w + l/4 +
+            # 8(j&1), columns 16(j>>1) + 4(l%4) + b in its byte b (byte 0 the lowest): the 16-bit
+            # layout with 32-bit units of 4 elements (PTX ISA, "Register Fragments and Shared
+            # Memory Matrix Layouts", wgmma .m64nNk32 matrix A)
+            A = np.zeros((64, 32), np.float32)
+            for wi, w in enumerate(warps):
+                for j, r in enumerate(a):
+                    v = self.get(w, r)
+                    row = 16 * wi + lane // 4 + 8 * (j & 1)
+                    col = 16 * (j >> 1) + 4 * (lane % 4)
+                    for b in range(4):
+                        A[row, col + b] = e4m3_to_f32(v >> U32(8 * b))
         else:
             A = np.zeros((64, 16), np.float32)
             for wi, w in enumerate(warps):
@@ -436,7 +519,7 @@ class CTA:
                     col = 2 * (lane % 4) + 8 * (j >> 1)
                     A[row, col] = conv(lo)
                     A[row, col + 1] = conv(hi)
-        B = self.desc_matrix(bdesc, n, 16, not tb, dt)  # [n][k]
+        B = self.desc_matrix(bdesc, n, kd, not tb, dt)  # [n][k]
         prod = (A.astype(np.float64) @ B.astype(np.float64).T).astype(np.float32)
         out = D + prod if scale_d else prod
         for wi, w in enumerate(warps):
@@ -605,13 +688,22 @@ class CTA:
                                 self.wgmma_run(opx[:9])
                     return self.collective(w, pc, mask, op, wait)
                 # mma_async: recorded now, run at the wait that completes its group
-                m = re.match(r"m64n(\d+)k16", parts[4])
-                n = int(m.group(1))
+                m = re.match(r"m64n(\d+)k(16|32)$", parts[4])
                 dt = parts[6]
+                if not m or (m.group(2) == "32") != (dt == "e4m3") or parts[7] != dt \
+                        or dt not in ("bf16", "f16", "e4m3") or parts[5] != "f32":
+                    raise SimError("wgmma at line %d: %s not modeled" % (ins.line, op))
+                n = int(m.group(1))
+                kd = int(m.group(2))
+                es = 1 if dt == "e4m3" else 2
 
                 rs = o[1].startswith("{")
-                imm = [int(x) for x in o[4:]]  # scale-a, scale-b, (SS: trans-a,) trans-b
-                if imm[0] != 1 or imm[1] != 1 or (not rs and imm[2] != 0):
+                # scale-a, scale-b, then (16-bit only: SS trans-a,) trans-b; 8-bit wgmmas take
+                # no transpose immediates (both operands K-major)
+                imm = [int(x) for x in o[4:]]
+                if len(imm) != (2 if es == 1 else 3 if rs else 4):
+                    raise SimError("wgmma at line %d: %d immediates" % (ins.line, len(imm)))
+                if imm[0] != 1 or imm[1] != 1 or (es == 2 and not rs and imm[2] != 0):
                     raise SimError("wgmma at line %d: only scale-a/b 1 and a K-major A are "
                                    "modeled (%s)" % (ins.line, ", ".join(o[4:])))
 
@@ -620,10 +712,11 @@ class CTA:
                     sd = bool(self.get(ws[0], o[3], "pred")[0])
                     if rs:  # RS: A from registers
                         opx = ("rs", n, dregs, expand_list(o[1]), int(self.get(ws[0], o[2], "u64")[0]),
-                               sd, int(o[6]), dt, ws)
+                               sd, int(o[6]) if es == 2 else 0, dt, ws)
                     else:
                         opx = ("ss", n, dregs, int(self.get(ws[0], o[1], "u64")[0]),
-                               int(self.get(ws[0], o[2], "u64")[0]), sd, int(o[7]), dt, ws)
+                               int(self.get(ws[0], o[2], "u64")[0]), sd,
+                               int(o[7]) if es == 2 else 0, dt, ws)
                     # the registers it reads (D, and A for RS) as issued: none may be written
                     # before the wait that completes it (checked there)
                     regs = dregs + (expand_list(o[1]) if rs else [])
@@ -635,10 +728,10 @@ class CTA:
                         snap.append(vals + [self.get(wx, r).copy() for r in regs[len(dregs):]])
                     # and the shared-memory operands as they are now: they must be in place
                     # at the issue (their loads waited for) and stay until the wait
-                    mem = [self.desc_addrs(opx[4], n, 16, not opx[6])]
+                    mem = [self.desc_addrs(opx[4], n, kd, not opx[6], es)]
                     if not rs:
-                        mem.append(self.desc_addrs(opx[3], 64, 16, True))
-                    smem = [(ad, self.desc_bits(ad)) for ad in mem]
+                        mem.append(self.desc_addrs(opx[3], 64, kd, True, es))
+                    smem = [(ad, es, self.desc_bits(ad, es)) for ad in mem]
                     self.wg_open.setdefault(wg, []).append(opx + (regs, snap, ins.line, smem))
                 return self.collective(w, pc, mask, "wgmma", issue)
             # ---------------------------------------------------------- barriers
@@ -822,6 +915,17 @@ class CTA:
                 return None
             # ---------------------------------------------------------- moves
             if base == "mov":
+                if o[1].startswith("{") and typ == "b32":  # pack two 16-bit halves
+                    lo, hi = expand_list(o[1])
+                    v = (self.get(w, lo) & U32(0xFFFF)) | ((self.get(w, hi) & U32(0xFFFF)) << U32(16))
+                    self.set(w, o[0], v.astype(U32), act)
+                    return None
+                if o[0].startswith("{") and typ == "b32":  # unpack into 16-bit halves
+                    lo, hi = expand_list(o[0])
+                    v = self.get(w, o[1])
+                    self.set(w, lo, (v & U32(0xFFFF)).astype(U32), act)
+                    self.set(w, hi, (v >> U32(16)).astype(U32), act)
+                    return None
                 if o[1].startswith("{"):  # pack
                     lo, hi = expand_list(o[1])
                     v = self.get(w, lo).astype(U64) | (self.get(w, hi).astype(U64) << np.uint64(32))
@@ -863,6 +967,11 @@ class CTA:
                     return None
             if base == "cvt":
                 self.cvt(w, ins, act)
+                return None
+            if base == "prmt":
+                if len(parts) != 2 or typ != "b32":
+                    raise SimError("prmt mode not modeled: " + op)
+                self.set(w, o[0], prmt(self.get(w, o[1]), self.get(w, o[2]), self.get(w, o[3])), act)
                 return None
             if typ == "f32":
                 self.fop(w, base, parts, o, act)
@@ -915,6 +1024,10 @@ class CTA:
             conv = ps.to_bf16 if "bf16" in op else ps.to_f16
             hi, lo = conv(self.f32(w, o[1])), conv(self.f32(w, o[2]))
             self.set(w, o[0], ((hi << 16) | lo).astype(U32), act)
+        elif op == "cvt.rn.satfinite.e4m3x2.f32":
+            # d = {a, b}: the first source in the upper byte, the second in the lower
+            hi, lo = f32_to_e4m3(self.f32(w, o[1])), f32_to_e4m3(self.f32(w, o[2]))
+            self.set(w, o[0], ((hi << U32(8)) | lo).astype(U32), act)
         elif op == "cvt.rn.bf16.f32":
             self.set(w, o[0], ps.to_bf16(self.f32(w, o[1])).astype(U32), act)
         elif op == "cvt.rn.f16.f32":
