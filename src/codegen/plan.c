@@ -272,6 +272,10 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        (head_dim 96 and 192 follow without their own A/B). The whole GPU ladder ran with one
        body at every head dim (session 20, H100, calls 1-2): every step passed but one pytest
        case of the FP8 quantizer, a test tolerance since fixed (test_quantize). */
+    /* e4m3 keeps two bodies until measured: mask_branch=1 with merge_ends=1 takes jit_cost
+       --fp8's 60 e4m3 configs from 37 over 300 ms to none and is bitwise equal to the default
+       on the CPU emulator (session 28, tests/ctasim.sh); the GPU checks and the A/B come next
+       (tools/probes/fp8_knob_check.sh, gpu-run.sh ab with AB_DTYPE=e4m3). */
     p->mask_branch = !p->fp8;
     p->diag_half = -1; /* the planner's choice, below, unless a knob sets it */
     if (!quiet)
