@@ -6,7 +6,7 @@
 # peers (stashes .peers/a: see the step)
 # fp8 varlen varlenbench checkvarlen splitkv kvcache
 # sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128 ncu_fa4 tailsplit peerab fastdiv
-# tailab. FA3JIT_BENCH_DTYPES picks compare's dtypes;
+# tailab. FA3JIT_BENCH_DTYPES picks compare's dtypes; SANITIZE_TOOLS/SECS/SETS the sanitize step's;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
