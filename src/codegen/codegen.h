@@ -101,9 +101,10 @@ typedef struct fa3_plan {
                               (mainloop.c ring_wait_desc) */
     int q_desc_tile;       /* A/B knob (16-bit): Q's descriptor of every QK k-step built once a
                               tile, not in each QK (mainloop.c) */
-    int merge_ends;        /* A/B knob (cold JIT): the tile's first QK and last PV issued by the
-                              key-block loop's own wgmmas, under warp-uniform branches, not
-                              by copies of their own (mainloop.c merged_loop) */
+    int merge_ends;        /* cold JIT (default: 16-bit with head_dim > 128; a knob elsewhere):
+                              the tile's first QK and last PV issued by the key-block loop's
+                              own wgmmas, under warp-uniform branches, not by copies of their
+                              own (mainloop.c merged_loop) */
     int kept_branch;       /* bf16/fp16 (cond_rescale with fast_exp; default 1): a warp that
                               keeps its rows' maxima branches over the new max's arithmetic
                               (softmax.c) */

@@ -406,9 +406,10 @@ static void tile_state_init(kgen *g, cons *c)
     }
 }
 
-/* merge_ends (knob, for cold JIT): the tile's first QK and last PV issued by the key-block
-   loop's own wgmmas, under warp-uniform branches, not by copies of their own (ptxas's time
-   follows the wgmmas' total width: docs/notes.md, session 15). Pass it (0 .. niters) issues
+/* merge_ends (cold JIT; plan.c: the default for 16-bit kernels with head_dim > 128, a knob
+   elsewhere): the tile's first QK and last PV issued by the key-block loop's own wgmmas, under
+   warp-uniform branches, not by copies of their own (ptxas's time follows the wgmmas' total
+   width: docs/notes.md, session 15). Pass it (0 .. niters) issues
    QK_it unless it is the last (it = niters) and PV_it-1 unless it is the first; the first
    takes the first block's softmax, the last leaves after the PV. The last pass issues, in the
    QK's place, one k-step of a QK on the V stage its PV reads (waited for, and held until that

@@ -243,7 +243,9 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        1.012 / 1.011; the three-library run's variant column (3 rounds rotated, bf16 + fp16, 6
        rows a group) the same way: hd256 < 4096 1.006 / 1.007 causal, >= 4096 0.993 / 0.999, hd64
        and hd128 1.015-1.044 except causal >= 4096 (1.002, 0.990). So hd64/128 keep the loop's
-       ends apart, and hd192/256 (where cold JIT passed 300 ms) merge them. */
+       ends apart, and hd192/256 (where cold JIT passed 300 ms) merge them; hd192 and (192,128)
+       follow hd256 without an A/B of their own (a key block's GEMMs about as long: block_n
+       112/128 against 80). */
     p->merge_ends = p->cfg.head_dim > 128 && !p->fp8; /* e4m3: a knob, not yet on the GPU */
     /* O staged in the last key block's ring slots where it would go to Q (ring_stage, applied
        below: one Q buffer, two consumers, head_dim 192/256), so Q is released after the tile's
