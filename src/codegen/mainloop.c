@@ -91,21 +91,27 @@ static void q_tile_descs(kgen *g, cons *c)
 /* S = Q·Kᵀ for this warpgroup's 64 rows: qk_steps SS wgmmas, m64n{bn}k16 (16-bit: 4 per 64-column
    box, padded columns are TMA's zeros) or m64n{bn}k32 (e4m3: 4 per 128-column box, only the
    steps head_dim needs). */
+/* One QK k-step into d (bn columns, bn/2 registers): SS, both operands K-major from the
+   descriptors da (64 rows) and db (bn rows); acc: accumulate (false for the first step) */
+static void qk_step(kgen *g, ptx_r d, int bn, ptx_r da, ptx_r db, ptx_r acc)
+{
+    if (g->p->fp8)
+        INS("wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 ${, $, $, $, 1, 1;", bn, d,
+            bn / 2, da, db, acc);
+    else
+        INS("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s ${, $, $, $, 1, 1, 0, 0;", bn,
+            g->ab, g->ab, d, bn / 2, da, db, acc);
+}
+
 static void qk(kgen *g, cons *c)
 {
     const fa3_plan *p = g->p;
-    const int bn = p->block_n >> c->half; /* c->half: the block's first bn/2 keys */
+    const int bn = p->block_n >> c->half; /* c->half: the block's first bn/2 keys (16-bit) */
     INS("wgmma.fence.sync.aligned;");
     for (int ks = 0; ks < p->qk_steps; ks++) {
         ptx_r dq = q_step_desc(g, c, ks), dk = c->tmp.dk;
         INS("add.s64 $, $, %d;", dk, c->desck, step_off(ks, p->block_n));
-        if (p->fp8)
-            INS("wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 ${, $, $, $, 1, 1;",
-                p->block_n, c->s, p->block_n / 2, dq, dk, ks ? c->ptrue : c->pfalse);
-        else
-            INS("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s ${, $, $, $, 1, 1, 0, 0;",
-                bn, g->ab, g->ab, c->half ? c->sh : c->s, bn / 2, dq, dk,
-                ks ? c->ptrue : c->pfalse);
+        qk_step(g, c->half ? c->sh : c->s, bn, dq, dk, ks ? c->ptrue : c->pfalse);
     }
     INS("wgmma.commit_group.sync.aligned;");
 }
@@ -281,6 +287,15 @@ static void q_wait_desc(kgen *g, cons *c)
     make_desc(g, c->descq, b, 1);
 }
 
+/* After a block's QK: the ring stage it read becomes the PV's (pps), the next block's K stage
+   (ps) follows, and the block count moves on */
+static void next_block(kgen *g, cons *c)
+{
+    kg_pipe_assign(g, &c->pps, c->ps);
+    kg_pipe_advance(g, &c->ps);
+    INS("add.u32 $, $, 1;", c->it, c->it);
+}
+
 /* An overlapped key block's second part, once S_j is ready (wait_group 1: the PV may still
    run): the softmax, O's rescale and P, then the next block (lab_loop) */
 static void block_finish(kgen *g, cons *c, int masked, int lab_loop)
@@ -305,9 +320,7 @@ static void block_finish(kgen *g, cons *c, int masked, int lab_loop)
         kg_rescale_o(g, c);
         kg_pack_p(g, c);
     }
-    kg_pipe_assign(g, &c->pps, c->ps);
-    kg_pipe_advance(g, &c->ps);
-    INS("add.u32 $, $, 1;", c->it, c->it);
+    next_block(g, c);
     INS("bra.uni %s;", ptx_lab(g->f, lab_loop));
 }
 
@@ -406,6 +419,14 @@ static void tile_state_init(kgen *g, cons *c)
     }
 }
 
+/* The tile's last PV, issued: its wait, the V stage's release, the next tile's Q */
+static void last_pv_done(kgen *g, cons *c)
+{
+    INS("wgmma.wait_group.sync.aligned 0;");
+    last_v_release(g, c);
+    INS("add.u32 $, $, 1;", c->qc, c->qc);
+}
+
 /* merge_ends (cold JIT; plan.c: the default for 16-bit kernels with head_dim > 128, a knob
    elsewhere): the tile's first QK and last PV issued by the key-block loop's own wgmmas, under
    warp-uniform branches, not by copies of their own (ptxas's time follows the wgmmas' total
@@ -457,9 +478,7 @@ static void merged_loop(kgen *g, cons *c, int windows, int lab_loop)
     ptx_place(g->f, lab_first); /* the tile's first block: its QK alone */
     pp_arrive(g, c);
     first_block_finish(g, c);
-    kg_pipe_assign(g, &c->pps, c->ps);
-    kg_pipe_advance(g, &c->ps);
-    INS("add.u32 $, $, 1;", c->it, c->it);
+    next_block(g, c);
     INS("mov.pred $, $;", first, c->pfalse);
     INS("bra.uni %s;", ptx_lab(g->f, lab_loop));
 
@@ -467,19 +486,14 @@ static void merged_loop(kgen *g, cons *c, int windows, int lab_loop)
     if (p->late_v_wait)
         v_wait_desc(g, c); /* waited again before the PV: the phase is done, it returns */
     INS("wgmma.fence.sync.aligned;");
-    if (p->fp8) /* the transposed stage, K-major: vt_boxes·vt_rows >= block_n rows of 128 B */
-        INS("wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 ${, $, $, $, 1, 1;",
-            p->block_n, c->s, p->block_n / 2, c->descv, c->descv, c->pfalse);
-    else
-        INS("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s ${, $, $, $, 1, 1, 0, 0;",
-            p->block_n, g->ab, g->ab, c->s, p->block_n / 2, c->descv, c->descv, c->pfalse);
+    /* 16-bit: bn·hdv·2 bytes, within the stage where bn >= 64; e4m3: the transposed stage's
+       vt_boxes·vt_rows >= bn rows of 128 B */
+    qk_step(g, c->s, p->block_n, c->descv, c->descv, c->pfalse);
     INS("wgmma.commit_group.sync.aligned;");
     INS("bra.uni %s;", ptx_lab(g->f, lab_qk));
 
     ptx_place(g->f, lab_last); /* the tile's last PV, issued above */
-    INS("wgmma.wait_group.sync.aligned 0;");
-    last_v_release(g, c);
-    INS("add.u32 $, $, 1;", c->qc, c->qc);
+    last_pv_done(g, c);
 }
 
 /* The tile's key blocks as FA3 lays them out: the first block's QK and softmax, the loop of
@@ -518,9 +532,7 @@ static void split_loop(kgen *g, cons *c, int windows, int lab_loop, int lab_pv)
         first_block_none(g, c);
         ptx_place(g->f, lab_first);
     }
-    kg_pipe_assign(g, &c->pps, c->ps);
-    kg_pipe_advance(g, &c->ps);
-    INS("add.u32 $, $, 1;", c->it, c->it);
+    next_block(g, c);
 
     /* 2. the other blocks */
     ptx_place(g->f, lab_loop);
@@ -556,10 +568,7 @@ static void split_loop(kgen *g, cons *c, int windows, int lab_loop, int lab_pv)
     pp_sync(g, c);
     pv(g, c);
     pp_arrive(g, c);
-    INS("wgmma.wait_group.sync.aligned 0;");
-    last_v_release(g, c);
-    INS("add.u32 $, $, 1;", c->qc, c->qc);
-
+    last_pv_done(g, c);
 }
 
 void kg_consumer(kgen *g)
@@ -719,11 +728,7 @@ void kg_consumer(kgen *g)
     c.n = ptx_reg(g->f, PTX_B32, "n");
     INS("mov.u32 $, 0;", c.it);
     INS("sub.s32 $, $, 1;", c.n, c.t.nmax);
-    /* merge_ends: one loop body, no half copy; the last pass reads a 64-row A and a
-       block_n-row B from the V stage (16-bit: bn·hdv·2 bytes, within it where bn >= 64; e4m3:
-       the transposed stage's vt_boxes·vt_rows >= bn rows of 128 B) */
-    if (p->merge_ends && p->block_n >= 64 && !p->diag_half &&
-        (!windows || (p->mask_branch && !p->one_body)))
+    if (p->merge_ends) /* plan.c: where the tile loop has one body and no half copy */
         merged_loop(g, &c, windows, lab_loop);
     else
         split_loop(g, &c, windows, lab_loop, lab_pv);

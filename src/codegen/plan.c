@@ -326,6 +326,12 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
         p->diag_half = p->num_consumer_wg == 3 && cfg->mask != FA3_MASK_NONE;
     if (p->fp8 || p->dbg_no_softmax || p->block_n % 16) /* the half QK's m64n{bn/2}: 8 | bn/2 */
         p->diag_half = 0;
+    /* merge_ends (mainloop.c merged_loop): one loop body (no mask, or mask_branch without
+       one_body), no half copy of the first block, and key blocks of at least 64 (the last
+       pass's k-step reads 64 and block_n rows of the V stage) */
+    if (p->block_n < 64 || p->diag_half ||
+        (cfg->mask != FA3_MASK_NONE && (!p->mask_branch || p->one_body)))
+        p->merge_ends = 0;
     p->threads = 128 * (1 + p->num_consumer_wg);
     p->entry_regs = (65536 / p->threads) & ~7; /* 168 for 384 threads, 128 for 512 */
     /* FA3's splits: two consumers 128×24 + 256×240 = 64512, three 128×24 + 384×160 = 64512
