@@ -12,8 +12,8 @@
 # the tile loop's places, so on the same inputs their O and LSE must equal the default's bit
 # for bit. Then the e4m3 (FP8) kernels (run.py --e4m3: e4m3 inputs with random descales per
 # (batch, kv head), the producer's V transpose, the k32 wgmmas, O in bf16) on a few shapes
-# under the default, mask_branch=1 and mask_branch=1,merge_ends=1 (knobs for e4m3, off by
-# default), compared bit for bit the same way. Then planted defects that must fail (a check
+# under the default (one loop body with merged ends since session 29), merge_ends=0 and
+# mask_branch=0,merge_ends=0 (e4m3's kernel before), compared bit for bit the same way. Then planted defects that must fail (a check
 # that cannot fail checks nothing), 16-bit and e4m3. Every run poisons registers read before
 # any write (random bits instead of 0: PTX leaves them undefined) and lands TMA loads late (at
 # a scheduling round's end with probability 0.3, not at their issue). No GPU needed.
@@ -73,7 +73,8 @@ PY
 }
 run_cases
 # e4m3: GQA (descales per kv head), a local window, hd256 (block_n 64), batch 2 with O from
-# registers, varlen (descales per sequence); mask_branch and merge_ends are e4m3 knobs
+# registers, varlen (descales per sequence); the knob sets undo the default's one body and merged
+# ends
 cases=(
   "--hd 64 --sq 300 --sk 300 --heads 4 --heads-k 2 --grid 2 --causal"
   "--hd 128 --sq 300 --sk 300 --heads 2 --grid 2 --local 100,20"
@@ -81,7 +82,7 @@ cases=(
   "--hd 128 --sq 150 --sk 260 --batch 2 --heads 2 --grid 2 --no-otma"
   "--hd 64 --varlen 200:300,70:70,250:150 --heads 2 --grid 2 --causal"
 )
-knobsets=("" "mask_branch=1" "mask_branch=1,merge_ends=1")
+knobsets=("" "merge_ends=0" "mask_branch=0,merge_ends=0")
 run_cases --e4m3
 # caught NAME RUN-ARGS...: the planted defect NAME must make the run fail
 caught() {

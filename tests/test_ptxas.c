@@ -62,8 +62,9 @@ typedef struct ptxas_case {
 } ptxas_case;
 
 /* (head_dim, head_dim_v) x dtype x mask x softcap, then the benchmark-knob variants */
-/* NFP8X: e4m3 beyond the table: fp16 output, the dbg_no_vt knob at hd 128 and 256, and one
-   merged loop body (mask_branch=1,merge_ends=1) */
+/* NFP8X: e4m3 beyond the table: fp16 output, the dbg_no_vt knob at hd 128 and 256, and the
+   two loop bodies with the tile's ends apart (mask_branch=0,merge_ends=0: e4m3's kernel before
+   session 29) */
 /* NSPLIT: split-KV (every head-dim pair and dtype, causal and local with softcap: the split
    kernels' largest; rectangular and varlen Q; all 432 listed split configs compile alike, 0
    spills, checked at their introduction); NCOMBINE: the combine kernels, head_dim_v 64/96/128/192/256 × bf16/fp16 ×
@@ -586,18 +587,20 @@ int main(void)
             tests[1 + n] = (struct CMUnitTest){pc->name, test_one_config, NULL, NULL, pc};
             n++;
         }
-    /* e4m3's one loop body with its ends merged (mask_branch=1,merge_ends=1: knobs for e4m3's
-       cold JIT, session 28), at every head dim, masked and not, and in its largest layout */
+    /* e4m3's kernel before session 29 (mask_branch=0,merge_ends=0: masked and unmasked loop
+       bodies apart, the tile's first QK and last PV apart from the loop's wgmmas), at every head
+       dim, masked and not, and in its largest layout; the default (one body, ends merged) is the
+       table's */
     static const struct { int hd, out, mask, vp; const char *knobs, *name; } fx[NFP8X] = {
         {128, FA3_DTYPE_FP16, FA3_MASK_CAUSAL, 0, NULL, "hd128_e4m3_causal_out_fp16"},
         {128, FA3_DTYPE_AUTO, FA3_MASK_CAUSAL, 0, "dbg_no_vt=1", "hd128_e4m3_causal_dbg_no_vt1"},
         {256, FA3_DTYPE_AUTO, FA3_MASK_CAUSAL, 0, "dbg_no_vt=1", "hd256_e4m3_causal_dbg_no_vt1"},
-        {64, FA3_DTYPE_AUTO, FA3_MASK_CAUSAL, 0, "mask_branch=1,merge_ends=1", "hd64_e4m3_causal_merged"},
-        {128, FA3_DTYPE_AUTO, FA3_MASK_NONE, 0, "mask_branch=1,merge_ends=1", "hd128_e4m3_none_merged"},
-        {128, FA3_DTYPE_AUTO, FA3_MASK_CAUSAL, 1, "mask_branch=1,merge_ends=1",
-         "hd128_e4m3_causal_varlen_paged_merged"},
-        {192, FA3_DTYPE_AUTO, FA3_MASK_LOCAL, 0, "mask_branch=1,merge_ends=1", "hd192_e4m3_local_merged"},
-        {256, FA3_DTYPE_AUTO, FA3_MASK_CAUSAL, 0, "mask_branch=1,merge_ends=1", "hd256_e4m3_causal_merged"}};
+        {64, FA3_DTYPE_AUTO, FA3_MASK_CAUSAL, 0, "mask_branch=0,merge_ends=0", "hd64_e4m3_causal_apart"},
+        {128, FA3_DTYPE_AUTO, FA3_MASK_NONE, 0, "mask_branch=0,merge_ends=0", "hd128_e4m3_none_apart"},
+        {128, FA3_DTYPE_AUTO, FA3_MASK_CAUSAL, 1, "mask_branch=0,merge_ends=0",
+         "hd128_e4m3_causal_varlen_paged_apart"},
+        {192, FA3_DTYPE_AUTO, FA3_MASK_LOCAL, 0, "mask_branch=0,merge_ends=0", "hd192_e4m3_local_apart"},
+        {256, FA3_DTYPE_AUTO, FA3_MASK_CAUSAL, 0, "mask_branch=0,merge_ends=0", "hd256_e4m3_causal_apart"}};
     for (int i = 0; i < NFP8X; i++) {
         ptxas_case *pc = &g_cases[n];
         fa3_config_init(&pc->cfg);
