@@ -24,7 +24,7 @@
  *   - a row that sees no key: O exactly 0 and LSE −inf;
  *   - every other row: every O element and the LSE finite;
  *   - rows the references cover: the tolerance rule (tools/common/tolerance.h),
- *     max|O−ref| ≤ 2·max|emul−ref| + 1e-3, |LSE−ref| ≤ 1e-3.
+ *     max|O−ref| ≤ 2.5·max|emul−ref| + 1e-3, |LSE−ref| ≤ 1e-3.
  * Prints one line (always if verbose, else only on failure) and every failure with its first
  * offending index. Returns the number of failed conditions.
  */

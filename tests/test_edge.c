@@ -5,7 +5,7 @@
  * exits 77, meson's SKIP, when every GPU test skipped).
  *
  * Rules (as tests/test_gpu.c): O and LSE are pre-filled with NaN so an unwritten element fails;
- * max|O − ref| ≤ 2·max|O_emul − ref| + 1e-3 and |LSE − LSE_ref| ≤ 1e-3, where ref is the library's
+ * max|O − ref| ≤ 2.5·max|O_emul − ref| + 1e-3 and |LSE − LSE_ref| ≤ 1e-3, where ref is the library's
  * fp32 NVRTC reference and O_emul the reference that rounds P and O to the kernel's dtype; a row
  * that sees no key must be exactly O = 0, LSE = −inf. Inputs are random from a fresh seed each run
  * (printed; repeat a run with FA3JIT_TEST_SEED=<seed>).
