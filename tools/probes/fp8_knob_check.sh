@@ -6,12 +6,8 @@
 # then racecheck and synccheck of hd128 and hd64 causal. Run on the device after
 # tools/gpu-bundle.sh (carry .gpu): bash tools/probes/fp8_knob_check.sh mask_branch=1,merge_ends=1
 set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-export LD_LIBRARY_PATH=$root/.gpu
-lib=$(ls "$root"/.gpu/libfa3jit.so* | head -1)
-case $lib in *.xz) xz -dc "$lib" > /tmp/libfa3jit.so && lib=/tmp/libfa3jit.so;; esac
-export FA3JIT_LIBRARY=$lib FA3JIT_CACHE_DIR=${FA3JIT_CACHE_DIR:-/tmp/fa3c}
-g=$root/.gpu/fa3-gen rc=0
+source "$(dirname "$0")/gpu_env.sh"
+rc=0
 [ $# -gt 0 ] || { echo "usage: $0 KNOBS..." >&2; exit 2; }
 run() {
   local tag=$1; shift

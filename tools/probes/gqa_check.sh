@@ -5,10 +5,8 @@
 # every head dim. Run on the device after SLIM=1 tools/gpu-bundle.sh (carry .gpu), from the
 # project root: bash tools/probes/gqa_check.sh
 set -u
-export LD_LIBRARY_PATH=$PWD/.gpu FA3JIT_CACHE_DIR=/tmp/fa3c
-for z in .gpu/libfa3jit.so*.xz; do xz -dc "$z" > "${z%.xz}"; done
-export FA3JIT_LIBRARY=$(ls .gpu/libfa3jit.so* | grep -v xz | head -1)
-g=.gpu/fa3-gen; rc=0
+source "$(dirname "$0")/gpu_env.sh"
+rc=0
 run() { printf '%s: ' "$*"; timeout 100 "$@" 2>&1 | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || rc=1; }
 # the rule's own choice: GQA 8, 64 pairs, hd256 16k causal (2 KV heads a section, counter)
 run $g check --head-dim 256 --causal --batch 4 --heads 16 --heads-k 2 --seqlen-q 16384

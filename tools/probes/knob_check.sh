@@ -8,10 +8,8 @@
 # device after
 # tools/gpu-bundle.sh (carry .gpu): bash tools/probes/knob_check.sh pv_wait_fence=1 ...
 set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-export LD_LIBRARY_PATH=$root/.gpu FA3JIT_LIBRARY=$(ls "$root"/.gpu/libfa3jit.so* | head -1)
-export FA3JIT_CACHE_DIR=${FA3JIT_CACHE_DIR:-/tmp/fa3c}
-g=$root/.gpu/fa3-gen rc=0
+source "$(dirname "$0")/gpu_env.sh"
+rc=0
 [ $# -gt 0 ] || { echo "usage: $0 KNOBS..." >&2; exit 2; }
 run() {
   printf '%s: ' "$1"; shift

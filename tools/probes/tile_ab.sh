@@ -8,10 +8,8 @@
 #   (a variant's tokens of the form +knob=v set FA3JIT_PLAN_DEBUG for it: "--block-m,128,+diag_half=1")
 #   bash tools/probes/tile_ab.sh   (after tools/gpu-bundle.sh, .gpu carried)
 set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-export LD_LIBRARY_PATH=$root/.gpu FA3JIT_LIBRARY=$(ls "$root"/.gpu/libfa3jit.so* | head -1)
-export FA3JIT_CACHE_DIR=${FA3JIT_CACHE_DIR:-/tmp/fa3c}
-gen=${GEN:-$root/.gpu/fa3-gen}
+source "$(dirname "$0")/gpu_env.sh"
+gen=${GEN:-$g}
 IFS=';' read -r -a variants <<<"${TILE_VARIANTS:?TILE_VARIANTS unset}"
 read -r -a shapes <<<"${TILE_SHAPES:?TILE_SHAPES unset}"
 rounds=${TILE_ROUNDS:-3} dtype=${TILE_DTYPE:-bf16}

@@ -7,12 +7,7 @@
 # usage (device, after tools/gpu-bundle.sh; carry .gpu): tol_margin.sh SEEDS REPEATS "CHECK ARGS"
 #   [KNOBS...]   ("" for the default: e.g. "" merge_ends=0)
 set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-export LD_LIBRARY_PATH=$root/.gpu
-lib=$(ls "$root"/.gpu/libfa3jit.so* | head -1)
-case $lib in *.xz) xz -dc "$lib" > /tmp/libfa3jit.so && lib=/tmp/libfa3jit.so;; esac
-export FA3JIT_LIBRARY=$lib FA3JIT_CACHE_DIR=${FA3JIT_CACHE_DIR:-/tmp/fa3c}
-g=$root/.gpu/fa3-gen
+source "$(dirname "$0")/gpu_env.sh"
 [ $# -ge 3 ] || { echo "usage: $0 SEEDS REPEATS \"CHECK ARGS\" [KNOBS...]" >&2; exit 2; }
 seeds=$1 reps=$2 args=$3; shift 3
 [ $# -gt 0 ] || set -- ""
