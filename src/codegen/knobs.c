@@ -144,8 +144,8 @@
      choice for every 16-bit masked kernel (head_dim >= 128 since session 20, 64 and 96 since
      session 21 with pack_first; plan.c has the A/Bs: even or better, and ptxas compiles those
      kernels in about two thirds of the time). mask_branch=0 gives the two bodies of before;
-     mask_branch=1 gives e4m3 one body too (not yet on the GPU: with merge_ends=1, for e4m3's
-     cold JIT, jit_cost --fp8's 60 e4m3 configs went from 37 over 300 ms to none, session 28);
+     e4m3 has taken one body too since session 29 (with merged ends, for its cold JIT: jit_cost
+     --fp8's 60 e4m3 configs went from 37 over 300 ms to none; plan.c has the A/B);
    - fast_div=0/1/2 (default 2 since session 25; plan.c has the A/B): integer divisions as a
      multiply and shifts (src/divmagic.h, codegen/divide.c) instead of ptxas's generic
      div.u32/rem.u32, which ptxas 13.0 lowers to a float-reciprocal chain (I2F, MUFU.RCP, F2I,
@@ -161,7 +161,7 @@
      consumer's tile start to its first HGMMA 289 -> 204 SASS lines. Exact: the tile order's
      interpreter (test_tile_order, fast_div 0..2) and ctasim's cases (bitwise equal O and LSE)
      agree with the default;
-   - merge_ends=0/1 (16-bit, for cold JIT; the default where head_dim > 128, plan.c): the
+   - merge_ends=0/1 (for cold JIT; the default where head_dim > 128 and for e4m3, plan.c): the
      tile's first QK and last PV issued by the key-block loop's own wgmmas (mainloop.c merged_loop): its first pass
      skips the PV and takes the first block's softmax, its last skips the QK and leaves after
      the PV, each by a warp-uniform branch, so the consumer holds one QK and one PV copy fewer;
@@ -170,7 +170,7 @@
      QK group there ptxas serialized the wgmmas (C7514/C7515) however arranged (the branch
      before or after the PV's wait, an empty commit group or guard predicates in the QK's
      place: C7519 as well). Not where diag_half's half copy or two loop bodies (mask_branch=0,
-     one_body) are in play. e4m3 (knob only, not yet on the GPU; its masked kernels need
+     one_body) are in play. e4m3 (the default since session 29; its masked kernels need
      mask_branch=1 for one body): the k-step is an m64n{bn}k32 on the transposed V stage,
      K-major, whose vt_boxes·vt_rows rows of 128 B are at least block_n (session 27 said the
      stage was too narrow: it read hdv rows for the stage's height, wrong).
