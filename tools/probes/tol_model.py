@@ -23,16 +23,20 @@ usage: tol_model.py --check-case [--seed S] | --dist N [--hd 256 --bn 80 --sq 10
        --heads 6 --heads-k 3 --batch 2]
 """
 import argparse
+import os
+import sys
+
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "softmax_sim"))
+import ptxsim as ps  # noqa: E402  (cvt.rn.bf16.f32 as the emulators model it)
 
 LOG2E = 1.4426950408889634
 
 
 def bf16(x):
     """fp32 -> bf16 (round to nearest even) -> fp32."""
-    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
-    return r.astype(np.uint32).view(np.float32)
+    return ps.from_bf16(ps.to_bf16(np.asarray(x, np.float32)))
 
 
 def host_normals(seed, first_draw, n):
