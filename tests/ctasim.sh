@@ -6,14 +6,17 @@
 # shifts: exact either way), q_desc_tile=0,ring_addr=0 (Q's descriptors built in each QK, the
 # ring's barrier and descriptor addresses from the stage alone: the same products from other
 # registers) and merge_ends 0 and 1 (the tile's first QK and last PV apart from the loop's
-# wgmmas, the default where head_dim <= 128, and issued by them, the default above) on a few
+# wgmmas, the default where head_dim <= 128, and issued by them, the default above; with
+# first_in_loop=0 the merged kernel of before session 30, whose tile's first block keeps a
+# softmax copy of its own) on a few
 # shapes that walk several tiles a CTA (small grids) and one whose tiles hold one key block
 # (merge_ends' first pass followed at once by its last). The variants only move work between
 # the tile loop's places, so on the same inputs their O and LSE must equal the default's bit
 # for bit. Then the e4m3 (FP8) kernels (run.py --e4m3: e4m3 inputs with random descales per
 # (batch, kv head), the producer's V transpose, the k32 wgmmas, O in bf16) on a few shapes
-# under the default (one loop body with merged ends since session 29), merge_ends=0 and
-# mask_branch=0,merge_ends=0 (e4m3's kernel before), compared bit for bit the same way. Then planted defects that must fail (a check
+# under the default (one loop body with merged ends since session 29, the first block in the
+# loop's softmax since session 30), merge_ends=0, mask_branch=0,merge_ends=0 (e4m3's kernel
+# before) and first_in_loop=0, compared bit for bit the same way. Then planted defects that must fail (a check
 # that cannot fail checks nothing), 16-bit and e4m3. Every run poisons registers read before
 # any write (random bits instead of 0: PTX leaves them undefined) and lands TMA loads late (at
 # a scheduling round's end with probability 0.3, not at their issue). No GPU needed.
@@ -37,7 +40,7 @@ cases=(
   "--hd 128 --sq 300 --sk 400 --heads 3 --grid 2 --causal --section-hb 2"
   "--hd 128 --sq 100 --sk 100 --heads 2 --grid 2"
 )
-knobsets=("" "mask_branch=0" "mask_branch=1" "fast_div=0" "q_desc_tile=0,ring_addr=0" "merge_ends=0" "merge_ends=1")
+knobsets=("" "mask_branch=0" "mask_branch=1" "fast_div=0" "q_desc_tile=0,ring_addr=0" "merge_ends=0" "merge_ends=1" "merge_ends=1,first_in_loop=0")
 # run_cases [RUN-ARGS...]: each of cases under each of knobsets (same seed), then the variants'
 # O and LSE against the default's, bit for bit
 n=0
@@ -82,7 +85,7 @@ cases=(
   "--hd 128 --sq 150 --sk 260 --batch 2 --heads 2 --grid 2 --no-otma"
   "--hd 64 --varlen 200:300,70:70,250:150 --heads 2 --grid 2 --causal"
 )
-knobsets=("" "merge_ends=0" "mask_branch=0,merge_ends=0")
+knobsets=("" "merge_ends=0" "mask_branch=0,merge_ends=0" "first_in_loop=0")
 run_cases --e4m3
 # caught NAME RUN-ARGS...: the planted defect NAME must make the run fail
 caught() {

@@ -105,6 +105,10 @@ typedef struct fa3_plan {
                               the tile's first QK and last PV issued by the key-block loop's
                               own wgmmas, under warp-uniform branches, not by copies of their
                               own (mainloop.c merged_loop) */
+    int first_in_loop;     /* cold JIT (with merge_ends; the default wherever the ends merge,
+                              session 30): the tile's first key block takes the
+                              loop body's softmax (its mask under the body's branch, no PV
+                              released) instead of a copy of its own (mainloop.c merged_loop) */
     int kept_branch;       /* bf16/fp16 (cond_rescale with fast_exp; default 1): a warp that
                               keeps its rows' maxima branches over the new max's arithmetic
                               (softmax.c) */

@@ -88,6 +88,8 @@ typedef struct cons {
     ptx_r l_lse[2];             /* fast_exp with cond_rescale: l without the P-rounding correction
                                    (softmax.c), for the LSE; otherwise the LSE takes l */
     ptx_r rescale;              /* cond_rescale: a pred, some row of the warp took a new max */
+    ptx_r first;                /* first_in_loop: a pred, the key-block loop's pass is the tile's
+                                   first (no PV in flight, no V to release); cls 0 otherwise */
     /* early_pack 2: the block's K release, emitted by the softmax just before the PV's wait */
     void (*k_release)(struct kgen *g, struct cons *c);
     int lab_epilogue;

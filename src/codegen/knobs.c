@@ -180,6 +180,18 @@
      and LSE bitwise equal either way on ctasim's cases. Cost (session 28, H100, same-run
      A/B): 1-4% at head_dim 64/128 (a branch or two a key block, one k16 step a tile), even at
      256 (plan.c has the figures);
+   - first_in_loop=0/1 (with merge_ends, the default wherever the ends merge since session
+     30, plan.c has the A/B; 0 is the merged kernel before): the tile's first key block takes the
+     loop body's softmax instead of a copy of its own (mainloop.c merged_loop): its pass waits
+     for S with wait_group 0 and joins the body after the PV's wait, its mask under the body's
+     branch (the block's need or'ed with the first pass, which is always masked; a kernel
+     without a mask gains that branch), its V release predicated off; a warp whose rows see
+     none of the block's keys keeps its maxima (kept_branch) with the exponent's scale and
+     offset set at the tile's start. O and LSE bitwise equal on ctasim's cases. ptxas holds one
+     softmax copy fewer (tanh, mask, max, exponentials, sums): fa3-gen --info --no-cache compile
+     ms (2-core machine, two runs each), default -> first_in_loop=1: hd192 fp16 local softcap
+     varlen paged 313 -> 264, hd256 fp16 causal varlen paged 306 -> 283, hd128 e4m3 local
+     softcap paged 305 -> 237, hd256 causal 283 -> 254;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -219,6 +231,7 @@ static const struct knob {
     {"mask_branch", offsetof(fa3_plan, mask_branch), 0, 1},
     {"fast_div", offsetof(fa3_plan, fast_div), 0, 2},
     {"merge_ends", offsetof(fa3_plan, merge_ends), 0, 1},
+    {"first_in_loop", offsetof(fa3_plan, first_in_loop), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])
 

@@ -227,8 +227,19 @@ static void v_wait_desc(kgen *g, cons *c)
 
 static void v_release(kgen *g, cons *c)
 {
-    kg_release_warp(g, kg_ring_bar(g, g->mb_v_empty, c->pps.stage, c->tmp.voff), g->mb_v_empty[0],
-                    "consumer after PV");
+    if (!c->first.cls) {
+        kg_release_warp(g, kg_ring_bar(g, g->mb_v_empty, c->pps.stage, c->tmp.voff),
+                        g->mb_v_empty[0], "consumer after PV");
+        return;
+    }
+    /* first_in_loop: the tile's first pass took no V (predicated: the softmax before it is the
+       one every pass shares) */
+    ptx_r l0 = g->sc.pt;
+    ptx_mbar_release(g->f, g->mb_v_empty[0], 4 * g->p->num_consumer_wg,
+                     "consumer after PV (not the tile's first pass)");
+    INS("setp.eq.and.u32 $, $, 0, !$;", l0, g->lane, c->first);
+    INS("@$ mbarrier.arrive.shared::cta.b64 _, [$];", l0,
+        kg_ring_bar(g, g->mb_v_empty, c->pps.stage, c->tmp.voff));
 }
 
 /* q_empty arrive when block it is the tile's last QK (predicated: no branch may sit between a
@@ -311,6 +322,8 @@ static void block_finish(kgen *g, cons *c, int masked, int lab_loop)
     if (!early)
         INS("wgmma.wait_group.sync.aligned 0;");
     v_release(g, c);
+    if (c->first.cls && g->p->cond_rescale) /* first_in_loop: O is the tile's zeros */
+        INS("and.pred $, $, !$;", c->rescale, c->rescale, c->first);
     if (early) {
         kg_rescale_o(g, c);
     } else if (g->p->pack_first) {
@@ -436,7 +449,11 @@ static void last_pv_done(kgen *g, cons *c)
    QK's place, one k-step of a QK on the V stage its PV reads (waited for, and held until that
    PV is done) into S, which nothing reads: with no QK group there, the PV's group history
    differs by path and ptxas serialized the wgmmas (C7514/C7515; an empty commit group or
-   guard predicates in the QK's place: C7519 as well; session 27). */
+   guard predicates in the QK's place: C7519 as well; session 27). first_in_loop (knob): the
+   first pass waits for its S (wait_group 0: no PV is in flight) and joins the body after the
+   PV's wait, so the first block takes the body's softmax (its mask under the body's branch,
+   need or'ed with the first pass) and no softmax copy of its own; the body's V release skips
+   the first pass (c->first). */
 static void merged_loop(kgen *g, cons *c, int windows, int lab_loop)
 {
     const fa3_plan *p = g->p;
@@ -444,14 +461,33 @@ static void merged_loop(kgen *g, cons *c, int windows, int lab_loop)
               lab_qk = ptx_label(g->f, "cons_qkdone"), lab_first = ptx_label(g->f, "cons_first"),
               lab_last = ptx_label(g->f, "cons_lastpv");
     const int lab_nov = p->late_v_wait ? 0 : ptx_label(g->f, "cons_nov");
+    const int join = p->first_in_loop;
+    const int lab_join = join ? ptx_label(g->f, "cons_join") : 0;
     ptx_r first = ptx_reg(g->f, PTX_PRED, "first"), last = c->tmp.done;
-    INS("mov.pred $, $;", first, c->ptrue);
+    if (join) {
+        c->first = first;
+        for (int r = 0; r < 2 && p->kept_branch && p->cond_rescale && p->fast_exp; r++) {
+            /* a warp none of whose rows sees a key of the first block keeps its (-inf) maxima
+               and jumps over the new max (kept_branch): its exponent's scale and offset must be
+               finite, as first_block_none leaves them (p = 2^-inf = 0) */
+            INS("mov.f32 $, $;", c->tmp.cr[r], c->scale_log2);
+            INS("mov.f32 $, " ZERO_F ";", c->tmp.noff[r]);
+        }
+    } else {
+        INS("mov.pred $, $;", first, c->ptrue);
+    }
     ptx_place(g->f, lab_loop);
+    if (join)
+        INS("setp.eq.s32 $, $, 0;", first, c->it);
     INS("setp.ge.s32 $, $, $;", last, c->it, c->t.niters);
     INS("sub.s32 $, $, $;", c->n, c->t.nmax, c->it);
     INS("sub.s32 $, $, 1;", c->n, c->n);
     if (windows)
         kg_block_needs_mask(g, c);
+    if (join && windows) /* the first block (the diagonal or the key tail) is always masked */
+        INS("or.pred $, $, $;", c->tmp.need, c->tmp.need, first);
+    else if (join)
+        INS("mov.pred $, $;", c->tmp.need, first);
     INS("@$ bra %s;", last, ptx_lab(g->f, lab_nok));
     k_wait_desc(g, c);
     ptx_place(g->f, lab_nok);
@@ -473,14 +509,21 @@ static void merged_loop(kgen *g, cons *c, int windows, int lab_loop)
        the wait drew ptxas's C7514 */
     INS("wgmma.wait_group.sync.aligned 1;");
     INS("@$ bra %s;", last, ptx_lab(g->f, lab_last));
-    block_finish(g, c, windows ? 2 : 0, lab_loop);
+    if (join)
+        ptx_place(g->f, lab_join);
+    block_finish(g, c, windows || join ? 2 : 0, lab_loop);
 
     ptx_place(g->f, lab_first); /* the tile's first block: its QK alone */
     pp_arrive(g, c);
-    first_block_finish(g, c);
-    next_block(g, c);
-    INS("mov.pred $, $;", first, c->pfalse);
-    INS("bra.uni %s;", ptx_lab(g->f, lab_loop));
+    if (join) { /* S ready, then the loop's softmax (no PV in flight: its wait returns) */
+        INS("wgmma.wait_group.sync.aligned 0;");
+        INS("bra.uni %s;", ptx_lab(g->f, lab_join));
+    } else {
+        first_block_finish(g, c);
+        next_block(g, c);
+        INS("mov.pred $, $;", first, c->pfalse);
+        INS("bra.uni %s;", ptx_lab(g->f, lab_loop));
+    }
 
     ptx_place(g->f, lab_dummy); /* the last pass: one QK k-step on the V stage, into S */
     if (p->late_v_wait)
@@ -493,6 +536,7 @@ static void merged_loop(kgen *g, cons *c, int windows, int lab_loop)
     INS("bra.uni %s;", ptx_lab(g->f, lab_qk));
 
     ptx_place(g->f, lab_last); /* the tile's last PV, issued above */
+    c->first = (ptx_r){0};
     last_pv_done(g, c);
 }
 

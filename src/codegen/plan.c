@@ -257,6 +257,28 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        bitwise equality), while the merged one passed them all (fp8_knob_check.sh, test_fp8,
        racecheck over check --all): merged at every head dim until it has. */
     p->merge_ends = p->cfg.head_dim > 128 || p->fp8;
+    /* Where the ends are merged, the tile's first key block takes the loop body's softmax too
+       (first_in_loop, mainloop.c merged_loop): one softmax copy in the PTX instead of two.
+       Cold JIT (session 30, 2-core machine, bench/jit_cost --all, 1144 configs, one run each):
+       with merge_ends=1,first_in_loop=1 everywhere 2 configs over 300 ms (hd256 bf16 causal
+       and none varlen paged, 335 / 317), the default of then 118 (median 192 against 249 ms);
+       over the kernels that already merged, median ratio hd192 0.890, hd256 0.860, e4m3 hd64 /
+       128 / 256 0.779 / 0.795 / 0.893. Written before measuring: no speed change beyond noise
+       (the loop's SASS between the PV's wait and the back edge is 488 vs 490 instructions at
+       hd256 causal; the first block pays the body's mask branch and vote). Same-run A/B
+       (session 30 call 3, H100 SXM, bench/ab.py, 6 rounds rotated, 12 shapes 512-16k causal
+       and not), first_in_loop=1 / default: bf16 hd256 median 1.000 (0.957 .. 1.010); e4m3
+       hd64 1.010 (0.995 .. 1.036), hd128 1.020 (0.983 .. 1.048) (hd256 did not finish in
+       the call's time); over merge_ends=1 at bf16 hd64 / 128 (not the default there): 1.001 /
+       0.996, where merge_ends=1 / default read 0.975 / 0.977 again. A first A/B (call 2, 3
+       rounds, fa3-gen bench) read 0.985 at hd256 (0.940 .. 0.998) with a kernel whose first
+       pass still multiplied O (zeros) by alpha = 0; the pass now skips it (rescale and
+       !first), and 6 rounds read 1.000: whether that multiply or the noise of 3 short rounds
+       made the difference was not measured apart. O and LSE bitwise equal on ctasim's
+       cases; on the GPU (calls 1 and 3, under the knob) knob_check.sh and the e4m3 checks of
+       fp8_knob_check.sh it reached, test_fp8, test_edge, test_gpu, test_magnitude, racecheck
+       and synccheck. */
+    p->first_in_loop = 1;
     /* O staged in the last key block's ring slots where it would go to Q (ring_stage, applied
        below: one Q buffer, two consumers, head_dim 192/256), so Q is released after the tile's
        last QK and the next tile's Q load overlaps this tile's end. ncu (session 13, hd256
@@ -346,6 +368,8 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
     if (p->block_n < 64 || p->diag_half ||
         (cfg->mask != FA3_MASK_NONE && (!p->mask_branch || p->one_body)))
         p->merge_ends = 0;
+    if (!p->merge_ends) /* first_in_loop joins merged_loop's passes */
+        p->first_in_loop = 0;
     p->threads = 128 * (1 + p->num_consumer_wg);
     p->entry_regs = (65536 / p->threads) & ~7; /* 168 for 384 threads, 128 for 512 */
     /* FA3's splits: two consumers 128×24 + 256×240 = 64512, three 128×24 + 384×160 = 64512
