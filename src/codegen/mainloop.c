@@ -339,7 +339,9 @@ static void block_finish(kgen *g, cons *c, int masked, int lab_loop)
 
 /* One overlapped key block (step 2 above); masked: with the mask (2: where c->tmp.need, the
    block's kg_block_needs_mask, says: mask_branch). */
-static void block_body(kgen *g, cons *c, int masked, int lab_loop)
+/* An overlapped key block's issue: its K's and the previous block's V's waits, S = Q·K_jᵀ and
+   O += P_{j-1}·V_{j-1} in the ping-pong turn, then S's wait (wait_group 1) */
+static void block_issue(kgen *g, cons *c)
 {
     k_wait_desc(g, c);
     if (!g->p->late_v_wait)
@@ -351,6 +353,11 @@ static void block_body(kgen *g, cons *c, int masked, int lab_loop)
     pv(g, c);
     pp_arrive(g, c);
     INS("wgmma.wait_group.sync.aligned 1;"); /* S_j ready; PV may still run */
+}
+
+static void block_body(kgen *g, cons *c, int masked, int lab_loop)
+{
+    block_issue(g, c);
     block_finish(g, c, masked, lab_loop);
 }
 
@@ -440,6 +447,20 @@ static void last_pv_done(kgen *g, cons *c)
     INS("add.u32 $, $, 1;", c->qc, c->qc);
 }
 
+/* first_in_loop: c->first names the pass predicate (the body's V release and O rescale skip
+   the tile's first pass). A warp none of whose rows sees a key of the first block keeps its
+   (-inf) maxima and jumps over the new max (kept_branch): its exponent's scale and offset must
+   be finite, as first_block_none leaves them (p = 2^-inf = 0). */
+static void first_join_init(kgen *g, cons *c, ptx_r first)
+{
+    const fa3_plan *p = g->p;
+    c->first = first;
+    for (int r = 0; r < 2 && p->kept_branch && p->cond_rescale && p->fast_exp; r++) {
+        INS("mov.f32 $, $;", c->tmp.cr[r], c->scale_log2);
+        INS("mov.f32 $, " ZERO_F ";", c->tmp.noff[r]);
+    }
+}
+
 /* merge_ends (cold JIT; plan.c: the default for 16-bit kernels with head_dim > 128, a knob
    elsewhere): the tile's first QK and last PV issued by the key-block loop's own wgmmas, under
    warp-uniform branches, not by copies of their own (ptxas's time follows the wgmmas' total
@@ -465,14 +486,7 @@ static void merged_loop(kgen *g, cons *c, int windows, int lab_loop)
     const int lab_join = join ? ptx_label(g->f, "cons_join") : 0;
     ptx_r first = ptx_reg(g->f, PTX_PRED, "first"), last = c->tmp.done;
     if (join) {
-        c->first = first;
-        for (int r = 0; r < 2 && p->kept_branch && p->cond_rescale && p->fast_exp; r++) {
-            /* a warp none of whose rows sees a key of the first block keeps its (-inf) maxima
-               and jumps over the new max (kept_branch): its exponent's scale and offset must be
-               finite, as first_block_none leaves them (p = 2^-inf = 0) */
-            INS("mov.f32 $, $;", c->tmp.cr[r], c->scale_log2);
-            INS("mov.f32 $, " ZERO_F ";", c->tmp.noff[r]);
-        }
+        first_join_init(g, c, first);
     } else {
         INS("mov.pred $, $;", first, c->ptrue);
     }
@@ -537,6 +551,49 @@ static void merged_loop(kgen *g, cons *c, int windows, int lab_loop)
 
     ptx_place(g->f, lab_last); /* the tile's last PV, issued above */
     c->first = (ptx_r){0};
+    last_pv_done(g, c);
+}
+
+/* first_in_loop with the tile's ends apart (knob; plan.c): the first block enters the loop
+   like any other, takes a QK copy of its own under the pass's branch (no PV, so no wgmma of the
+   body's sits under a branch), waits for S (wait_group 0) and joins the body after the PV's
+   wait_group 1, so its softmax is the body's (mask under the body's branch, need set; V's
+   release and O's rescale skipped). The last PV stays after the loop. */
+static void split_joined(kgen *g, cons *c, int windows, int lab_loop, int lab_pv)
+{
+    const int lab_fq = ptx_label(g->f, "cons_firstqk"), lab_join = ptx_label(g->f, "cons_join");
+    ptx_r first = ptx_reg(g->f, PTX_PRED, "first"), done = c->tmp.done;
+    first_join_init(g, c, first);
+    ptx_place(g->f, lab_loop);
+    INS("setp.ge.s32 $, $, $;", done, c->it, c->t.niters);
+    INS("@$ bra %s;", done, ptx_lab(g->f, lab_pv));
+    INS("setp.eq.s32 $, $, 0;", first, c->it);
+    INS("sub.s32 $, $, $;", c->n, c->t.nmax, c->it);
+    INS("sub.s32 $, $, 1;", c->n, c->n);
+    if (windows)
+        kg_block_needs_mask(g, c);
+    else
+        INS("mov.pred $, $;", c->tmp.need, c->pfalse);
+    INS("@$ bra %s;", first, ptx_lab(g->f, lab_fq));
+    block_issue(g, c);
+    ptx_place(g->f, lab_join);
+    block_finish(g, c, 2, lab_loop);
+
+    ptx_place(g->f, lab_fq); /* the tile's first block (the diagonal or key tail): masked */
+    k_wait_desc(g, c);
+    pp_sync(g, c);
+    qk(g, c);
+    pp_arrive(g, c);
+    INS("wgmma.wait_group.sync.aligned 0;");
+    INS("mov.pred $, $;", c->tmp.need, c->ptrue);
+    INS("bra.uni %s;", ptx_lab(g->f, lab_join));
+
+    ptx_place(g->f, lab_pv); /* the tile's last PV */
+    c->first = (ptx_r){0};
+    v_wait_desc(g, c);
+    pp_sync(g, c);
+    pv(g, c);
+    pp_arrive(g, c);
     last_pv_done(g, c);
 }
 
@@ -774,6 +831,8 @@ void kg_consumer(kgen *g)
     INS("sub.s32 $, $, 1;", c.n, c.t.nmax);
     if (p->merge_ends) /* plan.c: where the tile loop has one body and no half copy */
         merged_loop(g, &c, windows, lab_loop);
+    else if (p->first_in_loop)
+        split_joined(g, &c, windows, lab_loop, lab_pv);
     else
         split_loop(g, &c, windows, lab_loop, lab_pv);
 

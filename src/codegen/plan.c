@@ -278,7 +278,7 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        cases; on the GPU (calls 1 and 3, under the knob) knob_check.sh and the e4m3 checks of
        fp8_knob_check.sh it reached, test_fp8, test_edge, test_gpu, test_magnitude, racecheck
        and synccheck. */
-    p->first_in_loop = 1;
+    p->first_in_loop = -1; /* the planner's choice (merge_ends, below), unless a knob sets it */
     /* O staged in the last key block's ring slots where it would go to Q (ring_stage, applied
        below: one Q buffer, two consumers, head_dim 192/256), so Q is released after the tile's
        last QK and the next tile's Q load overlaps this tile's end. ncu (session 13, hd256
@@ -368,7 +368,13 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
     if (p->block_n < 64 || p->diag_half ||
         (cfg->mask != FA3_MASK_NONE && (!p->mask_branch || p->one_body)))
         p->merge_ends = 0;
-    if (!p->merge_ends) /* first_in_loop joins merged_loop's passes */
+    /* first_in_loop: where the ends merge; elsewhere a knob (mainloop.c split_joined: the
+       first block's QK a copy of its own inside the loop, under the pass's branch), not with
+       diag_half's copies or two loop bodies */
+    if (p->first_in_loop < 0)
+        p->first_in_loop = p->merge_ends;
+    if (!p->merge_ends &&
+        (p->diag_half || (cfg->mask != FA3_MASK_NONE && (!p->mask_branch || p->one_body))))
         p->first_in_loop = 0;
     p->threads = 128 * (1 + p->num_consumer_wg);
     p->entry_regs = (65536 / p->threads) & ~7; /* 168 for 384 threads, 128 for 512 */
