@@ -107,6 +107,11 @@ done
 caught no_wait_retry --late 0 --hd 128 --sq 300 --sk 300 --heads 2 --grid 2
 # one tile a CTA: the unzeroed O register is caught only because unwritten registers are poisoned
 caught no_o_init --hd 64 --sq 384 --sk 384 --heads 2 --grid 4 --causal
+# first_in_loop: the first block's need left to the loop top (a key tail unmasked: the ends
+# apart); the body's V release on the first pass too (the default's merged hd256 and e4m3)
+caught first_unmasked --knobs first_in_loop=1 --hd 128 --sq 100 --sk 100 --heads 2 --grid 2
+caught first_v_release --hd 256 --sq 200 --sk 200 --heads 1 --grid 1 --causal
+caught first_v_release --e4m3 --hd 64 --sq 300 --sk 300 --heads 2 --grid 2 --causal
 # e4m3: the S wait; V's transpose exchanging two key pairs; the descales read at kv head 0
 caught no_s_wait --e4m3 --hd 64 --sq 300 --sk 300 --heads 2 --grid 2 --causal
 caught vt_key_swap --e4m3 --hd 128 --sq 200 --sk 200 --heads 1 --grid 2

@@ -233,7 +233,9 @@ static void v_release(kgen *g, cons *c)
         return;
     }
     /* first_in_loop: the tile's first pass took no V (predicated: the softmax before it is the
-       one every pass shares) */
+       one every pass shares). On that pass c->pps is the previous tile's, or undefined in the
+       CTA's first tile, read only for the address of the arrive it predicates off (ctasim lists
+       it as a register read before any write) */
     ptx_r l0 = g->sc.pt;
     ptx_mbar_release(g->f, g->mb_v_empty[0], 4 * g->p->num_consumer_wg,
                      "consumer after PV (not the tile's first pass)");

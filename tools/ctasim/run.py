@@ -156,6 +156,12 @@ PLANTS = {
     # halves exchanged: logical keys 4q+{0,1} and 4q+{2,3} of a word swap places in half of the
     # transposed V's rows (O columns), so P meets the wrong V rows there
     "vt_key_swap": None,
+    # first_in_loop: the first block's mask decision (need = true in its own QK path) removed, so
+    # it takes the need of the loop top (a key tail or diagonal left unmasked)
+    "first_unmasked": None,
+    # first_in_loop: the body's V release no longer skips the tile's first pass (an arrive on a
+    # V stage the consumer never waited for)
+    "first_v_release": None,
 }
 
 
@@ -221,6 +227,15 @@ def plant(ptx, name):
                 lines[i] = "%sbra.uni %s;" % (m.group(1), m.group(2))
                 return "\n".join(lines)
         plant_missing("no mask branch to plant in")
+    if name == "first_unmasked":
+        return comment_out(r"\s*mov\.pred %needmask_\d+, %ptrue_\d+;", "first block's need")
+    if name == "first_v_release":
+        for i, l in enumerate(lines):
+            m = re.match(r"(\s*)setp\.eq\.and\.u32 (%\w+), (%\w+), 0, !%first_\d+;", l)
+            if m:
+                lines[i] = "%ssetp.eq.u32 %s, %s, 0;" % m.groups()
+                return "\n".join(lines)
+        plant_missing("no first-pass V release to plant in")
     plant_missing("unknown plant " + name)
 
 
