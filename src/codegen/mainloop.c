@@ -378,12 +378,18 @@ static void first_block_finish(kgen *g, cons *c)
         INS("mov.f32 $, " ZERO_F ";", ptx_at(c->s, i));
 }
 
-/* The tile's first key block after its K wait: QK alone, then the masked softmax and P. */
-static void first_block(kgen *g, cons *c)
+/* The tile's first key block's QK alone, in its ping-pong turn */
+static void first_qk(kgen *g, cons *c)
 {
     pp_sync(g, c);
     qk(g, c);
     pp_arrive(g, c);
+}
+
+/* The tile's first key block after its K wait: QK alone, then the masked softmax and P. */
+static void first_block(kgen *g, cons *c)
+{
+    first_qk(g, c);
     first_block_finish(g, c);
 }
 
@@ -447,6 +453,16 @@ static void last_pv_done(kgen *g, cons *c)
     INS("wgmma.wait_group.sync.aligned 0;");
     last_v_release(g, c);
     INS("add.u32 $, $, 1;", c->qc, c->qc);
+}
+
+/* The tile's last PV alone, after the key-block loop (the ends apart) */
+static void last_pv(kgen *g, cons *c)
+{
+    v_wait_desc(g, c);
+    pp_sync(g, c);
+    pv(g, c);
+    pp_arrive(g, c);
+    last_pv_done(g, c);
 }
 
 /* first_in_loop: c->first names the pass predicate (the body's V release and O rescale skip
@@ -583,20 +599,14 @@ static void split_joined(kgen *g, cons *c, int windows, int lab_loop, int lab_pv
 
     ptx_place(g->f, lab_fq); /* the tile's first block (the diagonal or key tail): masked */
     k_wait_desc(g, c);
-    pp_sync(g, c);
-    qk(g, c);
-    pp_arrive(g, c);
+    first_qk(g, c);
     INS("wgmma.wait_group.sync.aligned 0;");
     INS("mov.pred $, $;", c->tmp.need, c->ptrue);
     INS("bra.uni %s;", ptx_lab(g->f, lab_join));
 
     ptx_place(g->f, lab_pv); /* the tile's last PV */
     c->first = (ptx_r){0};
-    v_wait_desc(g, c);
-    pp_sync(g, c);
-    pv(g, c);
-    pp_arrive(g, c);
-    last_pv_done(g, c);
+    last_pv(g, c);
 }
 
 /* The tile's key blocks as FA3 lays them out: the first block's QK and softmax, the loop of
@@ -667,11 +677,7 @@ static void split_loop(kgen *g, cons *c, int windows, int lab_loop, int lab_pv)
 
     /* 3. the tile's last PV */
     ptx_place(g->f, lab_pv);
-    v_wait_desc(g, c);
-    pp_sync(g, c);
-    pv(g, c);
-    pp_arrive(g, c);
-    last_pv_done(g, c);
+    last_pv(g, c);
 }
 
 void kg_consumer(kgen *g)
