@@ -196,6 +196,14 @@ def plant(ptx, name):
         if not n:
             plant_missing("no %s to plant in" % what)
         return "\n".join(lines)
+    def rewrite_first(rx, fmt, what):
+        """The first line that matches rx, rewritten as fmt % its groups."""
+        for i, l in enumerate(lines):
+            m = re.match(rx, l)
+            if m:
+                lines[i] = fmt % m.groups()
+                return "\n".join(lines)
+        plant_missing("no %s to plant in" % what)
     if name == "no_o_init":
         return comment_out(r"\s*mov\.f32 %o0, 0f00000000;", "O zeroing", first=True)
     if name == "no_store_read_wait":
@@ -204,12 +212,8 @@ def plant(ptx, name):
         cons = next(i for i, l in enumerate(lines) if re.match(r"\$Lconsumer_\d+:", l))
         return comment_out(r"\s*@!%pw_\d+ bra \$Lwait_\d+;", "consumer retry branch", cons)
     if name == "descale_kvhead0":
-        for i, l in enumerate(lines):
-            m = re.match(r"(\s*)mad\.lo\.u32 (%dsidx_\d+), (%\w+), (%nhk_\d+), %\w+;", l)
-            if m:
-                lines[i] = "%smul.lo.u32 %s, %s, %s;" % m.groups()
-                return "\n".join(lines)
-        plant_missing("no descale index to plant in (not an e4m3 kernel?)")
+        return rewrite_first(r"(\s*)mad\.lo\.u32 (%dsidx_\d+), (%\w+), (%nhk_\d+), %\w+;",
+                             "%smul.lo.u32 %s, %s, %s;", "descale index (not an e4m3 kernel?)")
     if name == "vt_key_swap":
         n = 0
         for i, l in enumerate(lines):
@@ -221,21 +225,13 @@ def plant(ptx, name):
             plant_missing("no V transpose to plant in (not an e4m3 kernel?)")
         return "\n".join(lines)
     if name == "mask_branch_never":
-        for i, l in enumerate(lines):
-            m = re.match(r"(\s*)@!%needmask_\d+ bra\.uni (\$Lno_mask_\d+);", l)
-            if m:
-                lines[i] = "%sbra.uni %s;" % (m.group(1), m.group(2))
-                return "\n".join(lines)
-        plant_missing("no mask branch to plant in")
+        return rewrite_first(r"(\s*)@!%needmask_\d+ bra\.uni (\$Lno_mask_\d+);", "%sbra.uni %s;",
+                             "mask branch")
     if name == "first_unmasked":
         return comment_out(r"\s*mov\.pred %needmask_\d+, %ptrue_\d+;", "first block's need")
     if name == "first_v_release":
-        for i, l in enumerate(lines):
-            m = re.match(r"(\s*)setp\.eq\.and\.u32 (%\w+), (%\w+), 0, !%first_\d+;", l)
-            if m:
-                lines[i] = "%ssetp.eq.u32 %s, %s, 0;" % m.groups()
-                return "\n".join(lines)
-        plant_missing("no first-pass V release to plant in")
+        return rewrite_first(r"(\s*)setp\.eq\.and\.u32 (%\w+), (%\w+), 0, !%first_\d+;",
+                             "%ssetp.eq.u32 %s, %s, 0;", "first-pass V release")
     plant_missing("unknown plant " + name)
 
 
