@@ -260,10 +260,11 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
     /* Where the ends are merged, the tile's first key block takes the loop body's softmax too
        (first_in_loop, mainloop.c merged_loop): one softmax copy in the PTX instead of two.
        Cold JIT (session 30, 2-core machine, bench/jit_cost --all, 1144 configs, one run each):
-       with merge_ends=1,first_in_loop=1 everywhere 2 configs over 300 ms (hd256 bf16 causal
-       and none varlen paged, 335 / 317), the default of then 118 (median 192 against 249 ms);
-       over the kernels that already merged, median ratio hd192 0.890, hd256 0.860, e4m3 hd64 /
-       128 / 256 0.779 / 0.795 / 0.893. Written before measuring: no speed change beyond noise
+       the default before / this default: over 300 ms 118 / 17 (the 17: 16-bit hd96/128,
+       ends apart), median 249 / 218 ms; median ratio where the ends merge: 16-bit hd192 0.895,
+       hd192x128 0.796, hd256 0.865, e4m3 hd64 / 128 / 256 0.750 / 0.789 / 0.919 (with
+       merge_ends=1,first_in_loop=1 everywhere: 2 over, hd256 bf16 causal and none varlen
+       paged, 335 / 317 ms). Written before measuring: no speed change beyond noise
        (the loop's SASS between the PV's wait and the back edge is 488 vs 490 instructions at
        hd256 causal; the first block pays the body's mask branch and vote). Same-run A/B
        (session 30 call 3, H100 SXM, bench/ab.py, 6 rounds rotated, 12 shapes 512-16k causal
