@@ -36,7 +36,9 @@
      each row a thread holds by a degree-3 polynomial on the FMA pipe (softmax.c), to unload the
      MUFU pipe where it bounds the loop (hd64 on paper: docs/notes.md session 9). Same run as
      one_body's: ex2_emu=4 / default 0.95-1.03 (median 0.98), ex2_emu=8 0.93-0.99 (median 0.95)
-     over hd64's 12 rows: the MUFU pipe does not bound hd64, kept as a knob.
+     over hd64's 12 rows: the MUFU pipe does not bound hd64, kept as a knob. Only loop bodies
+     without a mask branch take it: none under first_in_loop (the default where the ends merge,
+     session 30), whose body always carries the branch;
    - uniform_desc=0/1: the warpgroup index as lane 0 holds it (shfl.sync.idx), so ptxas knows
      it is warp-uniform and keeps the consumer's Q descriptor in uniform registers, and the QK
      steps advance that descriptor by a 32-bit add of its low word (kernel.c, mainloop.c). Main

@@ -13,6 +13,9 @@
  *      take a masked copy of this body (knob one_body: every block takes it, one body in the
  *      PTX);
  *   3. the last PV alone; release V; the epilogue (epilogue.c).
+ * That is split_loop. merged_loop (merge_ends) issues steps 1 and 3 through step 2's wgmmas;
+ * with first_in_loop (the default where the ends merge, a knob with them apart: split_joined)
+ * step 1's block takes step 2's softmax, its pass joining the body after the PV's wait.
  * No control flow may sit between a wgmma and its wait: a branch around a wgmma serializes every
  * wgmma (C7514), and a branch or label inside the stage makes ptxas move the wait up to it.
  *
@@ -488,8 +491,8 @@ static void first_join_init(kgen *g, cons *c, ptx_r first)
    QK's place, one k-step of a QK on the V stage its PV reads (waited for, and held until that
    PV is done) into S, which nothing reads: with no QK group there, the PV's group history
    differs by path and ptxas serialized the wgmmas (C7514/C7515; an empty commit group or
-   guard predicates in the QK's place: C7519 as well; session 27). first_in_loop (knob): the
-   first pass waits for its S (wait_group 0: no PV is in flight) and joins the body after the
+   guard predicates in the QK's place: C7519 as well; session 27). first_in_loop (the default
+   here since session 30; plan.c): the first pass waits for its S (wait_group 0: no PV is in flight) and joins the body after the
    PV's wait, so the first block takes the body's softmax (its mask under the body's branch,
    need or'ed with the first pass) and no softmax copy of its own; the body's V release skips
    the first pass (c->first). */
