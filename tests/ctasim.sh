@@ -9,7 +9,9 @@
 # wgmmas, the default where head_dim <= 128, and issued by them, the default above; with
 # first_in_loop=0 the merged kernel of before session 30, whose tile's first block keeps a
 # softmax copy of its own; first_in_loop=1 with the ends apart, where they are by default: the
-# first block's QK a copy of its own inside the loop, its softmax the body's) on a few
+# first block's QK a copy of its own inside the loop, its softmax the body's; not where
+# diag_half copies the first block, the masked three-consumer hd64 cases, which then run the
+# default kernel) on a few
 # shapes that walk several tiles a CTA (small grids) and one whose tiles hold one key block
 # (merge_ends' first pass followed at once by its last). The variants only move work between
 # the tile loop's places, so on the same inputs their O and LSE must equal the default's bit
