@@ -197,12 +197,13 @@
      <= 128, e4m3 under merge_ends=0; not with diag_half's copies or two loop bodies) the knob
      gives mainloop.c split_joined: the first block enters the loop like any other and takes a
      QK copy of its own under the pass's branch (no wgmma of the body's under a branch), then
-     joins the body after the PV's wait as above. Not yet measured on the GPU (session 30):
-     O and LSE bitwise equal on ctasim's cases; fa3-gen --info --no-cache compile ms hd128
-     236 -> 209, hd128 causal 250 -> 229, hd128 fp16 causal softcap varlen paged 313 -> 270,
-     hd96 local softcap varlen paged 319 -> 268, hd64 142 -> 124; nvdisasm (sass_loop.py
-     --kept --unmasked, bf16): a kept unmasked block executes hd64 381 -> 376, hd128 387 -> 380,
-     hd128 causal 397 -> 386 SASS instructions;
+     joins the body after the PV's wait as above. O and LSE bitwise equal on ctasim's cases;
+     fa3-gen --info --no-cache compile ms hd128 236 -> 209, hd128 causal 250 -> 229, hd128
+     fp16 causal softcap varlen paged 313 -> 270, hd96 local softcap varlen paged 319 -> 268,
+     hd64 142 -> 124; nvdisasm (sass_loop.py --kept --unmasked, bf16): a kept unmasked block
+     executes hd64 381 -> 376, hd128 387 -> 380, hd128 causal 397 -> 386 SASS instructions.
+     Slower on the GPU all the same (session 31, plan.c has the A/B: 1-5% at hd64/128), so a
+     knob with the ends apart;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded

@@ -278,7 +278,9 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        made the difference was not measured apart. O and LSE bitwise equal on ctasim's
        cases; on the GPU (calls 1 and 3, under the knob) knob_check.sh and the e4m3 checks of
        fp8_knob_check.sh it reached, test_fp8, test_edge, test_gpu, test_magnitude, racecheck
-       and synccheck. */
+       and synccheck. Again beside the peers (session 31 call 2, H100, compare.py, 3 rounds,
+       bf16 + fp16), first_in_loop=0 / default at hd256, median of each group's 6 rows:
+       non-causal < / >= 4096 1.006 / 0.981, causal 1.000 / 0.989. */
     p->first_in_loop = -1; /* the planner's choice (merge_ends, below), unless a knob sets it */
     /* O staged in the last key block's ring slots where it would go to Q (ring_stage, applied
        below: one Q buffer, two consumers, head_dim 192/256), so Q is released after the tile's
@@ -371,7 +373,16 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
         p->merge_ends = 0;
     /* first_in_loop: where the ends merge; elsewhere a knob (mainloop.c split_joined: the
        first block's QK a copy of its own inside the loop, under the pass's branch), not with
-       diag_half's copies or two loop bodies */
+       diag_half's copies or two loop bodies. Written before measuring the split loop's: even
+       or up to +1% at hd64/128 (5-11 SASS instructions fewer a kept unmasked block), and
+       0 of 1144 configs over 300 ms cold (jit_cost --all, session 30). Measured (session 31
+       call 2, H100 SXM at 1770 MHz, bench/compare.py beside cuDNN and FA4, 3 rounds rotated,
+       the library with first_in_loop=1 everywhere and first_in_loop=0 as the variant column:
+       the default kernel at hd64/128), first_in_loop=0 / 1, median of each group's 6 rows:
+       hd64 non-causal < / >= 4096 1.039 / 1.030, causal 1.052 / 0.999; hd128 non-causal
+       1.021 / 1.007, causal 1.020 / 1.013. The SASS count did not predict it (what ptxas
+       did with the loop's second way in was not looked at), so the ends apart keep the
+       first block's own softmax: the cold-JIT cut there costs 1-5%. */
     if (p->first_in_loop < 0)
         p->first_in_loop = p->merge_ends;
     if (!p->merge_ends &&
