@@ -342,6 +342,13 @@ static void block_finish(kgen *g, cons *c, int masked, int lab_loop)
     INS("bra.uni %s;", ptx_lab(g->f, lab_loop));
 }
 
+/* The key block a pass of the loop takes: n = nmax - it - 1 (blocks run last to first) */
+static void pass_block(kgen *g, cons *c)
+{
+    INS("sub.s32 $, $, $;", c->n, c->t.nmax, c->it);
+    INS("sub.s32 $, $, 1;", c->n, c->n);
+}
+
 /* One overlapped key block (step 2 above); masked: with the mask (2: where c->tmp.need, the
    block's kg_block_needs_mask, says: mask_branch). */
 /* An overlapped key block's issue: its K's and the previous block's V's waits, S = Q·K_jᵀ and
@@ -515,8 +522,7 @@ static void merged_loop(kgen *g, cons *c, int windows, int lab_loop)
     if (join)
         INS("setp.eq.s32 $, $, 0;", first, c->it);
     INS("setp.ge.s32 $, $, $;", last, c->it, c->t.niters);
-    INS("sub.s32 $, $, $;", c->n, c->t.nmax, c->it);
-    INS("sub.s32 $, $, 1;", c->n, c->n);
+    pass_block(g, c);
     if (windows)
         kg_block_needs_mask(g, c);
     if (join && windows) /* the first block (the diagonal or the key tail) is always masked */
@@ -589,8 +595,7 @@ static void split_joined(kgen *g, cons *c, int windows, int lab_loop, int lab_pv
     INS("setp.ge.s32 $, $, $;", done, c->it, c->t.niters);
     INS("@$ bra %s;", done, ptx_lab(g->f, lab_pv));
     INS("setp.eq.s32 $, $, 0;", first, c->it);
-    INS("sub.s32 $, $, $;", c->n, c->t.nmax, c->it);
-    INS("sub.s32 $, $, 1;", c->n, c->n);
+    pass_block(g, c);
     if (windows)
         kg_block_needs_mask(g, c);
     else
@@ -655,8 +660,7 @@ static void split_loop(kgen *g, cons *c, int windows, int lab_loop, int lab_pv)
     ptx_r done = c->tmp.done;
     INS("setp.ge.s32 $, $, $;", done, c->it, c->t.niters);
     INS("@$ bra %s;", done, ptx_lab(g->f, lab_pv));
-    INS("sub.s32 $, $, $;", c->n, c->t.nmax, c->it);
-    INS("sub.s32 $, $, 1;", c->n, c->n);
+    pass_block(g, c);
     const int lab_masked = ptx_label(g->f, "cons_masked");
     /* one_body (knob): the masked body alone, for every block (the mask leaves a block inside
        every row's window unchanged) */
