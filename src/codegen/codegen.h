@@ -76,6 +76,12 @@ typedef struct fa3_plan {
                               two consumers), stage it in the last key block's ring slots
                               instead (o_stage 3), so Q is released after the tile's last QK
                               and the next tile's Q load overlaps this tile's end */
+    int pingpong;          /* A/B knob (default 1 where two or three consumers): the consumers take
+                              turns issuing their GEMMs through named barriers (FA3's scheduler
+                              barrier, mainloop.c pp_sync); 0: each issues when ready (FA3 and
+                              FlashInfer drop it for 16-bit head_dim > 128, FP8 < 128). Without
+                              it no ring staging (ring_stage 0): o_stage 3's named barriers
+                              assume the consumers stay within one tile of each other */
     int l2_floor;          /* A/B knob (runtime, masked configs): the L2 section's floor is grid /
                               l2_floor pairs (0: 4, the default; runtime/fwd.c section_hb) */
     int dyn_sched;         /* causal/local, dense 16-bit (default 1): the producer hands each

@@ -204,6 +204,13 @@
      executes hd64 381 -> 376, hd128 387 -> 380, hd128 causal 397 -> 386 SASS instructions.
      Slower on the GPU all the same (session 31, plan.c has the A/B: 1-5% at hd64/128), so a
      knob with the ends apart;
+   - pingpong=0 (two or three consumers; not yet on the GPU): no GEMM turns between the
+     consumers (FA3's scheduler barrier, on in every kernel since the first): each issues its
+     QK and PV when its data is there. FA3's and FlashInfer's Hopper kernels keep the turns
+     for 16-bit head_dim <= 128 and e4m3 >= 128 only; FA4 has none at hd256. Without the turns
+     the ring staging's named barriers (o_stage 3) could take a second tile's arrive before the
+     first's sync, so pingpong=0 also sets ring_stage=0 (O staged in Q where it would go to the
+     ring). ctasim's suite passes under it;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded
@@ -244,6 +251,7 @@ static const struct knob {
     {"fast_div", offsetof(fa3_plan, fast_div), 0, 2},
     {"merge_ends", offsetof(fa3_plan, merge_ends), 0, 1},
     {"first_in_loop", offsetof(fa3_plan, first_in_loop), 0, 1},
+    {"pingpong", offsetof(fa3_plan, pingpong), 0, 1},
 };
 #define NUM_KNOBS (sizeof knobs / sizeof knobs[0])
 

@@ -265,16 +265,17 @@ static void q_release_if_last(kgen *g, cons *c)
     INS("@$ mbarrier.arrive.shared::cta.b64 _, [$];", last, qe);
 }
 
-/* One consumer (block_m 64) has no partner to take turns with: no ping-pong at all. */
+/* One consumer (block_m 64) has no partner to take turns with, and the knob pingpong=0 drops
+   the turns: no ping-pong at all (plan.c). */
 static void pp_sync(kgen *g, cons *c)
 {
-    if (g->p->num_consumer_wg > 1)
+    if (g->p->pingpong)
         INS("bar.sync $, 256;", c->pp_own);
 }
 
 static void pp_arrive(kgen *g, cons *c)
 {
-    if (g->p->num_consumer_wg > 1)
+    if (g->p->pingpong)
         INS("bar.arrive $, 256;", c->pp_next);
 }
 
@@ -798,11 +799,11 @@ void kg_consumer(kgen *g)
         INS("selp.f32 $, " ONE_F ", " ZERO_F ", $;", c.own_max, z);
     }
     /* the ping-pong barriers: mine (nb_pingpong + cw) and the next consumer's */
-    for (int w = 0; w < nwg && nwg > 1; w++)
+    for (int w = 0; w < nwg && p->pingpong; w++)
         ptx_named_bar(g->f, p->nb_pingpong + w, 256);
     c.pp_own = ptx_reg(g->f, PTX_B32, "ppown");
     c.pp_next = ptx_reg(g->f, PTX_B32, "ppnext");
-    if (nwg > 1) {
+    if (p->pingpong) {
         /* the last consumer gives consumer 0 the first turn, once */
         const int lab = ptx_label(g->f, "pp");
         ptx_r notlast = ptx_reg(g->f, PTX_PRED, "notlast");
@@ -831,7 +832,7 @@ void kg_consumer(kgen *g)
     q_wait_desc(g, &c);
     if (q_desc_tile(p))
         q_tile_descs(g, &c);
-    if (nwg > 1) {
+    if (p->pingpong) {
         /* my ping-pong barrier and the next consumer's (per tile: short-lived registers) */
         INS("add.u32 $, $, %d;", c.pp_own, c.cw, p->nb_pingpong);
         INS("add.u32 $, $, 1;", c.pp_next, c.cw);
@@ -861,7 +862,7 @@ void kg_consumer(kgen *g)
         ptx_r lead = kg_wg_lead(g, "wglead");
         INS("@$ cp.async.bulk.wait_group 0;", lead);
     }
-    if (nwg > 1) {
+    if (p->pingpong) {
         /* consumer 0 takes the last consumer's last arrive */
         ptx_r not0 = ptx_reg(g->f, PTX_PRED, "notcw0");
         INS("setp.ne.u32 $, $, 0;", not0, c.cw);

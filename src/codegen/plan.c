@@ -292,6 +292,8 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        fp16, FA4 and cuDNN in it), Q staging / ring, median of each group's rows: non-causal
        0.959 (< 4096) and 0.967, causal 0.969 and 0.995; 512 non-causal 0.921 in both dtypes. */
     p->ring_stage = !p->fp8;
+    /* The consumers' GEMM turns (FA3's scheduler barrier; the knob pingpong=0 drops them). */
+    p->pingpong = 1;
     /* One key-block loop body for causal/local (mask_branch, mainloop.c): its softmax applies
        the mask under a warp-uniform branch on the block's need, so the body's GEMMs are in the
        PTX once and ptxas, whose time follows the wgmma instructions' total width (docs/notes.md
@@ -344,6 +346,10 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
                          : cfg->block_m == 128 ? 2
                                                : planned_consumers(cfg, p->block_n, p->wg3);
     p->block_m = 64 * p->num_consumer_wg;
+    if (p->num_consumer_wg < 2)
+        p->pingpong = 0; /* no partner to take turns with */
+    if (!p->pingpong) /* o_stage 3's named barriers rely on the turns (codegen.h pingpong) */
+        p->ring_stage = 0;
     /* A consumer whose rows see only the first half of the tile's first key block (or none of
        it) takes a QK and softmax of that half (or neither): diag_half, mainloop.c. In a causal
        192-row tile on 128-key blocks, 2 or 3 of the 3 consumers do on every diagonal. Same-run
