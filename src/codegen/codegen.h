@@ -80,8 +80,8 @@ typedef struct fa3_plan {
                               turns issuing their GEMMs through named barriers (FA3's scheduler
                               barrier, mainloop.c pp_sync); 0: each issues when ready (FA3 and
                               FlashInfer drop it for 16-bit head_dim > 128, FP8 < 128). Without
-                              it no ring staging (ring_stage 0): o_stage 3's named barriers
-                              assume the consumers stay within one tile of each other */
+                              it o_stage 3's consumer 0 syncs its ring barrier at its last PV,
+                              not in its epilogue (mainloop.c last_v_release) */
     int l2_floor;          /* A/B knob (runtime, masked configs): the L2 section's floor is grid /
                               l2_floor pairs (0: 4, the default; runtime/fwd.c section_hb) */
     int dyn_sched;         /* causal/local, dense 16-bit (default 1): the producer hands each

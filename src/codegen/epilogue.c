@@ -477,6 +477,8 @@ void kg_epilogue(kgen *g, cons *c)
         const int lab = ptx_label(g->f, "ring_ready");
         ptx_r none = ptx_reg(g->f, PTX_PRED, "noblk"), id = ptx_reg(g->f, PTX_B32, "ringbar");
         INS("setp.le.s32 $, $, 0;", none, c->t.niters);
+        if (!p->pingpong) /* consumer 0 took its own at the last PV (mainloop.c last_v_release) */
+            INS("setp.eq.or.u32 $, $, 0, $;", none, c->cw, none);
         INS("@$ bra %s;", none, ptx_lab(g->f, lab));
         INS("add.u32 $, $, %d;", id, c->cw, p->nb_ring);
         INS("bar.sync $, 256;", id);

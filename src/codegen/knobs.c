@@ -209,8 +209,8 @@
      QK and PV when its data is there. FA3's and FlashInfer's Hopper kernels keep the turns
      for 16-bit head_dim <= 128 and e4m3 >= 128 only; FA4 has none at hd256. Without the turns
      the ring staging's named barriers (o_stage 3) could take a second tile's arrive before the
-     first's sync, so pingpong=0 also sets ring_stage=0 (O staged in Q where it would go to the
-     ring). ctasim's suite passes under it;
+     first's sync, so consumer 0 syncs its own at its last PV, before it arrives on consumer
+     1's (mainloop.c last_v_release). ctasim's suite passes under it;
    The scheduling switches of earlier sessions (pingpong, arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded

@@ -438,6 +438,14 @@ static void last_v_release(kgen *g, cons *c)
                      "consumer 0 after the last PV (consumer 1: its epilogue)");
     INS("@$ mbarrier.arrive.shared::cta.b64 _, [$];", rel,
         kg_ring_bar(g, g->mb_v_empty, c->pps.stage, c->tmp.voff));
+    /* Without GEMM turns (pingpong=0) consumer 0 takes its own ring barrier (consumer 1's last
+       QK has read the K slot) here, before it lets consumer 1 on, not in its epilogue: each
+       consumer's next arrive then follows the other's sync of this tile, so neither named
+       barrier can take a second tile's arrive first (the turns order that otherwise) */
+    if (!p->pingpong) {
+        ptx_named_bar(g->f, p->nb_ring, 256);
+        INS("@$ bar.sync %d, 256;", cw0, p->nb_ring);
+    }
     ptx_named_bar(g->f, p->nb_ring + 1, 256);
     INS("@$ bar.arrive %d, 256;", cw0, p->nb_ring + 1);
 }

@@ -348,8 +348,6 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
     p->block_m = 64 * p->num_consumer_wg;
     if (p->num_consumer_wg < 2)
         p->pingpong = 0; /* no partner to take turns with */
-    if (!p->pingpong) /* o_stage 3's named barriers rely on the turns (codegen.h pingpong) */
-        p->ring_stage = 0;
     /* A consumer whose rows see only the first half of the tile's first key block (or none of
        it) takes a QK and softmax of that half (or neither): diag_half, mainloop.c. In a causal
        192-row tile on 128-key blocks, 2 or 3 of the 3 consumers do on every diagonal. Same-run
