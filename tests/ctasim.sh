@@ -11,7 +11,8 @@
 # softmax copy of its own; first_in_loop=1 with the ends apart, where they are by default: the
 # first block's QK a copy of its own inside the loop, its softmax the body's; not where
 # diag_half copies the first block, the masked three-consumer hd64 cases, which then run the
-# default kernel) on a few
+# default kernel), and pingpong=0 (no GEMM turns between the consumers: only the issue order
+# moves; with ring staging consumer 0 syncs its ring barrier at its last PV) on a few
 # shapes that walk several tiles a CTA (small grids) and one whose tiles hold one key block
 # (merge_ends' first pass followed at once by its last). The variants only move work between
 # the tile loop's places, so on the same inputs their O and LSE must equal the default's bit
@@ -43,7 +44,7 @@ cases=(
   "--hd 128 --sq 300 --sk 400 --heads 3 --grid 2 --causal --section-hb 2"
   "--hd 128 --sq 100 --sk 100 --heads 2 --grid 2"
 )
-knobsets=("" "mask_branch=0" "mask_branch=1" "fast_div=0" "q_desc_tile=0,ring_addr=0" "merge_ends=0" "merge_ends=1" "merge_ends=1,first_in_loop=0" "first_in_loop=1")
+knobsets=("" "mask_branch=0" "mask_branch=1" "fast_div=0" "q_desc_tile=0,ring_addr=0" "merge_ends=0" "merge_ends=1" "merge_ends=1,first_in_loop=0" "first_in_loop=1" "pingpong=0")
 # run_cases [RUN-ARGS...]: each of cases under each of knobsets (same seed), then the variants'
 # O and LSE against the default's, bit for bit
 n=0
