@@ -237,7 +237,7 @@ static void test_plan_debug(void **state)
         {"wg3", "'wg3' (not name=value)"},
         {"wg3=0,,dbg_no_softmax=1", "'' (an empty item)"},
         {"Wg3=0", "'Wg3=0' (unknown knob)"},
-        {"pingpong=0", "'pingpong=0' (unknown knob)"}, /* retired: settled by A/B */
+        {"arrive_per_warp=0", "'arrive_per_warp=0' (unknown knob)"}, /* retired: settled by A/B */
         {"stages=3", "'stages=3' (unknown knob)"},     /* a config field (fa3_config.stages) */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
