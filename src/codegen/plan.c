@@ -292,9 +292,20 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        fp16, FA4 and cuDNN in it), Q staging / ring, median of each group's rows: non-causal
        0.959 (< 4096) and 0.967, causal 0.969 and 0.995; 512 non-causal 0.921 in both dtypes. */
     p->ring_stage = !p->fp8;
-    /* The consumers' GEMM turns (FA3's scheduler barrier; pingpong, applied below), unless a
-       knob sets it. */
-    p->pingpong = -1;
+    /* The consumers' GEMM turns: everywhere (knob pingpong=0). Written before measuring:
+       FA3 and FlashInfer keep them for 16-bit head_dim <= 128 and e4m3 >= 128, FA4 drops them at
+       hd256, so a gain was looked for at 16-bit hd256. Measured (session 32, H100 SXM at 1980
+       MHz max): beside cuDNN and FA4 (call 3, bench/compare.py, 3 rounds rotated, bf16 + fp16),
+       pingpong=0 / default, median of each group's 6 rows: hd64 non-causal < / >= 4096 0.912 /
+       0.888, causal 0.981 / 0.977; hd128 non-causal 0.981 / 0.967, causal 0.999 / 1.004; hd256
+       non-causal 0.983 / 0.968, causal 0.996 / 0.985: the turns stay at 16-bit. e4m3 (bench/ab.py,
+       fa3-gen bench, rotated): hd64 even (0.99-1.03), hd256 0.91-0.98, but hd128 1.00-1.01 below
+       4096 and 1.019-1.032 at 8192/16384 in two runs (3 and 4 rounds: full 16384 684.8 / 663.4,
+       causal 8192 676.3 / 659.6 TFLOP/s). The knob's e4m3 kernels passed fa3-gen check
+       (fp8_knob_check.sh) and racecheck/synccheck of hd128 causal on the GPU, but the session's
+       device time ended before test_fp8 ran on a library with e4m3 hd128 turned over, so the
+       turns stay everywhere until that runs (docs/notes.md, session 32: the one-line change). */
+    p->pingpong = 1;
     /* One key-block loop body for causal/local (mask_branch, mainloop.c): its softmax applies
        the mask under a warp-uniform branch on the block's need, so the body's GEMMs are in the
        PTX once and ptxas, whose time follows the wgmma instructions' total width (docs/notes.md
@@ -347,21 +358,6 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
                          : cfg->block_m == 128 ? 2
                                                : planned_consumers(cfg, p->block_n, p->wg3);
     p->block_m = 64 * p->num_consumer_wg;
-    /* The consumers' GEMM turns: everywhere (knob pingpong=0). Written before measuring:
-       FA3 and FlashInfer keep them for 16-bit head_dim <= 128 and e4m3 >= 128, FA4 drops them at
-       hd256, so a gain was looked for at 16-bit hd256. Measured (session 32, H100 SXM at 1980
-       MHz max): beside cuDNN and FA4 (call 3, bench/compare.py, 3 rounds rotated, bf16 + fp16),
-       pingpong=0 / default, median of each group's 6 rows: hd64 non-causal < / >= 4096 0.912 /
-       0.888, causal 0.981 / 0.977; hd128 non-causal 0.981 / 0.967, causal 0.999 / 1.004; hd256
-       non-causal 0.983 / 0.968, causal 0.996 / 0.985: the turns stay at 16-bit. e4m3 (bench/ab.py,
-       fa3-gen bench, rotated): hd64 even (0.99-1.03), hd256 0.91-0.98, but hd128 1.00-1.01 below
-       4096 and 1.019-1.032 at 8192/16384 in two runs (3 and 4 rounds: full 16384 684.8 / 663.4,
-       causal 8192 676.3 / 659.6 TFLOP/s). The knob's e4m3 kernels passed fa3-gen check
-       (fp8_knob_check.sh) and racecheck/synccheck of hd128 causal on the GPU, but the session's
-       device time ended before test_fp8 ran on a library with e4m3 hd128 turned over, so the
-       turns stay everywhere until that runs (docs/notes.md, session 32: the one-line change). */
-    if (p->pingpong < 0)
-        p->pingpong = 1;
     if (p->num_consumer_wg < 2)
         p->pingpong = 0; /* no partner to take turns with */
     /* A consumer whose rows see only the first half of the tile's first key block (or none of
