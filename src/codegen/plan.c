@@ -303,9 +303,10 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        4096 and 1.019-1.032 at 8192/16384 in two runs (3 and 4 rounds: full 16384 684.8 / 663.4,
        causal 8192 676.3 / 659.6 TFLOP/s). The knob's e4m3 kernels passed fa3-gen check
        (fp8_knob_check.sh) and racecheck/synccheck of hd128 causal on the GPU, but the session's
-       device time ended before test_fp8 ran on a library with e4m3 hd128 turned over, so the
-       turns stay everywhere until that runs (docs/notes.md, session 32: the one-line change). */
-    p->pingpong = 1;
+       device time ended before test_fp8 ran on a library with e4m3 hd128 turned over. Session
+       33: e4m3 hd128 (head_dim_v 128) drops them; test_fp8 and fa3-gen check on the GPU. */
+    p->pingpong = !(p->fp8 && cfg->head_dim == 128 &&
+                    (!cfg->head_dim_v || cfg->head_dim_v == 128));
     /* One key-block loop body for causal/local (mask_branch, mainloop.c): its softmax applies
        the mask under a warp-uniform branch on the block's need, so the body's GEMMs are in the
        PTX once and ptxas, whose time follows the wgmma instructions' total width (docs/notes.md
