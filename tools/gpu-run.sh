@@ -11,7 +11,8 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # the device tool brings back at most 8 files: logs go to $logs, packed into $OUT/logs.tar.gz at
-# the end
+# the end (logs-2.tar.gz, -3, ... for later gpu-run calls in the same device call: session 33's
+# compare logs were overwritten by an ab run after it)
 dest=${OUT:-/tmp/fa3jit-gpu}; out=$(mktemp -d /tmp/fa3jit-logs.XXXX); mkdir -p "$dest"
 export LD_LIBRARY_PATH=$root/.gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # xz'd libraries are unpacked: a slim bundle's (SLIM=1 gpu-bundle.sh, to travel beside .peers/b)
@@ -25,6 +26,11 @@ export FA3JIT_CACHE_DIR=${FA3JIT_CACHE_DIR:-$(mktemp -d)} FA3JIT_LIBRARY=$lib
 mkdir -p "$FA3JIT_CACHE_DIR"
 gen=$root/.gpu/fa3-gen
 steps=${*:-tests edge magnitude quantize check pytest checkall compare sass sanitize}
+# every step named must be one of the case labels below: checked before anything runs
+known=" $(grep -oE '^  [a-z0-9_|]+\)' "$0" | tr -d ' )' | tr '|' ' ' | tr '\n' ' ') "
+for step in $steps; do
+  [[ $known == *" $step "* ]] || { echo "gpu-run: unknown step '$step'; steps:$known" >&2; exit 2; }
+done
 rc=0
 # logged NAME SECONDS TAIL CMD...: runs CMD with a time limit, its output to $out/NAME.txt and the
 # last TAIL lines to the console; a failure (or timeout) fails the run
@@ -386,6 +392,8 @@ for step in $steps; do
   esac
 done
 echo "=== summary"; cat "$out/summary.txt" 2>/dev/null
-tar -czf "$dest/logs.tar.gz" -C "$out" .
+tarball=$dest/logs.tar.gz n=1
+while [ -e "$tarball" ]; do n=$((n + 1)) tarball=$dest/logs-$n.tar.gz; done
+tar -czf "$tarball" -C "$out" . && echo "logs: $tarball"
 echo "gpu-run rc=$rc"
 exit $rc
