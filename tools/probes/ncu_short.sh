@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# DRAM traffic and time of one launch, fa3jit beside cuDNN (PyTorch SDPA), at the short causal
+# rows where fa3jit trails cuDNN on the H100 (hd128 causal 512: 0.87). ncu flushes the caches
+# before each profiled launch (its default --cache-control all), so both start from a cold L2.
+#   NCU_SHORT_SHAPES="128:512:causal 128:512:none" NCU_SHORT_DTYPE=fp16
+#   bash tools/probes/ncu_short.sh      (after tools/gpu-bundle.sh, .gpu carried)
+set -uo pipefail
+source "$(dirname "$0")/gpu_env.sh"
+dtype=${NCU_SHORT_DTYPE:-fp16}
+metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__block_size,launch__shared_mem_per_block_dynamic,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active
+rc=0
+prof() { # LABEL KERNEL_REGEX SKIP CMD...: one launch's metrics
+  local label=$1 kre=$2 skip=$3; shift 3
+  echo "--- $label"
+  timeout 120 ncu --target-processes all -k "regex:$kre" --launch-skip "$skip" --launch-count 1 \
+    --metrics "$metrics" --csv "$@" 2>/tmp/ncu_short.err | grep -E '^"' | awk -F'","' 'NR > 1 {
+      gsub(/"/, "", $NF); if (NR == 2) printf "  kernel %s\n", substr($5, 1, 100); printf "  %-60s %s %s\n", $(NF-2), $(NF-1), $NF }'
+  [ "${PIPESTATUS[0]}" = 0 ] || { tail -5 /tmp/ncu_short.err; rc=1; }
+}
+for sh in ${NCU_SHORT_SHAPES:-128:512:causal 128:512:none}; do
+  IFS=: read -r hd s mask <<<"$sh"
+  flag=--non-causal pyc=False; [ "$mask" = causal ] && flag=--causal pyc=True
+  b=$((16384 / s)) h=$((2048 / hd))
+  for layout in bshd bhsd; do
+    prof "fa3jit $dtype hd$hd $mask $s $layout (batch $b, heads $h)" 'fa3_fwd' 2 \
+      "$g" bench --dtype "$dtype" --head-dim "$hd" --seqlen "$s" $flag --layout $layout --reps 1 --warmup 2
+  done
+  prof "cuDNN $dtype hd$hd $mask $s (SDPA, bhsd)" 'cudnn|sdpa|fmha|flash' 2 python3 -c "
+import torch, torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel, SDPBackend
+dt = getattr(torch, {'fp16': 'float16', 'bf16': 'bfloat16'}['$dtype'])
+q, k, v = (torch.randn($b, $h, $s, $hd, device='cuda', dtype=dt) for _ in range(3))
+with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+    for _ in range(4):
+        F.scaled_dot_product_attention(q, k, v, is_causal=$pyc)
+torch.cuda.synchronize()"
+done
+echo "ncu_short rc=$rc"
+exit $rc
