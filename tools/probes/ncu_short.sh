@@ -10,12 +10,16 @@ dtype=${NCU_SHORT_DTYPE:-fp16}
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__block_size,launch__shared_mem_per_block_dynamic,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active
 rc=0
 prof() { # LABEL KERNEL_REGEX SKIP CMD...: one launch's metrics
-  local label=$1 kre=$2 skip=$3; shift 3
+  local label=$1 kre=$2 skip=$3 r; shift 3
   echo "--- $label"
   timeout 120 ncu --target-processes all -k "regex:$kre" --launch-skip "$skip" --launch-count 1 \
-    --metrics "$metrics" --csv "$@" 2>/tmp/ncu_short.err | grep -E '^"' | awk -F'","' 'NR > 1 {
+    --metrics "$metrics" --csv "$@" > /tmp/ncu_short.csv 2>/tmp/ncu_short.err
+  r=$?
+  grep -E '^"' /tmp/ncu_short.csv | awk -F'","' 'NR > 1 {
       gsub(/"/, "", $NF); if (NR == 2) printf "  kernel %s\n", substr($5, 1, 100); printf "  %-60s %s %s\n", $(NF-2), $(NF-1), $NF }'
-  [ "${PIPESTATUS[0]}" = 0 ] || { tail -5 /tmp/ncu_short.err; rc=1; }
+  if [ "$r" != 0 ] || ! grep -q dram__bytes_read /tmp/ncu_short.csv; then
+    echo "  no launch profiled (ncu exit $r):"; tail -5 /tmp/ncu_short.err /tmp/ncu_short.csv; rc=1
+  fi
 }
 for sh in ${NCU_SHORT_SHAPES:-128:512:causal 128:512:none}; do
   IFS=: read -r hd s mask <<<"$sh"
