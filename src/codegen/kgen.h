@@ -152,6 +152,8 @@ void kg_scratch_init(kgen *g);
 ptx_r kg_q_bar(kgen *g, const int *mb, ptx_r buf);
 /* One arrive per consumer warp (lane 0) on the barrier at addr: a release site of mbar. */
 void kg_release_warp(kgen *g, ptx_r addr, int mbar, const char *site);
+/* The same, no arrive where predicate skip is set. */
+void kg_release_warp_unless(kgen *g, ptx_r addr, int mbar, ptx_r skip, const char *site);
 /* A new predicate: this thread is thread 0 of its warpgroup (name: the register's). */
 ptx_r kg_wg_lead(kgen *g, const char *name);
 pipe_state kg_pipe_init(kgen *g);

@@ -230,21 +230,14 @@ static void v_wait_desc(kgen *g, cons *c)
 
 static void v_release(kgen *g, cons *c)
 {
-    if (!c->first.cls) {
-        kg_release_warp(g, kg_ring_bar(g, g->mb_v_empty, c->pps.stage, c->tmp.voff),
-                        g->mb_v_empty[0], "consumer after PV");
-        return;
-    }
     /* first_in_loop: the tile's first pass took no V (predicated: the softmax before it is the
-       one every pass shares). On that pass c->pps is the previous tile's, or undefined in the
-       CTA's first tile, read only for the address of the arrive it predicates off (ctasim lists
-       it as a register read before any write) */
-    ptx_r l0 = g->sc.pt;
-    ptx_mbar_release(g->f, g->mb_v_empty[0], 4 * g->p->num_consumer_wg,
-                     "consumer after PV (not the tile's first pass)");
-    INS("setp.eq.and.u32 $, $, 0, !$;", l0, g->lane, c->first);
-    INS("@$ mbarrier.arrive.shared::cta.b64 _, [$];", l0,
-        kg_ring_bar(g, g->mb_v_empty, c->pps.stage, c->tmp.voff));
+       one every pass shares), so it skips the arrive. On that pass c->pps is the previous
+       tile's, or undefined in the CTA's first tile, read only for the address of the arrive it
+       predicates off (ctasim lists it as a register read before any write) */
+    kg_release_warp_unless(g, kg_ring_bar(g, g->mb_v_empty, c->pps.stage, c->tmp.voff),
+                           g->mb_v_empty[0], c->first, /* cls 0 without first_in_loop */
+                           c->first.cls ? "consumer after PV (not the tile's first pass)"
+                                        : "consumer after PV");
 }
 
 /* q_empty arrive when block it is the tile's last QK (predicated: no branch may sit between a

@@ -95,9 +95,18 @@ ptx_r kg_q_bar(kgen *g, const int *mb, ptx_r buf)
 /* Lane 0 of each consumer warp arrives: num_consumer_wg × 4 arrivals per phase. */
 void kg_release_warp(kgen *g, ptx_r addr, int mbar, const char *site)
 {
+    kg_release_warp_unless(g, addr, mbar, (ptx_r){0}, site);
+}
+
+void kg_release_warp_unless(kgen *g, ptx_r addr, int mbar, ptx_r skip, const char *site)
+{
     ptx_mbar_release(g->f, mbar, 4 * g->p->num_consumer_wg, site);
     ptx_r l0 = g->sc.pt;
-    if (g->sc.fenced)
+    if (skip.cls && g->sc.fenced)
+        return ptx_bug(g->f, "release at %s: a skip predicate under the early_pack fence", site);
+    if (skip.cls)
+        INS("setp.eq.and.u32 $, $, 0, !$;", l0, g->lane, skip);
+    else if (g->sc.fenced)
         INS("setp.eq.and.u32 $, $, 0, $;", l0, g->lane, g->sc.fence);
     else
         INS("setp.eq.u32 $, $, 0;", l0, g->lane);
