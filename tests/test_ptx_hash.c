@@ -8,6 +8,8 @@
  *
  * Usage: test_ptx_hash HASH_FILE. Each line: "<name> <16 hex digits>". The test fails on a hash
  * that differs, a case missing from the file and a line of the file no case produced.
+ * FA3JIT_PTX_DUMP_DIR=DIR also writes each case's PTX to DIR/<name>.ptx (tools/sass_same.sh: whether
+ * a PTX change leaves the machine code as it was).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,8 +62,23 @@ static int make_name(char *out, size_t cap, const fa3_config *c, const char *kno
     return snprintf(out, cap, "%s%s%s", desc, *knobs ? "+" : "", knobs) >= (int)cap;
 }
 
-/* PTX of cfg (canonicalized) planned under knobs; its hash in *h. 0 on success. */
-static int ptx_hash(const fa3_config *cfg, const char *knobs, unsigned long long *h)
+/* Writes len bytes of ptx to dir/name.ptx; 0 on success. */
+static int dump(const char *dir, const char *name, const char *ptx, size_t len)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/%s.ptx", dir, name) >= (int)sizeof path)
+        return -1;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    const int bad = fwrite(ptx, 1, len, f) != len;
+    return fclose(f) != 0 || bad ? -1 : 0;
+}
+
+/* PTX of cfg (canonicalized) planned under knobs; its hash in *h; written to
+   $FA3JIT_PTX_DUMP_DIR/name.ptx where that is set. 0 on success. */
+static int ptx_hash(const fa3_config *cfg, const char *knobs, const char *name,
+                    unsigned long long *h)
 {
     fa3_config canon;
     if (fa3_config_canonicalize(cfg, &canon) != FA3_OK)
@@ -80,8 +97,10 @@ static int ptx_hash(const fa3_config *cfg, const char *knobs, unsigned long long
     if (fa3_codegen_ptx(&plan, &ptx, &len) != FA3_OK)
         return -1;
     *h = (unsigned long long)XXH3_64bits(ptx, len);
+    const char *dir = getenv("FA3JIT_PTX_DUMP_DIR");
+    const int bad = dir && *dir && dump(dir, name, ptx, len) != 0;
     free(ptx);
-    return 0;
+    return bad ? -2 : 0;
 }
 
 static entry *load(size_t *n)
@@ -142,7 +161,10 @@ static void test_hashes(void **state)
             char name[160];
             assert_int_equal(make_name(name, sizeof name, &cfgs[i], knob_sets[k]), 0);
             unsigned long long h = 0;
-            if (ptx_hash(&cfgs[i], knob_sets[k], &h) != 0)
+            const int r = ptx_hash(&cfgs[i], knob_sets[k], name, &h);
+            if (r == -2)
+                fail_msg("%s: cannot write its PTX into FA3JIT_PTX_DUMP_DIR", name);
+            if (r != 0)
                 fail_msg("%s: no PTX (%s)", name, fa3_last_error_message());
             cases++;
             if (out) {
