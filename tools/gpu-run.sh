@@ -10,6 +10,12 @@
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+steps=${*:-tests edge magnitude quantize check pytest checkall compare sass sanitize}
+# every step named must be one of the case labels below: checked before anything runs
+known=" $(grep -oE '^  [a-z0-9_|]+\)' "$0" | tr -d ' )' | tr '|' ' ' | tr '\n' ' ') "
+for step in $steps; do
+  [[ $known == *" $step "* ]] || { echo "gpu-run: unknown step '$step'; steps:$known" >&2; exit 2; }
+done
 # the device tool brings back at most 8 files: logs go to $logs, packed into $OUT/logs.tar.gz at
 # the end (logs-2.tar.gz, -3, ... for later gpu-run calls in the same device call: session 33's
 # compare logs were overwritten by an ab run after it)
@@ -25,12 +31,6 @@ lib=$(ls "$root"/.gpu/libfa3jit.so* | head -n 1) # named by its SONAME (gpu-bund
 export FA3JIT_CACHE_DIR=${FA3JIT_CACHE_DIR:-$(mktemp -d)} FA3JIT_LIBRARY=$lib
 mkdir -p "$FA3JIT_CACHE_DIR"
 gen=$root/.gpu/fa3-gen
-steps=${*:-tests edge magnitude quantize check pytest checkall compare sass sanitize}
-# every step named must be one of the case labels below: checked before anything runs
-known=" $(grep -oE '^  [a-z0-9_|]+\)' "$0" | tr -d ' )' | tr '|' ' ' | tr '\n' ' ') "
-for step in $steps; do
-  [[ $known == *" $step "* ]] || { echo "gpu-run: unknown step '$step'; steps:$known" >&2; exit 2; }
-done
 rc=0
 # logged NAME SECONDS TAIL CMD...: runs CMD with a time limit, its output to $out/NAME.txt and the
 # last TAIL lines to the console; a failure (or timeout) fails the run
