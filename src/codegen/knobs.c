@@ -212,8 +212,8 @@
      first's sync, so consumer 0 syncs its own at its last PV, before it arrives on consumer
      1's (mainloop.c last_v_release). ctasim's suite passes under it, O and LSE bitwise equal
      to the default's. Session 32 (H100): 16-bit 0.89-1.00 of the default (hd64 non-causal
-     0.89-0.91, hd256 non-causal >= 4096 0.968), e4m3 hd256 0.91-0.98; e4m3 hd128 +2-3% at
-     8192/16384 and even below (two runs), not yet the default there (test_fp8 not run on it);
+     0.89-0.91, hd256 non-causal >= 4096 0.968), e4m3 hd256 0.91-0.98; e4m3 hd128 +1-4% at
+     4096-16384 and even below (three runs): the default there since session 33;
    The scheduling switches of earlier sessions (arrive_per_warp, early_q_release,
    l2_sections, pp_continuous, q_double, k_before_q, o_tma_store, o_stage_in_q, masked_overlap,
    section_search, pv_split, stages) are retired: each was settled by a same-run A/B, recorded

@@ -292,7 +292,8 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        fp16, FA4 and cuDNN in it), Q staging / ring, median of each group's rows: non-causal
        0.959 (< 4096) and 0.967, causal 0.969 and 0.995; 512 non-causal 0.921 in both dtypes. */
     p->ring_stage = !p->fp8;
-    /* The consumers' GEMM turns: everywhere (knob pingpong=0). Written before measuring:
+    /* The consumers' GEMM turns: everywhere but e4m3 hd128 (knob pingpong=0 drops them, =1
+       keeps them). Written before measuring:
        FA3 and FlashInfer keep them for 16-bit head_dim <= 128 and e4m3 >= 128, FA4 drops them at
        hd256, so a gain was looked for at 16-bit hd256. Measured (session 32, H100 SXM at 1980
        MHz max): beside cuDNN and FA4 (call 3, bench/compare.py, 3 rounds rotated, bf16 + fp16),
@@ -301,18 +302,15 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        non-causal 0.983 / 0.968, causal 0.996 / 0.985: the turns stay at 16-bit. e4m3 (bench/ab.py,
        fa3-gen bench, rotated): hd64 even (0.99-1.03), hd256 0.91-0.98, but hd128 1.00-1.01 below
        4096 and 1.019-1.032 at 8192/16384 in two runs (3 and 4 rounds: full 16384 684.8 / 663.4,
-       causal 8192 676.3 / 659.6 TFLOP/s). The knob's e4m3 kernels passed fa3-gen check
-       (fp8_knob_check.sh) and racecheck/synccheck of hd128 causal on the GPU, but the session's
-       device time ended before test_fp8 ran on a library with e4m3 hd128 turned over. Session
-       33 (H100 SXM): e4m3 hd128 (head_dim_v 128) drops them. Its library passed
+       causal 8192 676.3 / 659.6 TFLOP/s). Session 33 (H100 SXM): e4m3 hd128 (head_dim_v 128)
+       drops them. Its library passed
        fp8_knob_check.sh "" (every head dim and mask, varlen, paged 64/16, split-KV, packed GQA,
        block_m 64, several tiles a CTA, test_fp8 21/21, racecheck and synccheck), racecheck of
        hd128 local/varlen/paged 16/split-KV, pytest (1048 passed), memcheck and synccheck over
        check --all (2040 cases each, 0 errors). A third same-run A/B, default / pingpong=1, 3
        rounds rotated: 1.007-1.012 below 4096 (causal 1024 0.997), 1.015 / 1.014 at 4096,
        1.017 / 1.039 at 8192, 1.032 / 1.012 at 16384 (non-causal / causal). */
-    p->pingpong = !(p->fp8 && cfg->head_dim == 128 &&
-                    (!cfg->head_dim_v || cfg->head_dim_v == 128));
+    p->pingpong = !(p->fp8 && cfg->head_dim == 128 && cfg->head_dim_v == 128); /* canonical */
     /* One key-block loop body for causal/local (mask_branch, mainloop.c): its softmax applies
        the mask under a warp-uniform branch on the block's need, so the body's GEMMs are in the
        PTX once and ptxas, whose time follows the wgmma instructions' total width (docs/notes.md
