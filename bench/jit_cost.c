@@ -2,7 +2,8 @@
  * JIT cost of fa3_jit_get_kernel per config, on this machine (issue 3's targets are for a 2-core
  * CPU machine: cold ≤ 300 ms, warm from disk ≤ 5 ms, in memory ≤ 2 µs):
  *   cold   — empty cache folder, new context: codegen + whole-program compile + store;
- *   disk   — a new process with the cache present: codegen (the key hashes the PTX) + load;
+ *   disk   — a new process with the cache present: the index file names the entry (no codegen),
+ *            then the load;
  *   memory — the same context again: the in-memory table (mean of many calls).
  * usage: jit_cost [--all]   (default: the hd 64/128/256 × bf16 × none/causal configs)
  */

@@ -268,7 +268,8 @@ typedef struct fa3_context fa3_context;
 /*
  * Disk cache: one file <cache_dir>/<key>.fa3k per kernel (a header with magic, format version,
  * key, kernel kind, canonical config, sizes, the plan's debug knobs and XXH3 checksums, then the
- * cubin and the compiler log). A file
+ * cubin and the compiler log), and beside it an index file <cache_dir>/<index key>.fa3x naming it
+ * for the next process, which then loads the kernel without generating its PTX. A file
  * that fails any check (truncated, corrupted, foreign, older format) is ignored, never loaded, and
  * replaced by a fresh compile. Environment (read when the context is created): FA3JIT_CACHE_DIR
  * (folder, an absolute path), FA3JIT_CACHE_DISABLE (0 or 1: memory only), FA3JIT_CACHE_LOCK_TIMEOUT

@@ -47,9 +47,9 @@ printf 'garbage' > "$c/ffffffffffffffffffffffffffffffff.fa3k"
 : > "$c/notes.txt"
 check "ls with an invalid entry" 0 "$gen" cache ls --cache-dir "$c"
 has "ls: invalid entry shown" "$dir/out" "^\(invalid: truncated \(shorter than a header\)\) .* ffffffffffffffffffffffffffffffff$"
-has "ls: counts" "$dir/out" "^2 entries \(1 invalid.*, 0 locks, 1 temporary file,"
+has "ls: counts" "$dir/out" "^2 entries \(1 invalid.*\), 1 index file, 0 locks, 1 temporary file,"
 check "clear" 0 "$gen" cache clear --cache-dir "$c"
-has "clear: count" "$dir/out" "^removed 3 files"
+has "clear: count" "$dir/out" "^removed 4 files"
 if [ -f "$c/notes.txt" ] && [ "$(ls -A "$c")" = notes.txt ]; then ok "clear: only fa3jit's files";
 else bad "clear left: $(ls -A "$c")"; fi
 
@@ -57,6 +57,7 @@ check "warm --all --dry-run" 0 "$gen" cache warm --all --dry-run
 n=$(grep -Ec '^hd[0-9]' "$dir/out")
 has "dry run: count line" "$dir/out" "^$n configurations$"
 has "dry run: hd192x128" "$dir/out" "^hd192x128 "
+ns=$(grep -Ec '^hd.* split' "$dir/out") # split-KV configs: two kernels each
 check "warm --all --jobs 2" 0 "$gen" cache warm --all --jobs 2 --cache-dir "$c"
 has "warm --all: all compiled" "$dir/out" "^warm: $n configurations, $n compiled, 0 already cached, 0 failed, 0 not on disk"
 check "ls after warm --all" 0 "$gen" cache ls --cache-dir "$c"
@@ -71,8 +72,12 @@ if [ "$(printf '%s\n' "$cols" | wc -l)" = 1 ]; then ok "ls: columns aligned ($co
 else bad "ls: columns misaligned (backend column, key column): $(echo $cols)"; grep -E '^hd(192x128|64 )' "$dir/out" | head -4 | sed 's/^/  | /'; fi
 check "warm --all again" 0 "$gen" cache warm --all --jobs 2 --cache-dir "$c"
 has "warm --all again: all cached" "$dir/out" "^warm: $n configurations, 0 compiled, $n already cached"
-if ls -A "$c" | grep -Eqv '^([0-9a-f]{32}\.fa3k|notes\.txt)$'; then bad "stray files: $(ls -A "$c" | grep -Ev '\.fa3k$')";
+if ls -A "$c" | grep -Eqv '^([0-9a-f]{32}\.fa3[kx]|notes\.txt)$'; then bad "stray files: $(ls -A "$c" | grep -Ev '\.fa3[kx]$')";
 else ok "no lock or temporary files left"; fi
+# one index file per kernel of each config (a combine entry serves several split configs): the
+# warm loads of the next process skip the generator
+check "ls after warm --all again" 0 "$gen" cache ls --cache-dir "$c"
+has "ls: an index file per config's kernel" "$dir/out" "^$((n + nc)) entries \(0 invalid.*\), $((n + ns)) index files,"
 
 if command -v script > /dev/null 2>&1; then
     script -qec "'$gen' cache warm --cache-dir '$dir/bar' --head-dim 128" /dev/null > "$dir/out" 2>&1

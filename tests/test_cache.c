@@ -5,7 +5,7 @@
  *   - keys: the same config gives the same key (in two contexts, and from fa3_cache_key_for); each
  *     field that changes the binary (head_dim, dtype, mask, softcap, block_n, stages, backend)
  *     gives a different key; configs with equal canonical forms share one;
- *   - first fa3_jit_get_kernel → COMPILED and one entry file; again in the same context → the same
+ *   - first fa3_jit_get_kernel → COMPILED, one entry file and its index file; again in the same context → the same
  *     kernel pointer, MEMORY; a new context on the same folder → DISK with identical cubin bytes;
  *   - a truncated entry, a flipped payload byte, a flipped header byte, a foreign file, an empty
  *     file, a zero-filled one of the entry's size (what a machine crash can leave of an entry
@@ -250,7 +250,7 @@ static void test_roundtrip(void **state)
     CHECK(fa3_cache_entry_path(dir, i1.cache_key, path, sizeof path));
     long entry_size = file_size(path);
     assert_true(entry_size > (long)n1);
-    assert_int_equal(count_files(dir), 1);
+    assert_int_equal(count_files(dir), 2); /* the entry and its index file (test_cache_index) */
 
     /* 2. same context: the same kernel from memory */
     fa3_kernel_info i2;
@@ -387,7 +387,8 @@ static void test_roundtrip(void **state)
         fa3_context_free(c);
         printf("  %s: %s entry rebuilt and rewritten\n", fa3_backend_name(b), damage[d]);
     }
-    assert_int_equal(count_files(dir), 2); /* the two entries: no temporary or lock files */
+    /* the two entries and their index files: no temporary or lock files */
+    assert_int_equal(count_files(dir), 4);
     fa3_context_free(c1);
 }
 
@@ -622,9 +623,14 @@ static void test_debug_plan(void **state)
     fa3_cache_file *files = NULL;
     size_t n = 0;
     CHECK(fa3_cache_list(dir, &files, &n));
-    assert_int_equal(n, 2);
-    int marked = 0;
+    assert_int_equal(n, 4); /* two entries, and an index file each: the knobs are in its key */
+    int marked = 0, indexes = 0;
     for (size_t i = 0; i < n; i++) {
+        if (files[i].kind == FA3_CACHE_FILE_INDEX) {
+            indexes++;
+            continue;
+        }
+        assert_int_equal(files[i].kind, FA3_CACHE_FILE_ENTRY);
         assert_true(files[i].valid);
         const char *want = strcmp(files[i].view.key, dbg_info.cache_key) == 0 ? "dbg_no_softmax=1"
                                                                                 : "";
@@ -632,6 +638,7 @@ static void test_debug_plan(void **state)
         marked += want[0] != '\0';
     }
     assert_int_equal(marked, 1);
+    assert_int_equal(indexes, 2);
     fa3_free(files);
 }
 
@@ -645,6 +652,9 @@ static void test_listing(void **state)
         {"00112233445566778899aabbccddeeff.fa3k", FA3_CACHE_FILE_ENTRY},
         {"00112233445566778899aabbccddeeff.lock", FA3_CACHE_FILE_LOCK},
         {".00112233445566778899aabbccddeeff.tmp.AbC123", FA3_CACHE_FILE_TEMP},
+        {"00112233445566778899aabbccddeeff.fa3x", FA3_CACHE_FILE_INDEX},
+        {"00112233445566778899AABBCCDDEEFF.fa3x", FA3_CACHE_FILE_OTHER}, /* uppercase */
+        {"00112233445566778899aabbccddeeff.fa3x.old", FA3_CACHE_FILE_OTHER},
         {"00112233445566778899AABBCCDDEEFF.fa3k", FA3_CACHE_FILE_OTHER}, /* uppercase */
         {"00112233445566778899aabbccddeef.fa3k", FA3_CACHE_FILE_OTHER},  /* 31 digits */
         {"00112233445566778899aabbccddeeff.fa3k~", FA3_CACHE_FILE_OTHER},
@@ -664,7 +674,7 @@ static void test_listing(void **state)
     fa3_cache_file *files = NULL;
     size_t n = 0;
     CHECK(fa3_cache_list(dir, &files, &n));
-    assert_int_equal(n, 3);
+    assert_int_equal(n, 4);
     for (size_t i = 0; i < n; i++) {
         if (files[i].kind == FA3_CACHE_FILE_ENTRY) {
             assert_false(files[i].valid);
@@ -676,9 +686,9 @@ static void test_listing(void **state)
     size_t removed = 0;
     uint64_t bytes = 0;
     CHECK(fa3_cache_clear(dir, &removed, &bytes));
-    assert_int_equal(removed, 3);
-    assert_int_equal(bytes, 3);
-    assert_int_equal(count_files(dir), (int)(sizeof names / sizeof names[0]) - 3);
+    assert_int_equal(removed, 4);
+    assert_int_equal(bytes, 4);
+    assert_int_equal(count_files(dir), (int)(sizeof names / sizeof names[0]) - 4);
     /* a missing folder: nothing listed, nothing to clear, no error */
     subdir(dir, sizeof dir, "listing-missing");
     CHECK(fa3_cache_list(dir, &files, &n));

@@ -3,7 +3,9 @@
  *   processes:         16 cache_worker processes released together: every one gets a valid kernel
  *                      with the same cache key and the same cubin bytes, at least one compiled it,
  *                      the others compiled it too or loaded it from disk, and the folder ends with
- *                      exactly one entry file (no lock or temporary files left);
+ *                      exactly one entry file and one index file naming it (no lock or temporary
+ *                      files left); then 16 more with the generator failing all load it from disk
+ *                      through that index;
  *   processes_nolock:  the same with the cache lock refused (FA3JIT_TEST_FAIL=lock, as on NFS
  *                      without locks): each compiles, the atomic rename still leaves one good entry;
  *   threads_contexts:  16 threads, one context each, same folder (the file lock between threads);
@@ -43,31 +45,48 @@ static void fresh_dir(char *out, size_t size, const char *tag)
     assert_int_equal(mkdir(out, 0700), 0);
 }
 
-/* Checks that dir holds exactly one file, <key>.fa3k. */
-static void only_entry(const char *dir, const char *key)
+/* Checks that dir holds exactly two files: <key>.fa3k and one index file, <32 hex>.fa3x, of 88
+   bytes naming key at its offset 48 (the layout in src/runtime/cache.h). */
+static void entry_and_index(const char *dir, const char *key)
 {
     DIR *d = opendir(dir);
     assert_non_null(d);
-    int n = 0;
+    int entries = 0, indexes = 0;
     struct dirent *de;
     char want[64];
     snprintf(want, sizeof want, "%s.fa3k", key);
     while ((de = readdir(d)) != NULL) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
-        n++;
-        if (strcmp(de->d_name, want) != 0)
+        size_t n = strlen(de->d_name);
+        if (!strcmp(de->d_name, want)) {
+            entries++;
+        } else if (n == 37 && !strcmp(de->d_name + 32, ".fa3x") &&
+                   strspn(de->d_name, "0123456789abcdef") == 32) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            size_t size = 0;
+            unsigned char *b = slurp(path, &size);
+            assert_int_equal(size, 88);
+            assert_memory_equal(b + 48, key, 32);
+            free(b);
+            indexes++;
+        } else {
             fail_msg("unexpected file in the cache folder: %s", de->d_name);
+        }
     }
     closedir(d);
-    assert_int_equal(n, 1);
+    assert_int_equal(entries, 1);
+    assert_int_equal(indexes, 1);
 }
 
-/* Starts N workers on one folder at the same moment; checks what they report. */
-static void run_processes(const char *fail_sites, int *compiled_out)
+/* Starts N workers on dir at the same moment (FA3JIT_TEST_FAIL=fail_sites unless NULL); checks
+   that each got a valid cubin, all the same one, under one key (key[0] set: that key; else it
+   receives it), and counts their sources. */
+static void run_workers(const char *dir, const char *fail_sites, char key[33], int *compiled,
+                        int *disk)
 {
-    char dir[512], out[N][600];
-    fresh_dir(dir, sizeof dir, fail_sites ? "procs-nolock" : "procs");
+    char out[N][600];
     int start[2];
     assert_int_equal(pipe(start), 0);
     pid_t pids[N];
@@ -101,8 +120,7 @@ static void run_processes(const char *fail_sites, int *compiled_out)
     close(start[0]);
     close(start[1]); /* go */
 
-    char key[33] = "";
-    int compiled = 0, disk = 0;
+    *compiled = *disk = 0;
     unsigned char *first = NULL;
     size_t first_size = 0;
     for (int i = 0; i < N; i++) {
@@ -122,12 +140,12 @@ static void run_processes(const char *fail_sites, int *compiled_out)
         if (sscanf(line, "key=%40s source=%31s size=%zu", k, src, &size) != 3)
             fail_msg("worker %d printed: %s", i, line);
         if (!key[0])
-            snprintf(key, sizeof key, "%s", k);
+            snprintf(key, 33, "%s", k);
         assert_string_equal(k, key);
         if (!strcmp(src, "COMPILED"))
-            compiled++;
+            (*compiled)++;
         else if (!strcmp(src, "DISK"))
-            disk++;
+            (*disk)++;
         else
             fail_msg("worker %d: source %s", i, src);
         size_t got = 0;
@@ -145,12 +163,32 @@ static void run_processes(const char *fail_sites, int *compiled_out)
         unlink(out[i]);
     }
     free(first);
+}
+
+/* N workers on one empty folder, then N more on it with the generator failing
+   (FA3JIT_TEST_FAIL=codegen): the second round loads the entry through the index the first wrote,
+   all of them from disk. */
+static void run_processes(const char *fail_sites, int *compiled_out)
+{
+    char dir[512], key[33] = "";
+    fresh_dir(dir, sizeof dir, fail_sites ? "procs-nolock" : "procs");
+    int compiled = 0, disk = 0;
+    run_workers(dir, fail_sites, key, &compiled, &disk);
     printf("  %d processes%s: %d compiled, %d from disk, key %s\n", N,
            fail_sites ? " without the lock" : "", compiled, disk, key);
     assert_true(compiled >= 1);
     assert_int_equal(compiled + disk, N);
-    only_entry(dir, key);
+    entry_and_index(dir, key);
     *compiled_out = compiled;
+
+    char sites[64];
+    snprintf(sites, sizeof sites, "%s%scodegen", fail_sites ? fail_sites : "",
+             fail_sites ? "," : "");
+    run_workers(dir, sites, key, &compiled, &disk);
+    printf("  %d more, the generator failing: %d from disk through the index\n", N, disk);
+    assert_int_equal(compiled, 0);
+    assert_int_equal(disk, N);
+    entry_and_index(dir, key);
 }
 
 static void test_processes(void **state)
@@ -257,7 +295,7 @@ static void run_threads(int shared)
         fa3_context_free(jobs[i].own);
     fa3_context_free(ctx);
     pthread_barrier_destroy(&go);
-    only_entry(dir, jobs[0].info.cache_key);
+    entry_and_index(dir, jobs[0].info.cache_key);
 }
 
 static void test_threads_contexts(void **state)

@@ -64,3 +64,11 @@ void expect_child_ok(int pid)
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
 }
+
+void arm(const char *sites)
+{
+    if (sites)
+        setenv("FA3JIT_TEST_FAIL", sites, 1);
+    else
+        unsetenv("FA3JIT_TEST_FAIL");
+}

@@ -19,6 +19,9 @@ unsigned char *slurp(const char *path, size_t *size);
    test unless fa3_context_create succeeds. */
 fa3_context *make_ctx(const char *dir, fa3_backend b, int disable);
 
+/* Arms the library's fault sites (FA3JIT_TEST_FAIL=sites, comma-separated); NULL disarms. */
+void arm(const char *sites);
+
 /* Waits for the child pid and fails the test unless it exited with status 0. */
 void expect_child_ok(int pid);
 

@@ -1,7 +1,8 @@
 /*
  * fa3_jit_get_kernel: canonical config → the context's memory table → the plan, then for each
- * kernel of the config's operation (op.h): PTX from its kind's emitter → cache key → disk cache →
- * compile → store in both.
+ * kernel of the config's operation (op.h): the disk cache's index (an entry found without
+ * generating the PTX) → PTX from its kind's emitter → cache key → disk cache → compile → store in
+ * both, and the index pointed at the entry.
  *
  * Concurrency: the context mutex guards the kernel table. A kernel being built is in the table
  * with ready = 0 so that a second thread asking for the same config waits for it (on the context's
@@ -94,9 +95,9 @@ static fa3_status spoil_ptx(fa3_part *pt)
     return FA3_OK;
 }
 
-/* Stores part pt's entry. Not an error when it fails: the kernel works from memory, the reason
+/* Stores part pt's entry; 1 when stored. Not an error when it fails: the kernel works from memory, the reason
    becomes the context's warning and no stale message is left for a call that succeeds. */
-static void store_part(fa3_context *ctx, const fa3_kernel *k, const fa3_part *pt)
+static int store_part(fa3_context *ctx, const fa3_kernel *k, const fa3_part *pt)
 {
     fa3_cache_meta meta;
     memset(&meta, 0, sizeof meta);
@@ -116,7 +117,9 @@ static void store_part(fa3_context *ctx, const fa3_kernel *k, const fa3_part *pt
             fa3_context_degrade_disk(ctx, FA3_DISK_READONLY);
         fa3_context_warn(ctx, "%s (the kernel is kept in memory)", fa3_last_error_message());
         fa3_clearerr();
+        return 0;
     }
+    return 1;
 }
 
 /* One part's build in three steps, so that the compiles of a cold build can overlap: prepare
@@ -134,7 +137,20 @@ typedef struct part_job {
     char *msg;           /* the compile's error message (fa3_takeerr) when st != FA3_OK */
     pthread_t thread;    /* the helper compiling it, when on_helper */
     int on_helper;
+    int has_ikey;        /* ikey is the part's index key (cache_index.c) */
+    char ikey[33];
 } part_job;
+
+/* Points j's index file at the entry key of its part, which is on disk (loaded or just stored),
+   where the disk takes files. Quietly: the index only saves the next process the codegen. */
+static void index_part(part_job *j)
+{
+    if (!j->has_ikey || atomic_load(&j->ctx->disk_state) != FA3_DISK_OK)
+        return;
+    if (fa3_cache_index_store(j->ctx->cache_dir, j->ikey, j->pt->key, j->ctx->cache_fsync) !=
+        FA3_OK)
+        fa3_clearerr();
+}
 
 /* Part pt of k (whose plan is made), up to its compile: PTX from its kind's emitter, its cache key,
    then the disk cache; on a miss j->compile = 1, with the key's lock held where the disk takes
@@ -148,24 +164,46 @@ static fa3_status prepare_part(part_job *j)
     fa3_kind_shape(pt->kind, &k->plan, &pt->threads, &pt->smem_bytes);
     fa3_kind_key_config(pt->kind, &k->cfg, &pt->key_config);
     pt->plan_debug = pt->kind == FA3_KERNEL_FWD ? k->plan.debug : "";
+    const char *arch = fa3_arch_name(k->cfg.arch);
+    const int spoil =
+        fa3_test_fail("ptx") || (pt->kind == FA3_KERNEL_COMBINE && fa3_test_fail("ptx-combine"));
+    /* The disk cache holds cubins; DRIVER_JIT has none to keep. */
+    j->use_disk = ctx->cache_dir && k->backend != FA3_BACKEND_DRIVER_JIT &&
+                  atomic_load(&ctx->disk_state) != FA3_DISK_OFF;
+
+    /* First the index (cache.h): the entry of this kind, config and knobs built by this binary,
+       loaded without generating its PTX. Not when a test hook spoils the PTX (its key must be the
+       spoiled text's). A miss, or an entry that fails load_from_disk's checks, goes on below. */
+    if (j->use_disk && !spoil) {
+        fa3_cache_index_input ii = {.kind = pt->kind, .config = &k->cfg,
+                                    .backend = fa3_backend_name(k->backend),
+                                    .backend_version = k->backend_version,
+                                    .arch = arch ? arch : ""};
+        j->has_ikey = fa3_cache_index_key(&ii, j->ikey);
+        if (j->has_ikey && fa3_cache_index_load(ctx->cache_dir, j->ikey, pt->key) &&
+            load_from_disk(ctx, k, pt))
+            return FA3_OK;
+    }
+
+    /* Test hook "codegen": the generator fails (shows that a load through the index skips it). */
+    if (fa3_test_fail("codegen"))
+        return fa3_seterr(FA3_ERR_INTERNAL, "test hook: the generator fails");
     FA3_TRY(fa3_codegen_kernel(pt->kind, &k->plan, &pt->ptx, &pt->ptx_len));
     if (!pt->ptx || pt->ptx[pt->ptx_len] != '\0')
         return fa3_seterr(FA3_ERR_INTERNAL, "the generator returned no NUL-terminated PTX");
-    if (fa3_test_fail("ptx") || (pt->kind == FA3_KERNEL_COMBINE && fa3_test_fail("ptx-combine")))
+    if (spoil)
         FA3_TRY(spoil_ptx(pt));
-    const char *arch = fa3_arch_name(k->cfg.arch);
     fa3_cache_key_input in = {.kind = pt->kind, .config = &pt->key_config, .ptx = pt->ptx,
                               .ptx_len = pt->ptx_len, .generator = FA3_GENERATOR_VERSION,
                               .backend = fa3_backend_name(k->backend),
                               .backend_version = k->backend_version, .arch = arch ? arch : ""};
     FA3_TRY(fa3_cache_key(&in, pt->key));
 
-    /* The disk cache holds cubins; DRIVER_JIT has none to keep. */
-    j->use_disk = ctx->cache_dir && k->backend != FA3_BACKEND_DRIVER_JIT &&
-                  atomic_load(&ctx->disk_state) != FA3_DISK_OFF;
     if (j->use_disk) {
-        if (load_from_disk(ctx, k, pt))
+        if (load_from_disk(ctx, k, pt)) {
+            index_part(j);
             return FA3_OK;
+        }
         if (atomic_load(&ctx->disk_state) == FA3_DISK_OK) {
             /* Compile under the key's lock, looking at the disk again once it is held: another
                process (or context) may have just stored the entry while we waited. */
@@ -175,6 +213,7 @@ static fa3_status prepare_part(part_job *j)
             case FA3_CACHE_LOCKED:
                 if (load_from_disk(ctx, k, pt)) {
                     fa3_cache_lock_release(&j->lock);
+                    index_part(j);
                     return FA3_OK;
                 }
                 break;
@@ -278,8 +317,9 @@ static void finish_part(part_job *j, int ok)
 {
     if (!j->compile)
         return;
-    if (ok && j->use_disk && j->pt->cubin && atomic_load(&j->ctx->disk_state) == FA3_DISK_OK)
-        store_part(j->ctx, j->k, j->pt);
+    if (ok && j->use_disk && j->pt->cubin && atomic_load(&j->ctx->disk_state) == FA3_DISK_OK &&
+        store_part(j->ctx, j->k, j->pt))
+        index_part(j);
     fa3_cache_lock_release(&j->lock);
 }
 

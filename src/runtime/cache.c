@@ -146,6 +146,20 @@ static int read_all(int fd, void *buf, size_t n)
     return 0;
 }
 
+/* See cache.h. */
+int fa3_cache_read_file(const char *path, void *buf, size_t size)
+{
+    /* O_NONBLOCK: as for entries (fa3_cache_load), a FIFO must not block the open. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    struct stat sb;
+    int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size == size &&
+             read_all(fd, buf, size) == 0;
+    close(fd);
+    return ok;
+}
+
 #define BAD(reason)        \
     do {                   \
         if (why)           \
@@ -272,22 +286,14 @@ static int write_all(int fd, const void *buf, size_t n)
  * that must hold every entry it was given across a crash (one filled ahead by `fa3-gen cache
  * warm` and shipped, where a lost entry is a cold compile in production).
  */
-fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, size_t cubin_size,
-                           const char *log, const fa3_cache_meta *meta, int durable,
-                           int *sys_errno)
+/* See cache.h. */
+fa3_status fa3_cache_write_file(const char *dir, const char *key, const char *path,
+                                const void *const *parts, const size_t *sizes, int nparts,
+                                int durable, int *sys_errno)
 {
     if (sys_errno)
         *sys_errno = 0;
-    if (!dir || !valid_key(key) || !cubin || cubin_size == 0 || !meta)
-        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_store: bad argument (%s)",
-                          !dir ? "NULL dir" : !valid_key(key) ? "malformed key"
-                          : !cubin || !cubin_size ? "no cubin" : "NULL meta");
-    size_t lsize = log ? strlen(log) : 0;
-    if ((uint64_t)cubin_size > MAX_ENTRY_BYTES || (uint64_t)lsize > MAX_ENTRY_BYTES)
-        return fa3_seterr(FA3_ERR_CACHE_IO, "cache entry too large (%zu + %zu bytes)", cubin_size,
-                          lsize);
-    char path[4096], tmp[4096];
-    FA3_TRY(fa3_cache_entry_path(dir, key, path, sizeof path));
+    char tmp[4096];
     int n = snprintf(tmp, sizeof tmp, "%s/.%s.tmp.XXXXXX", dir, key);
     if (n < 0 || (size_t)n >= sizeof tmp)
         return fa3_seterr(FA3_ERR_CACHE_IO, "cache path too long: %s", dir);
@@ -297,10 +303,6 @@ fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, 
         return fa3_seterr(FA3_ERR_CACHE_IO, "cannot create cache directory %s: mkdir: %s", dir,
                           strerror(errno));
     }
-
-    uint8_t h[HDR];
-    FA3_TRY(fa3_cache_header_write(h, key, cubin, cubin_size, log, lsize, meta));
-
     int fd = inject("open", EROFS) ? -1 : mkstemp(tmp);
     if (fd < 0) {
         int e = errno;
@@ -310,10 +312,10 @@ fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, 
                           dir, strerror(e));
     }
     const char *failed = NULL;
-    if (write_all(fd, h, sizeof h) != 0 || write_all(fd, cubin, cubin_size) != 0 ||
-        (lsize && write_all(fd, log, lsize) != 0))
-        failed = "write";
-    else if (durable && (inject("fsync", EIO) || fsync(fd) != 0))
+    for (int i = 0; i < nparts && !failed; i++)
+        if (sizes[i] && write_all(fd, parts[i], sizes[i]) != 0)
+            failed = "write";
+    if (!failed && durable && (inject("fsync", EIO) || fsync(fd) != 0))
         failed = "fsync";
     int e = errno;
     if (close(fd) != 0 && !failed) {
@@ -340,6 +342,29 @@ fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, 
         close(dfd);
     }
     return FA3_OK;
+}
+
+fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, size_t cubin_size,
+                           const char *log, const fa3_cache_meta *meta, int durable,
+                           int *sys_errno)
+{
+    if (sys_errno)
+        *sys_errno = 0;
+    if (!dir || !valid_key(key) || !cubin || cubin_size == 0 || !meta)
+        return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_store: bad argument (%s)",
+                          !dir ? "NULL dir" : !valid_key(key) ? "malformed key"
+                          : !cubin || !cubin_size ? "no cubin" : "NULL meta");
+    size_t lsize = log ? strlen(log) : 0;
+    if ((uint64_t)cubin_size > MAX_ENTRY_BYTES || (uint64_t)lsize > MAX_ENTRY_BYTES)
+        return fa3_seterr(FA3_ERR_CACHE_IO, "cache entry too large (%zu + %zu bytes)", cubin_size,
+                          lsize);
+    char path[4096];
+    FA3_TRY(fa3_cache_entry_path(dir, key, path, sizeof path));
+    uint8_t h[HDR];
+    FA3_TRY(fa3_cache_header_write(h, key, cubin, cubin_size, log, lsize, meta));
+    const void *parts[] = {h, cubin, log};
+    const size_t sizes[] = {sizeof h, cubin_size, lsize};
+    return fa3_cache_write_file(dir, key, path, parts, sizes, 3, durable, sys_errno);
 }
 
 /* ------------------------------------------------------------------ lock */

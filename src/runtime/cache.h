@@ -1,8 +1,9 @@
 /*
  * On-disk kernel cache: one file <dir>/<key>.fa3k per compiled kernel, where key is the XXH3-128
- * of everything that determines the binary (fa3_cache_key_for). In three files: cache_format.c
- * (the key and the header's bytes, pure), cache.c (the folder, load, store, the lock) and
- * cache_list.c (fa3-gen's ls and clear). Files are
+ * of everything that determines the binary (fa3_cache_key_for), and an index file per kernel
+ * naming its entry (below). In four files: cache_format.c (the key, the header's and the index
+ * file's bytes, pure), cache.c (the folder, load, store, the lock), cache_index.c (the index key
+ * and its files) and cache_list.c (fa3-gen's ls and clear). Files are
  * written to a temporary name in the same directory (.<key>.tmp.XXXXXX) and renamed into place, so
  * readers only ever see complete entries (fsync'd first only with FA3JIT_CACHE_FSYNC=1: cache.c
  * says why); a file that fails any check (magic, version, key, sizes, config, checksums) is treated
@@ -185,6 +186,20 @@ FA3_INTERNAL fa3_status fa3_cache_store(const char *dir, const char *key, const 
                                         const fa3_cache_meta *meta, int durable,
                                         int *sys_errno);
 
+/*
+ * Writes parts[0..nparts) (sizes[i] bytes each) as the file path in dir (creating dir and its
+ * parents, mode 0700): a temporary file .<key>.tmp.XXXXXX in dir renamed over path, fsync'd as
+ * fa3_cache_store says when durable. The one writer of the cache's files (entries, index).
+ * Errors: FA3_ERR_CACHE_IO naming the failing call and path; *sys_errno (may be NULL) its errno.
+ */
+FA3_INTERNAL fa3_status fa3_cache_write_file(const char *dir, const char *key, const char *path,
+                                             const void *const *parts, const size_t *sizes,
+                                             int nparts, int durable, int *sys_errno);
+
+/* Reads the regular file path (not a link, FIFO or device) into buf when it is exactly size
+   bytes long; 1 on success, else 0 (missing, another size, unreadable). No error message. */
+FA3_INTERNAL int fa3_cache_read_file(const char *path, void *buf, size_t size);
+
 /* Writes the entry path of key in dir into buf; FA3_ERR_CACHE_IO if it does not fit. */
 FA3_INTERNAL fa3_status fa3_cache_entry_path(const char *dir, const char *key, char *buf,
                                              size_t size);
@@ -223,6 +238,64 @@ FA3_INTERNAL int fa3_cache_payload_ok(const uint8_t *h, const uint8_t *payload,
 FA3_INTERNAL int fa3_cache_read_entry(int fd, const char *key, const fa3_config *expect,
                                       fa3_cache_view *v, uint8_t **payload, const char **why);
 
+/* ------------------------------------------------------------------ index (cache_index.c) */
+
+/*
+ * <dir>/<index key>.fa3x: which entry holds the kernel of a config, so that a warm load skips
+ * generating the PTX that the entry key hashes. The index key is fa3_cache_key of the kernel
+ * kind, the canonical config the plan is made from, and in the place of the PTX a text naming
+ * this library binary's ELF build ID and FA3JIT_PLAN_DEBUG (the generator's other inputs), the
+ * generator version, the backend, its version and the arch. File (88 bytes, little-endian):
+ *     0  magic "FA3JITX\0"
+ *     8  u32 format version (FA3_CACHE_INDEX_FORMAT)
+ *    12  u32 file size (FA3_CACHE_INDEX_SIZE)
+ *    16  the index key, 32 lowercase hex digits (its file's name)
+ *    48  the entry key, 32 lowercase hex digits
+ *    80  u64 XXH3-64 of bytes [0, 80)
+ * Written like entries (temporary file, rename), without a lock: writers of one index key write
+ * the same bytes. A file that fails any check is a miss. The entry it names is loaded only after
+ * the usual checks against the config, kind and knobs wanted (build.c).
+ */
+#define FA3_CACHE_INDEX_FORMAT 1u
+#define FA3_CACHE_INDEX_SIZE 88u
+#define FA3_CACHE_INDEX_SUFFIX ".fa3x"
+#define FA3_CACHE_INDEX_MAGIC "FA3JITX\0"
+
+/* This library binary's ELF build ID (the shared library's, or the program's that linked the
+   static library): *id receives its bytes (valid for the process's life); the length, 0 when the
+   binary has none (then there is no index). */
+FA3_INTERNAL size_t fa3_cache_build_id(const uint8_t **id);
+
+typedef struct fa3_cache_index_input {
+    fa3_kernel_kind kind;
+    const fa3_config *config;    /* the canonical config the plan is made from */
+    const char *backend;         /* fa3_backend_name of the resolved backend */
+    const char *backend_version; /* fa3_backend_version's string */
+    const char *arch;            /* fa3_arch_name */
+} fa3_cache_index_input;
+
+/* The index key of in (32 hex digits + NUL into out); 0 when there is none (no build ID, no
+   memory). Never sets the thread's error message. */
+FA3_INTERNAL int fa3_cache_index_key(const fa3_cache_index_input *in, char out[33]);
+
+/* The FA3_CACHE_INDEX_SIZE bytes of an index file mapping ikey to ekey (both 32 hex digits). */
+FA3_INTERNAL void fa3_cache_index_write(uint8_t *out, const char *ikey, const char *ekey);
+
+/* Checks an index file's bytes (ikey: the key its name gives; NULL: any); 1 with *ekey (33 bytes)
+   the entry key it names, else 0. Pure. */
+FA3_INTERNAL int fa3_cache_index_parse(const uint8_t *data, size_t size, const char *ikey,
+                                       char *ekey);
+
+/* Reads <dir>/<ikey>.fa3x: 1 with ekey (33 bytes) the entry key it names, 0 on any miss (missing,
+   damaged, foreign, another key's). Never sets the thread's error message. */
+FA3_INTERNAL int fa3_cache_index_load(const char *dir, const char *ikey, char *ekey);
+
+/* Writes <dir>/<ikey>.fa3x naming ekey, unless it already does (fa3_cache_write_file; durable as
+   there). Errors: FA3_ERR_INVALID_ARGUMENT, FA3_ERR_CACHE_IO (the caller may ignore them: the
+   index only saves time). */
+FA3_INTERNAL fa3_status fa3_cache_index_store(const char *dir, const char *ikey, const char *ekey,
+                                              int durable);
+
 /* ------------------------------------------------------------------ lock */
 
 typedef enum fa3_cache_lock_result {
@@ -256,7 +329,8 @@ typedef enum fa3_cache_file_kind {
     FA3_CACHE_FILE_OTHER = 0, /* not fa3jit's: never listed or removed */
     FA3_CACHE_FILE_ENTRY,     /* <key>.fa3k */
     FA3_CACHE_FILE_LOCK,      /* <key>.lock */
-    FA3_CACHE_FILE_TEMP       /* .<key>.tmp.XXXXXX, a store in progress or left by a crash */
+    FA3_CACHE_FILE_TEMP,      /* .<key>.tmp.XXXXXX, a store in progress or left by a crash */
+    FA3_CACHE_FILE_INDEX      /* <index key>.fa3x */
 } fa3_cache_file_kind;
 
 typedef struct fa3_cache_file {

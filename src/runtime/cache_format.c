@@ -2,9 +2,9 @@
  * The bytes of the disk cache: the cache key (the XXH3-128 of the kernel kind, an explicit
  * little-endian serialization of the canonical config from the field table, never the raw struct
  * with its padding, then the PTX text, the generator version, the backend's name and version and
- * the arch: only what changes the binary, nothing that changes per call) and the entry header
- * (layout in cache.h): its writer and its parser. Pure: no I/O (cache.c reads and writes the
- * files).
+ * the arch: only what changes the binary, nothing that changes per call), the entry header and
+ * the index file (layouts in cache.h): their writers and parsers. Pure: no I/O (cache.c and
+ * cache_index.c read and write the files).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -311,3 +311,38 @@ int fa3_cache_parse(const void *data, size_t size, const char *key, fa3_cache_vi
 }
 
 #undef BAD
+
+/* ------------------------------------------------------------------ index file (cache.h) */
+
+#define IDX_OFF_VERSION 8
+#define IDX_OFF_SIZE 12
+#define IDX_OFF_IKEY 16
+#define IDX_OFF_EKEY 48
+#define IDX_OFF_SUM 80
+
+void fa3_cache_index_write(uint8_t *out, const char *ikey, const char *ekey)
+{
+    memset(out, 0, FA3_CACHE_INDEX_SIZE);
+    memcpy(out, FA3_CACHE_INDEX_MAGIC, 8);
+    put_u32(out + IDX_OFF_VERSION, FA3_CACHE_INDEX_FORMAT);
+    put_u32(out + IDX_OFF_SIZE, FA3_CACHE_INDEX_SIZE);
+    memcpy(out + IDX_OFF_IKEY, ikey, 32);
+    memcpy(out + IDX_OFF_EKEY, ekey, 32);
+    put_u64(out + IDX_OFF_SUM, XXH3_64bits(out, IDX_OFF_SUM));
+}
+
+int fa3_cache_index_parse(const uint8_t *data, size_t size, const char *ikey, char *ekey)
+{
+    ekey[0] = '\0';
+    if (size != FA3_CACHE_INDEX_SIZE || memcmp(data, FA3_CACHE_INDEX_MAGIC, 8) != 0 ||
+        get_u32(data + IDX_OFF_VERSION) != FA3_CACHE_INDEX_FORMAT ||
+        get_u32(data + IDX_OFF_SIZE) != FA3_CACHE_INDEX_SIZE ||
+        get_u64(data + IDX_OFF_SUM) != XXH3_64bits(data, IDX_OFF_SUM) ||
+        !fa3_cache_hex32((const char *)data + IDX_OFF_IKEY) ||
+        !fa3_cache_hex32((const char *)data + IDX_OFF_EKEY) ||
+        (ikey && memcmp(data + IDX_OFF_IKEY, ikey, 32) != 0))
+        return 0;
+    memcpy(ekey, data + IDX_OFF_EKEY, 32);
+    ekey[32] = '\0';
+    return 1;
+}

@@ -27,6 +27,8 @@ fa3_cache_file_kind fa3_cache_file_kind_of(const char *name)
             return FA3_CACHE_FILE_ENTRY;
         if (strcmp(name + 32, FA3_CACHE_LOCK_SUFFIX) == 0)
             return FA3_CACHE_FILE_LOCK;
+        if (strcmp(name + 32, FA3_CACHE_INDEX_SUFFIX) == 0)
+            return FA3_CACHE_FILE_INDEX;
         return FA3_CACHE_FILE_OTHER;
     }
     /* ".<key>.tmp.XXXXXX" (mkstemp's six letters or digits) */

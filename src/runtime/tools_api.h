@@ -62,7 +62,7 @@ FA3_TOOLS_API fa3_status fa3_tools_fwd_partials(fa3_kernel *kernel, const fa3_fw
    they do not depend on the cache's own structs. */
 typedef struct fa3_tools_cache_item {
     char name[64];            /* file name within the folder */
-    fa3_cache_file_kind kind; /* FA3_CACHE_FILE_ENTRY, _LOCK or _TEMP */
+    fa3_cache_file_kind kind; /* FA3_CACHE_FILE_ENTRY, _LOCK, _TEMP or _INDEX */
     uint64_t file_size;
     int64_t mtime;            /* Unix seconds */
     int valid;                /* entry: checks out as the loader checks it (checksums included) */

@@ -25,9 +25,11 @@ static void print_cache_help(FILE *f)
 "  ls      one line per entry: config, backend, size, age, key (entries that fail the\n"
 "          loader's checks, header and payload checksums included, are shown as invalid:\n"
 "          they are ignored and rebuilt on use; benchmark variants built under\n"
-"          FA3JIT_PLAN_DEBUG are marked DEBUG, with their knobs)\n"
-"  clear   removes fa3jit's files (<key>.fa3k entries, <key>.lock locks, .<key>.tmp.*\n"
-"          temporaries) and nothing else\n"
+"          FA3JIT_PLAN_DEBUG are marked DEBUG, with their knobs); the summary counts\n"
+"          index files too (which entry a config's kernel is in, for a warm load that\n"
+"          skips generating the PTX)\n"
+"  clear   removes fa3jit's files (<key>.fa3k entries, <key>.fa3x index files,\n"
+"          <key>.lock locks, .<key>.tmp.* temporaries) and nothing else\n"
 "  warm    compiles into the cache the configuration given by the CONFIG flags (as for\n"
 "          --emit-ptx; default hd128 bf16), or with --all every configuration the library\n"
 "          supports (fa3_supported_configs); a progress bar on a terminal, plain lines\n"
@@ -186,7 +188,7 @@ static int cache_ls(const cache_args *a)
         return EXIT_FAIL;
     }
     /* The rows first, then each column as wide as its widest cell: configs differ in length. */
-    size_t entries = 0, invalid = 0, debug = 0, locks = 0, temps = 0;
+    size_t entries = 0, invalid = 0, debug = 0, locks = 0, temps = 0, indexes = 0;
     int w_desc = 0, w_backend = 0, w_size = 0, w_age = 0;
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -198,6 +200,10 @@ static int cache_ls(const cache_args *a)
         }
         if (f->kind == FA3_CACHE_FILE_TEMP) {
             temps++;
+            continue;
+        }
+        if (f->kind == FA3_CACHE_FILE_INDEX) {
+            indexes++;
             continue;
         }
         ls_row *r = &rows[entries++];
@@ -245,9 +251,10 @@ static int cache_ls(const cache_args *a)
     if (debug)
         snprintf(variants, sizeof variants, "; %zu DEBUG: FA3JIT_PLAN_DEBUG variant%s, not for "
                  "production", debug, debug == 1 ? "" : "s");
-    printf("%zu entr%s (%zu invalid: ignored and rebuilt on use%s), %zu lock%s, %zu temporary "
-           "file%s, %s in %s\n", entries, entries == 1 ? "y" : "ies", invalid, variants, locks,
-           locks == 1 ? "" : "s", temps, temps == 1 ? "" : "s", total, dir);
+    printf("%zu entr%s (%zu invalid: ignored and rebuilt on use%s), %zu index file%s, %zu lock%s, "
+           "%zu temporary file%s, %s in %s\n", entries, entries == 1 ? "y" : "ies", invalid,
+           variants, indexes, indexes == 1 ? "" : "s", locks, locks == 1 ? "" : "s", temps,
+           temps == 1 ? "" : "s", total, dir);
     free(rows);
     free(files);
     free(dir);
