@@ -277,7 +277,7 @@ static void test_rotation_keeps_dot_products(void **state)
 /* 2 x 600000 x 16 x 128 = 2.46e9 elements (4.9 GB of bf16 x): zeros, but for rows planted past
    2^31 elements (the last row, two in the middle of batch 1), rotated, 4 descale heads. The
    planted groups get amax/448 and their bytes match the host; zero rows of those groups and every
-   other group's are 0 (descale 1). */
+   other group's are zeros, +0 or -0 (descale 1). */
 static void test_large_tensor(void **state)
 {
     (void)state;
@@ -346,12 +346,16 @@ static void test_large_tensor(void **state)
                            &ties, w, sizeof w))
             snprintf(why, sizeof why, "planted row %d: %s", i, w);
     }
-    /* zero rows: in a planted group, next to a planted row, and in zero groups */
+    /* zero rows: in a planted group, next to a planted row, and in zero groups. A zero is 0x00
+       or 0x80 (e4m3's -0): the rotation of a +0 row gives -0 where the random signs and the
+       butterfly's sums meet so (-0 + -0 and -0 - +0 are -0 in IEEE arithmetic), which rounds to
+       0x80; whether any element does depends on the seed (session 34's H100 run: element 126 of
+       one row). */
     static const int zeros[4][3] = {{1, 599998, 15}, {1, 300002, 3}, {0, 0, 0}, {0, 599999, 15}};
     for (int i = 0; i < 4 && !why[0]; i++) {
         gpu_download(got, dout + qt_out_offset(&t, zeros[i][0], zeros[i][1], zeros[i][2]), HD);
         for (int j = 0; j < HD; j++)
-            if (got[j] != 0) {
+            if (got[j] != 0x00 && got[j] != 0x80) {
                 snprintf(why, sizeof why, "zero row (b %d, s %d, h %d) element %d: 0x%02x",
                          zeros[i][0], zeros[i][1], zeros[i][2], j, got[j]);
                 break;
