@@ -84,6 +84,8 @@ typedef struct fa3_plan {
                               not in its epilogue (mainloop.c last_v_release) */
     int l2_floor;          /* A/B knob (runtime, masked configs): the L2 section's floor is grid /
                               l2_floor pairs (0: 4, the default; runtime/fwd.c section_hb) */
+    int section;           /* A/B knob (runtime, masked configs): N > 0 pairs a section, instead of
+                              the search's choice (runtime/fwd.c section_hb); 0 the default */
     int dyn_sched;         /* causal/local, dense 16-bit (default 1): the producer hands each
                               tile index to the consumers through shared memory, and takes it
                               from a global counter where the runtime passes one

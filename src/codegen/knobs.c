@@ -101,6 +101,12 @@
      cuDNN in the run): wait_hint=1 / default median 1.004, within the run's noise: a knob
      (test_ptxas compiles it with dyn_sched=0: with the tile hand-over the producer's 24
      registers spill 8 bytes at hd192/256 masked);
+   - section=N (runtime only; the PTX differs in its debug header alone): masked configs' tile
+     order in sections of N (head, batch) pairs (at most all of them), instead of the size the
+     search picks in [grid/4, the L2 budget's] (runtime/schedule.c). ncu (session 34, H100,
+     fp16 hd128 causal 512, batch 32 x 16 heads: the search's 77 pairs) read 248 MB from DRAM
+     where cuDNN read 201 (Q+K+V once): the knob measures whether smaller sections take the
+     extra reads away;
    - l2_floor=D (runtime only; the PTX differs in its debug header alone): masked configs' L2
      sections hold at least grid/D (head, batch) pairs instead of grid/4 (runtime/fwd.c
      section_hb). ncu (session 11, hd64 causal 8192, batch 2, 32 heads): L2 hit rate 39% in ours
@@ -248,6 +254,7 @@ static const struct knob {
     {"dyn_sched", offsetof(fa3_plan, dyn_sched), 0, 3},
     {"late_claim", offsetof(fa3_plan, late_claim), 0, 1},
     {"l2_floor", offsetof(fa3_plan, l2_floor), 0, 64},
+    {"section", offsetof(fa3_plan, section), 0, 65536},
     {"tail_split", offsetof(fa3_plan, tail_split), 0, 2},
     {"diag_half", offsetof(fa3_plan, diag_half), 0, 1},
     {"mask_branch", offsetof(fa3_plan, mask_branch), 0, 1},

@@ -172,6 +172,8 @@ static uint32_t section_hb(fa3_kernel *k, const fa3_fwd_args *a, int wl, int wr,
 {
     if (hb_total == 0 || k->cfg.mask == FA3_MASK_NONE)
         return hb_total ? hb_total : 1;
+    if (k->plan.section > 0) /* knob section (A/B) */
+        return (uint32_t)k->plan.section < hb_total ? (uint32_t)k->plan.section : hb_total;
     uint32_t lo, hi;
     fa3_section_bounds(&k->plan, a->seqlen_k, a->num_heads, a->num_heads_k, hb_total, grid, &lo,
                        &hi);

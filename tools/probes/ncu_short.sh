@@ -3,6 +3,8 @@
 # rows where fa3jit trails cuDNN on the H100 (hd128 causal 512: 0.87). ncu flushes the caches
 # before each profiled launch (its default --cache-control all), so both start from a cold L2.
 #   NCU_SHORT_SHAPES="128:512:causal 128:512:none" NCU_SHORT_DTYPE=fp16
+#   NCU_SHORT_LAYOUTS="bshd bhsd" (fa3jit's layouts), NCU_SHORT_CUDNN=1 (0: fa3jit alone),
+#   NCU_SHORT_VARIANTS="section=33;section=16": fa3jit again under each FA3JIT_PLAN_DEBUG value
 #   bash tools/probes/ncu_short.sh      (after tools/gpu-bundle.sh, .gpu carried)
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
@@ -25,10 +27,15 @@ for sh in ${NCU_SHORT_SHAPES:-128:512:causal 128:512:none}; do
   IFS=: read -r hd s mask <<<"$sh"
   flag=--non-causal pyc=False; [ "$mask" = causal ] && flag=--causal pyc=True
   b=$((16384 / s)) h=$((2048 / hd))
-  for layout in bshd bhsd; do
-    prof "fa3jit $dtype hd$hd $mask $s $layout (batch $b, heads $h)" 'fa3_fwd' 2 \
-      "$g" bench --dtype "$dtype" --head-dim "$hd" --seqlen "$s" $flag --layout $layout --reps 1 --warmup 2
+  IFS=';' read -ra variants <<<";${NCU_SHORT_VARIANTS:-}"
+  for v in "${variants[@]}"; do
+    for layout in ${NCU_SHORT_LAYOUTS:-bshd bhsd}; do
+      prof "fa3jit $dtype hd$hd $mask $s $layout (batch $b, heads $h)${v:+ $v}" 'fa3_fwd' 2 \
+        env ${v:+FA3JIT_PLAN_DEBUG=$v} "$g" bench --dtype "$dtype" --head-dim "$hd" --seqlen "$s" \
+        $flag --layout $layout --reps 1 --warmup 2
+    done
   done
+  [ "${NCU_SHORT_CUDNN:-1}" = 1 ] || continue
   prof "cuDNN $dtype hd$hd $mask $s (SDPA, bhsd)" 'cudnn|sdpa|fmha|flash' 2 python3 -c "
 import torch, torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel, SDPBackend
