@@ -100,6 +100,30 @@ static void test_section_search_balances(void **state)
     assert_true(imbalance(128, 128, 1024, 1024, 1, 256, 132, 64) > 1.10);
 }
 
+/* Knob whole_rounds: hd128 causal seqlen 512, 32 batch x 16 heads on 132 SMs (session 34's ncu
+   shape): a size whose 4 x size tiles fill whole rounds (66: the 77 of the plain search does
+   not), as even as the best in range; the other cases keep a size in range and as even. */
+static void test_section_search_whole_rounds(void **state)
+{
+    (void)state;
+    fa3_plan p = plan_for(128);
+    p.whole_rounds = 1;
+    uint32_t s = fa3_section_search(&p, 512, 512, -1, 0, 512, 132, 33, 128);
+    printf("  whole_rounds: hd128 causal 512, 512 pairs: section %u\n", s);
+    assert_int_equal(s, 66);
+    assert_int_equal(4 * s % 132, 0);
+    double best = 1e9;
+    for (uint32_t t = 33; t <= 128; t++) {
+        double v = imbalance(128, 128, 512, 512, 1, 512, 132, t);
+        best = v < best ? v : best;
+    }
+    assert_true(imbalance(128, 128, 512, 512, 1, 512, 132, s) <= best * 1.01);
+    /* where no whole-round size is as even (hd128 causal 1024: 33 is one round), the same */
+    uint32_t s2 = fa3_section_search(&p, 1024, 1024, -1, 0, 256, 132, 33, 64);
+    p.whole_rounds = 0;
+    assert_int_equal(s2, fa3_section_search(&p, 1024, 1024, -1, 0, 256, 132, 33, 64));
+}
+
 /* Degenerate ranges and shapes answer hi without simulating. */
 static void test_section_search_edges(void **state)
 {
@@ -307,6 +331,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_section_search_balances),
         cmocka_unit_test(test_section_search_edges),
+        cmocka_unit_test(test_section_search_whole_rounds),
         cmocka_unit_test(test_section_bounds),
         cmocka_unit_test(test_dyn_section),
         cmocka_unit_test(test_tail_choose),
