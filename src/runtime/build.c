@@ -95,8 +95,9 @@ static fa3_status spoil_ptx(fa3_part *pt)
     return FA3_OK;
 }
 
-/* Stores part pt's entry; 1 when stored. Not an error when it fails: the kernel works from memory, the reason
-   becomes the context's warning and no stale message is left for a call that succeeds. */
+/* Stores part pt's entry; 1 when stored. Not an error when it fails: the kernel works from
+   memory, the reason becomes the context's warning and no stale message is left for a call that
+   succeeds. */
 static int store_part(fa3_context *ctx, const fa3_kernel *k, const fa3_part *pt)
 {
     fa3_cache_meta meta;
