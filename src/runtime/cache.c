@@ -121,7 +121,7 @@ fa3_status fa3_cache_entry_path(const char *dir, const char *key, char *buf, siz
     return FA3_OK;
 }
 
-static int valid_key(const char *key)
+int fa3_cache_valid_key(const char *key)
 {
     return key && fa3_cache_hex32(key) && key[32] == '\0';
 }
@@ -215,7 +215,7 @@ int fa3_cache_load(const char *dir, const char *key, const fa3_config *expect, v
     *cubin = NULL;
     *cubin_size = 0;
     *log = NULL;
-    if (!dir || !valid_key(key))
+    if (!dir || !fa3_cache_valid_key(key))
         return 0;
     char path[4096];
     if (fa3_cache_join_path(path, sizeof path, dir, key, FA3_CACHE_SUFFIX) != 0)
@@ -350,9 +350,9 @@ fa3_status fa3_cache_store(const char *dir, const char *key, const void *cubin, 
 {
     if (sys_errno)
         *sys_errno = 0;
-    if (!dir || !valid_key(key) || !cubin || cubin_size == 0 || !meta)
+    if (!dir || !fa3_cache_valid_key(key) || !cubin || cubin_size == 0 || !meta)
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_store: bad argument (%s)",
-                          !dir ? "NULL dir" : !valid_key(key) ? "malformed key"
+                          !dir ? "NULL dir" : !fa3_cache_valid_key(key) ? "malformed key"
                           : !cubin || !cubin_size ? "no cubin" : "NULL meta");
     size_t lsize = log ? strlen(log) : 0;
     if ((uint64_t)cubin_size > MAX_ENTRY_BYTES || (uint64_t)lsize > MAX_ENTRY_BYTES)

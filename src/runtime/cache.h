@@ -213,6 +213,9 @@ FA3_INTERNAL int fa3_cache_errno_readonly(int e);
 /* 1 if p[0..32) are lowercase hex digits (a key). */
 FA3_INTERNAL int fa3_cache_hex32(const char *p);
 
+/* 1 if key is a NUL-terminated key: 32 lowercase hex digits. */
+FA3_INTERNAL int fa3_cache_valid_key(const char *key);
+
 /* buf = "<dir>/<name><suffix>"; 0, or -1 when it does not fit (no error message set). */
 FA3_INTERNAL int fa3_cache_join_path(char *buf, size_t size, const char *dir, const char *name,
                                      const char *suffix);

@@ -130,15 +130,14 @@ int fa3_cache_index_load(const char *dir, const char *ikey, char *ekey)
     ekey[0] = '\0';
     char path[4096];
     uint8_t b[FA3_CACHE_INDEX_SIZE];
-    return dir && ikey && fa3_cache_hex32(ikey) && ikey[32] == '\0' &&
+    return dir && fa3_cache_valid_key(ikey) &&
            fa3_cache_join_path(path, sizeof path, dir, ikey, FA3_CACHE_INDEX_SUFFIX) == 0 &&
            fa3_cache_read_file(path, b, sizeof b) && fa3_cache_index_parse(b, sizeof b, ikey, ekey);
 }
 
 fa3_status fa3_cache_index_store(const char *dir, const char *ikey, const char *ekey, int durable)
 {
-    if (!dir || !ikey || !ekey || !fa3_cache_hex32(ikey) || ikey[32] != '\0' ||
-        !fa3_cache_hex32(ekey) || ekey[32] != '\0')
+    if (!dir || !fa3_cache_valid_key(ikey) || !fa3_cache_valid_key(ekey))
         return fa3_seterr(FA3_ERR_INVALID_ARGUMENT, "fa3_cache_index_store: bad argument");
     /* Already there and right (the usual case after a load through the PTX key of a kernel
        another process indexed): no write. */
