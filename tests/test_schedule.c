@@ -100,13 +100,19 @@ static void test_section_search_balances(void **state)
     assert_true(imbalance(128, 128, 1024, 1024, 1, 256, 132, 64) > 1.10);
 }
 
-/* Knob whole_rounds: hd128 causal seqlen 512, 32 batch x 16 heads on 132 SMs (session 34's ncu
-   shape): a size whose 4 x size tiles fill whole rounds (66: the 77 of the plain search does
-   not), as even as the best in range; the other cases keep a size in range and as even. */
+/* whole_rounds (the default since session 35): hd128 causal seqlen 512, 32 batch x 16 heads on
+   132 SMs (the ncu shape: 202 MB read with 66 pairs, 247 with 77): a size whose 4 x size tiles
+   fill whole rounds (66: the 77 of the plain search, whole_rounds=0, does not), as even as the
+   best in range; the other cases keep a size in range and as even. */
 static void test_section_search_whole_rounds(void **state)
 {
     (void)state;
     fa3_plan p = plan_for(128);
+    assert_int_equal(p.whole_rounds, 1); /* the planner's default */
+    p.whole_rounds = 0;
+    const uint32_t plain = fa3_section_search(&p, 512, 512, -1, 0, 512, 132, 33, 128);
+    printf("  whole_rounds=0: hd128 causal 512, 512 pairs: section %u\n", plain);
+    assert_int_not_equal(4 * plain % 132, 0); /* the plain search mixes sections in a round */
     p.whole_rounds = 1;
     uint32_t s = fa3_section_search(&p, 512, 512, -1, 0, 512, 132, 33, 128);
     printf("  whole_rounds: hd128 causal 512, 512 pairs: section %u\n", s);

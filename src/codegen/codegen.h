@@ -86,9 +86,9 @@ typedef struct fa3_plan {
                               l2_floor pairs (0: 4, the default; runtime/fwd.c section_hb) */
     int section;           /* A/B knob (runtime, masked configs): N > 0 pairs a section, instead of
                               the search's choice (runtime/fwd.c section_hb); 0 the default */
-    int whole_rounds;      /* A/B knob (runtime, masked configs): 1 = the section search prefers, of
-                              the sizes as even as its best, one whose tiles fill whole rounds
-                              (runtime/schedule.c); 0 the default */
+    int whole_rounds;      /* runtime, masked configs (default 1, plan.c): the section search
+                              prefers, of the sizes as even as its best, one whose tiles fill
+                              whole rounds (runtime/schedule.c); 0 its plain choice (A/B) */
     int dyn_sched;         /* causal/local, dense 16-bit (default 1): the producer hands each
                               tile index to the consumers through shared memory, and takes it
                               from a global counter where the runtime passes one

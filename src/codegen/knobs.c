@@ -107,12 +107,12 @@
      fp16 hd128 causal 512, batch 32 x 16 heads: the search's 77 pairs) read 248 MB from DRAM
      where cuDNN read 201 (Q+K+V once): the knob measures whether smaller sections take the
      extra reads away;
-   - whole_rounds=1 (runtime only): the section search, among the sizes whose static rounds are
-     within 0.3% of its most even, takes the smallest whose M x size tiles (M query tiles a
-     pair) fill whole rounds of `grid`, so that no round mixes two sections' K/V; else its usual
-     choice. Session 34's LRU model of the order (docs/notes.md): hd128 causal 512 on 132 SMs
-     reads Q+K+V once with 33 or 66 pairs a section and 1.21x with the search's 77 (ncu: 1.23x);
-     66 is as even as 77 but was not among the search's 48 evenly spaced candidates;
+   - whole_rounds=0|1 (runtime only; 1 the default since session 35, plan.c has the A/B): the
+     section search, among the sizes whose static rounds are within 0.3% of its most even,
+     takes the smallest whose M x size tiles (M query tiles a pair) fill whole rounds of `grid`,
+     so that no round mixes two sections' K/V; else (and with 0) its plain choice. hd128 causal
+     512 on 132 SMs: 66 pairs read Q+K+V once (ncu 202 MB) where the plain search's 77 read
+     1.23x; 66 is as even as 77 but was not among the search's 48 evenly spaced candidates;
    - l2_floor=D (runtime only; the PTX differs in its debug header alone): masked configs' L2
      sections hold at least grid/D (head, batch) pairs instead of grid/4 (runtime/fwd.c
      section_hb). ncu (session 11, hd64 causal 8192, batch 2, 32 heads): L2 hit rate 39% in ours

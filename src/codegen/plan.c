@@ -209,6 +209,17 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        split on both sides 1.000 and 1.000. Shapes the model leaves alone measured 1.000 (hd128
        4096, hd64 16k, hd256 8k). */
     p->tail_split = 1;
+    /* The section search prefers, of the sizes as even as its best, one whose tiles fill whole
+       rounds of the grid (runtime/schedule.c whole_round_size), so that no round reads two
+       sections' K/V. ncu (session 34, H100 SXM, fp16 hd128 causal 512, batch 32 x 16 heads, cold
+       L2) read 247.9 MB from DRAM with the plain search's 77 pairs where Q+K+V once is 201.4
+       (cuDNN's); session 34's LRU model of the order (tools/probes/l2_order_model.py) gave 242.5
+       at 25 MB of L2 for 77 pairs and the floor for 66. Session 35 (H100 SXM, same run): ncu
+       246.9 -> 202.3 MB and 123.6 -> 112.8 us; bench/ab.py (3 rounds rotated), whole_rounds /
+       not, hd128 causal 512 fp16 328.6 / 276.7 and bf16 330.2 / 276.6 TFLOP/s (1.19x), hd64
+       causal 1024 (bm128: 51 -> 66 pairs) 329.3 / 330.0. No other sweep row changes its size
+       (the long rows take the counter's L2 sections, fa3_dyn_section). */
+    p->whole_rounds = 1;
     /* Integer divisions as a multiply and shifts (codegen/divide.c, src/divmagic.h), the launch's
        divisors' magics passed in fa3_kernel_params.div: ptxas 13.0 lowers div.u32/rem.u32 to a
        float-reciprocal chain of about 15 instructions, and a tile's decode (tile -> m_block,
