@@ -20,6 +20,16 @@ void fa3_append(char *buf, size_t size, size_t *len, const char *fmt, ...)
         *len = *len + (size_t)r < size ? *len + (size_t)r : size - 1;
 }
 
+uint32_t fa3_gcd(uint32_t a, uint32_t b)
+{
+    while (b) {
+        const uint32_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
 int fa3_parse_whole(const char *s, size_t len, long max, long *out)
 {
     long x = 0;

@@ -34,6 +34,8 @@ FA3_INTERNAL fa3_status fa3_puterr(fa3_status st, char *msg);
    updated): kept NUL-terminated, cut to fit. Does nothing when buf is NULL or full. */
 FA3_INTERNAL void fa3_append(char *buf, size_t size, size_t *len, const char *fmt, ...)
     FA3_PRINTF(4, 5);
+/* The greatest common divisor of a and b (a when b is 0). */
+FA3_INTERNAL uint32_t fa3_gcd(uint32_t a, uint32_t b);
 /* s[0..len) as a whole number written in digits only (no sign, space or other base), at most
    max: 1 and *out set if it is one, else 0. */
 FA3_INTERNAL int fa3_parse_whole(const char *s, size_t len, long max, long *out);

@@ -43,15 +43,8 @@ static double makespan(const int *blocks, uint32_t M, uint32_t hb, uint32_t s, u
 #define MAX_CANDIDATES 48
 #define MAX_SIM_STEPS (256u << 10) /* candidates × tiles simulated per new shape (~1 ms) */
 
-static uint32_t gcd_u32(uint32_t a, uint32_t b)
-{
-    while (b) {
-        uint32_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
+/* A size is as even as the best when its busiest CTA is within 0.3% of the best's. */
+#define EVEN_TOLERANCE 1.003
 
 /* Knob whole_rounds: of the sizes in [lo, hi] whose M x size tiles fill whole rounds of grid (no
    round mixes two sections' K/V), the smallest whose busiest CTA is within 0.3% of best (the
@@ -60,10 +53,10 @@ static uint32_t whole_round_size(const int *blocks, uint32_t M, uint32_t hb, uns
                                  uint32_t lo, uint32_t hi, uint64_t budget, double *load,
                                  double best, uint32_t chosen)
 {
-    const uint32_t step = grid / gcd_u32(M, grid); /* M x step is a multiple of grid */
+    const uint32_t step = grid / fa3_gcd(M, grid); /* M x step is a multiple of grid */
     for (uint64_t s = ((uint64_t)lo + step - 1) / step * step; s <= hi && budget; s += step) {
         budget--;
-        if (makespan(blocks, M, hb, (uint32_t)s, grid, TILE_COST, load) <= best * 1.003)
+        if (makespan(blocks, M, hb, (uint32_t)s, grid, TILE_COST, load) <= best * EVEN_TOLERANCE)
             return (uint32_t)s;
     }
     return chosen;
@@ -124,7 +117,7 @@ uint32_t fa3_section_search_gqa(const fa3_plan *p, int ratio, int seqlen_q, int 
         /* the smallest size within 0.3% of the best: smaller sections keep more of their K/V
            in L2 (hd128 causal 4096 lost 6% with 64 pairs instead of 33, both balanced) */
         for (uint32_t i = n; i-- > 0;)
-            if (ms[i] <= best * 1.003)
+            if (ms[i] <= best * EVEN_TOLERANCE)
                 best_s = ss[i];
         if (p->whole_rounds)
             best_s = whole_round_size(blocks, M, hb, grid, lo, hi, cap - n, load, best, best_s);
