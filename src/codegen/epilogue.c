@@ -182,15 +182,11 @@ static void store_tma(kgen *g, cons *c, const ptx_r inv[2], int lab_gmem, int la
         INS("mad.lo.u32 $, $, %d, $;", src0, c->cw, st_wg, g->sbase);
         INS("add.u32 $, $, %d;", src, src0, st_base);
     }
+    const char *pol = kg_l2_policy(g, FA3_L2_O);
     for (int b = 0; b < p->hdv_chunks; b++) {
         ptx_r box = ptx_reg(g->f, PTX_B32, "obox");
         INS("add.u32 $, $, %d;", box, src, b * st_box);
-        if (p->cfg.pack_gqa)
-            INS("@$ cp.async.bulk.tensor.5d.global.shared::cta.bulk_group "
-                "[$, {%d, 0, $, $, $}], [$];", lead, tmo2, b * 64, orow, c->t.head, obatch, box);
-        else
-            INS("@$ cp.async.bulk.tensor.4d.global.shared::cta.bulk_group "
-                "[$, {%d, $, $, $}], [$];", lead, tmo2, b * 64, orow, c->t.head, obatch, box);
+        kg_tma_store(g, lead, tmo2, b * 64, orow, c->t.head, obatch, box, pol, p->cfg.pack_gqa);
     }
     INS("@$ cp.async.bulk.commit_group;", lead);
     if (p->o_stage == 2) {

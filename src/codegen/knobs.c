@@ -113,6 +113,11 @@
      so that no round mixes two sections' K/V; else (and with 0) its plain choice. hd128 causal
      512 on 132 SMs: 66 pairs read Q+K+V once (ncu 202 MB) where the plain search's 77 read
      1.23x; 66 is as even as 77 but was not among the search's 48 evenly spaced candidates;
+   - l2_hint=M (bit mask, 0..7): TMA transfers with an L2 eviction priority, as FA3's K/V loads
+     (CUTLASS's EVICT_LAST): 1 K and V loaded evict_last, 2 Q loaded evict_first, 4 O stored
+     evict_first (createpolicy.fractional, .L2::cache_hint; producer.c, epilogue.c). ncu
+     (session 34, H100, fp16 hd256 causal 512) read 222 MB where Q+K+V is 201 and cuDNN read
+     201: the knob measures whether K/V kept over the streamed Q and O take the extra reads away;
    - l2_floor=D (runtime only; the PTX differs in its debug header alone): masked configs' L2
      sections hold at least grid/D (head, batch) pairs instead of grid/4 (runtime/fwd.c
      section_hb). ncu (session 11, hd64 causal 8192, batch 2, 32 heads): L2 hit rate 39% in ours
@@ -262,6 +267,7 @@ static const struct knob {
     {"l2_floor", offsetof(fa3_plan, l2_floor), 0, 64},
     {"section", offsetof(fa3_plan, section), 0, 65536},
     {"whole_rounds", offsetof(fa3_plan, whole_rounds), 0, 1},
+    {"l2_hint", offsetof(fa3_plan, l2_hint), 0, 7},
     {"tail_split", offsetof(fa3_plan, tail_split), 0, 2},
     {"diag_half", offsetof(fa3_plan, diag_half), 0, 1},
     {"mask_branch", offsetof(fa3_plan, mask_branch), 0, 1},

@@ -144,3 +144,52 @@ void kg_pipe_assign(kgen *g, pipe_state *dst, pipe_state src)
     INS("mov.u32 $, $;", dst->stage, src.stage);
     INS("mov.u32 $, $;", dst->phase, src.phase);
 }
+
+/* l2_hint: the cache policy of a TMA transfer whose knob bit is `bit`, as the 64-bit immediate
+   operand of .L2::cache_hint, or NULL where the knob leaves the transfer plain. The values are
+   what createpolicy.fractional.L2::evict_last / ::evict_first (fraction 1.0, the whole transfer)
+   produce: ptxas 13.0 folds those instructions to 0x14F0000000000000 / 0x12F0000000000000
+   (nvdisasm: the high word (0x140 | 0xf) << 20, resp. 0x120), CUTLASS's CacheHintSm90 values.
+   An immediate, not a createpolicy register: the producer's 24 registers held the register
+   copy and spilled 28 bytes at hd256 causal; with the immediate ptxas puts the policy in a
+   uniform register pair (UTMALDG ... desc[UR]) and spills nothing. */
+const char *kg_l2_policy(const kgen *g, int bit)
+{
+    if (!(g->p->l2_hint & bit))
+        return NULL;
+    return bit == FA3_L2_KV ? "0x14F0000000000000" : "0x12F0000000000000";
+}
+
+/* One TMA load of a 4-D box {c0, a, b, c} (five: the 5-D box {c0, 0, a, b, c} of the packed-GQA
+   map) into shared address dst, completing on mbarrier bar, with the L2 policy pol where set. */
+void kg_tma_load(kgen *g, ptx_r dst, ptx_r tm, int c0, ptx_r a, ptx_r b, ptx_r c, ptx_r bar,
+                 const char *pol, int five)
+{
+    const char *hint = pol ? ".L2::cache_hint" : "", *sep = pol ? ", " : "";
+    if (!pol)
+        pol = "";
+#define LD(d) "cp.async.bulk.tensor." d ".shared::cluster.global.mbarrier::complete_tx::bytes%s "
+    if (five)
+        INS(LD("5d") "[$], [$, {%d, 0, $, $, $}], [$]%s%s;", hint, dst, tm, c0, a, b, c, bar, sep,
+            pol);
+    else
+        INS(LD("4d") "[$], [$, {%d, $, $, $}], [$]%s%s;", hint, dst, tm, c0, a, b, c, bar, sep,
+            pol);
+#undef LD
+}
+
+/* One TMA store, guarded by lead, of shared address src to the 4-D box {c0, a, b, c} (five: the
+   5-D box {c0, 0, a, b, c}), with the L2 policy pol where set. */
+void kg_tma_store(kgen *g, ptx_r lead, ptx_r tm, int c0, ptx_r a, ptx_r b, ptx_r c, ptx_r src,
+                  const char *pol, int five)
+{
+    const char *hint = pol ? ".L2::cache_hint" : "", *sep = pol ? ", " : "";
+    if (!pol)
+        pol = "";
+#define ST(d) "@$ cp.async.bulk.tensor." d ".global.shared::cta.bulk_group%s "
+    if (five)
+        INS(ST("5d") "[$, {%d, 0, $, $, $}], [$]%s%s;", lead, hint, tm, c0, a, b, c, src, sep, pol);
+    else
+        INS(ST("4d") "[$, {%d, $, $, $}], [$]%s%s;", lead, hint, tm, c0, a, b, c, src, sep, pol);
+#undef ST
+}

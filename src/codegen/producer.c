@@ -76,22 +76,16 @@ static void load_q(kgen *g, prod *pr)
     /* Q: hd_chunks boxes of {box_cols columns, bm rows} */
     INS("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$], %d;", full, p->hd_chunks * bm * 128);
     ptx_r tmq = tmap(g, pr, pr->tmq, FA3P_OFF_TMAP_Q);
+    const char *pol = kg_l2_policy(g, FA3_L2_Q);
     for (int c = 0; c < p->hd_chunks; c++) {
         ptx_r box = ptx_reg(g->f, PTX_B32, "qbox");
         INS("add.u32 $, $, %d;", box, dst, c * bm * 128);
-        if (p->cfg.pack_gqa) {
-            /* packed GQA: the 5-D map {head_dim, ratio, seqlen_q, num_heads_k, batch}, box
-               {box_cols, ratio, bm / ratio, 1, 1}: smem row i·ratio + h is query row qrow + i
-               of head kvhead·ratio + h, the tile's packed rows in order (rows past seqlen_q
-               zero-filled) */
-            INS("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                "[$], [$, {%d, 0, $, $, $}], [$];",
-                box, tmq, c * p->box_cols, pr->t.qrow, pr->t.head, pr->t.tbatch, full);
-            continue;
-        }
-        INS("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [$], "
-            "[$, {%d, $, $, $}], [$];",
-            box, tmq, c * p->box_cols, pr->t.qrow, pr->t.head, pr->t.tbatch, full);
+        /* packed GQA: the 5-D map {head_dim, ratio, seqlen_q, num_heads_k, batch}, box
+           {box_cols, ratio, bm / ratio, 1, 1}: smem row i·ratio + h is query row qrow + i of
+           head kvhead·ratio + h, the tile's packed rows in order (rows past seqlen_q
+           zero-filled) */
+        kg_tma_load(g, box, tmq, c * p->box_cols, pr->t.qrow, pr->t.head, pr->t.tbatch, full, pol,
+                    p->cfg.pack_gqa);
     }
 }
 
@@ -159,12 +153,11 @@ static void paged_issue(kgen *g, ptx_r tm, ptx_r st, int base, int chunks, const
     const fa3_plan *p = g->p;
     ptx_r dst = ptx_reg(g->f, PTX_B32, "pdst");
     INS("add.u32 $, $, $;", dst, r->doff, st);
+    const char *pol = kg_l2_policy(g, FA3_L2_KV);
     for (int c = 0; c < chunks; c++) {
         ptx_r box = ptx_reg(g->f, PTX_B32, "pbox");
         INS("add.u32 $, $, %d;", box, dst, base + c * p->block_n * 128);
-        INS("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [$], "
-            "[$, {%d, $, $, $}], [$];",
-            box, tm, c * p->box_cols, r->prow, kvhead, r->page, full);
+        kg_tma_load(g, box, tm, c * p->box_cols, r->prow, kvhead, r->page, full, pol, 0);
     }
 }
 
@@ -237,12 +230,11 @@ static void load_kv(kgen *g, prod *pr, pipe_state *ps, ptx_r row0, int is_v,
         kv_boxes_paged(g, pr, tm, st, base, chunks, row0, full, pre);
         return;
     }
+    const char *pol = kg_l2_policy(g, FA3_L2_KV);
     for (int c = 0; c < chunks; c++) {
         ptx_r box = ptx_reg(g->f, PTX_B32, is_v ? "vbox" : "kbox");
         INS("add.u32 $, $, %d;", box, st, base + c * bn * 128);
-        INS("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [$], "
-            "[$, {%d, $, $, $}], [$];",
-            box, tm, c * p->box_cols, row0, pr->t.kvhead, pr->t.tbatch, full);
+        kg_tma_load(g, box, tm, c * p->box_cols, row0, pr->t.kvhead, pr->t.tbatch, full, pol, 0);
     }
 }
 
