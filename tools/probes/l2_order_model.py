@@ -15,6 +15,7 @@ Prints MB read per section size and L2 capacity; Q+K+V once is the floor.
       (hd128 causal 512, batch 32 x 16 heads, block 128: a K/V block is 128 x 128 x 2 bytes)
   tools/probes/l2_order_model.py --pairs 256 --seqlen 512 --block-m 128 --block-n 80 \
       --head-dim 256 --sections 17,33,44,64      (hd256 causal 512, batch 32 x 8 heads)
+  --kv-last: K/V evicted only after every Q/O line (the kernel's knob l2_hint=1)
 """
 import argparse
 import os
@@ -37,10 +38,12 @@ def dump_tool():
     return exe
 
 
-def dram_mb(order, caps_mb, nkb, qo_bytes, kv_bytes):
+def dram_mb(order, caps_mb, nkb, qo_bytes, kv_bytes, kv_last=False):
     """MB read from DRAM for each L2 capacity in caps_mb: nkb[m] key blocks for tile m, Q and O
     blocks of qo_bytes[m], key block j's K and V of kv_bytes[j] each (the last blocks only their
-    rows inside seqlen: TMA reads nothing past the tensor), an LRU cache counted in bytes."""
+    rows inside seqlen: TMA reads nothing past the tensor), an LRU cache counted in bytes.
+    kv_last (the kernel's l2_hint=1): K/V lines leave only when no Q/O line is left to evict
+    (evict_last over normal/evict_first), each class LRU within itself."""
     events = []
     for c, tiles in order.items():
         t = 0.0
@@ -60,17 +63,19 @@ def dram_mb(order, caps_mb, nkb, qo_bytes, kv_bytes):
     out = []
     for cap_mb in caps_mb:
         cap = cap_mb * 2**20
-        lru, held, reads = OrderedDict(), 0, 0
+        # class 0: Q/O (and K/V without kv_last), class 1: K/V kept (evicted last)
+        lru, held, reads = (OrderedDict(), OrderedDict()), 0, 0
         for _, key in events:
-            if key in lru:
-                lru.move_to_end(key)
+            cls = lru[1 if kv_last and key[0] in "kv" else 0]
+            if key in cls:
+                cls.move_to_end(key)
                 continue
             if key[0] != "o":  # O is written, not read
                 reads += size(key)
-            lru[key] = size(key)
+            cls[key] = size(key)
             held += size(key)
             while held > cap:
-                held -= lru.popitem(last=False)[1]
+                held -= (lru[0] or lru[1]).popitem(last=False)[1]
         out.append(reads / 1e6)
     return out
 
@@ -89,6 +94,8 @@ def main():
     ap.add_argument("--elem-bytes", type=int, default=2)
     ap.add_argument("--sections", required=True, help="comma-separated section sizes (pairs)")
     ap.add_argument("--caps", default="25,32,50", help="L2 capacities to model, MB")
+    ap.add_argument("--kv-last", action="store_true",
+                    help="K/V loaded evict_last (knob l2_hint=1): Q/O lines are evicted first")
     a = ap.parse_args()
     if a.seqlen is not None:
         if None in (a.block_m, a.block_n, a.head_dim) or a.m is not None or a.block_bytes:
@@ -116,7 +123,8 @@ def main():
         for i in range(0, len(lines), 4):
             r, c, pair, m = map(int, lines[i:i + 4])
             order.setdefault(c, []).append((r, pair, m))
-        print(f"{s:7d}  " + "  ".join(f"{v:9.1f}" for v in dram_mb(order, caps, nkb, qo_bytes, kv_bytes)))
+        print(f"{s:7d}  " + "  ".join(f"{v:9.1f}" for v in dram_mb(order, caps, nkb, qo_bytes, kv_bytes,
+                                                                   a.kv_last)))
     return 0
 
 
