@@ -82,7 +82,7 @@ typedef struct ptxas_case {
    bf16/fp16 x causal/local with softcap, dense and varlen + paged (its largest).
    NBN64: head_dim 256's 64-key blocks (block_n 64, fa3_fwd_tune's short causal choice), the same
    eight layouts. */
-enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 25, NFP8X = 8, NSPLIT = 6 * 3 * 2 * 2,
+enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 26, NFP8X = 8, NSPLIT = 6 * 3 * 2 * 2,
        NCOMBINE = 5 * 2 * 2, NPACK = 6 * 3 * 2, NBM64 = 6 * 3 * 4, NDECODE = 6 * 3 * 2,
        NBM128 = 2 * 2 * 2, NBN64 = 2 * 2 * 2,
        NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NPACK + NBM64 +
@@ -330,6 +330,12 @@ static void test_one_config(void **state)
     if (st != FA3_OK)
         fail_msg("%s: fa3_codegen_ptx: %s: %s", pc->name, fa3_strerror(st),
                  fa3_last_error_message());
+    /* l2_hint: the cache hints are in the PTX exactly where the knob asks for them */
+    const char *l2 = knobs ? strstr(knobs, "l2_hint=") : NULL;
+    const int hinted = l2 && atoi(l2 + strlen("l2_hint=")) != 0;
+    if ((strstr(ptx, ".L2::cache_hint") != NULL) != hinted)
+        fail_msg("%s: knobs '%s': the PTX %s .L2::cache_hint", pc->name, knobs ? knobs : "",
+                 hinted ? "lacks" : "has");
     char ptx_path[512], cubin_path[512], log_path[512];
     snprintf(ptx_path, sizeof ptx_path, "%s/%s.ptx", g_tmpdir, pc->name);
     snprintf(cubin_path, sizeof cubin_path, "%s/%s.cubin", g_tmpdir, pc->name);
@@ -545,8 +551,10 @@ int main(void)
        unmasked loop bodies apart (mask_branch=0: head_dim >= 128's kernel before session 20) and
        one body at every head dim (mask_branch=1), the tile's first QK and last PV apart from the
        loop's wgmmas (merge_ends=0: head_dim > 128's kernel before session 28) and issued by them
-       at every head dim (merge_ends=1), and merged with the first block's softmax a copy of
-       its own (first_in_loop=0: the merged kernel before session 30) */
+       at every head dim (merge_ends=1), merged with the first block's softmax a copy of
+       its own (first_in_loop=0: the merged kernel before session 30), and every TMA transfer
+       with an L2 eviction priority (l2_hint=7: the policy an immediate, not a register the
+       producer would spill) */
     static const struct { int hd, hdv, mask; } kv[NKNOB] = {
         {64, 64, 1}, {64, 64, 2}, {192, 192, 2}, {256, 256, 1}};
     static const struct { const char *knobs, *tag; } ks[NKNOBSETS] = {
@@ -574,7 +582,8 @@ int main(void)
         {"fast_div=1", "fast_div1"},
         {"merge_ends=0", "merge_ends0"},
         {"merge_ends=1", "merge_ends1"},
-        {"first_in_loop=0", "first_in_loop0"}};
+        {"first_in_loop=0", "first_in_loop0"},
+        {"l2_hint=7", "l2_hint7"}};
     for (int k = 0; k < NKNOBSETS; k++)
         for (int i = 0; i < NKNOB; i++) {
             ptxas_case *pc = &g_cases[n];
