@@ -87,7 +87,7 @@ typedef struct fa3_plan {
     int section;           /* A/B knob (runtime, masked configs): N > 0 pairs a section, instead of
                               the search's choice (runtime/fwd.c section_hb); 0 the default */
     int l2_hint;           /* A/B knob (bit mask, default 0): TMA loads and stores with an L2
-                              eviction priority (createpolicy, .L2::cache_hint): 1 K/V
+                              eviction priority (.L2::cache_hint, the policy an immediate): 1 K/V
                               evict_last, 2 Q evict_first, 4 O's store evict_first
                               (producer.c, epilogue.c) */
     int whole_rounds;      /* runtime, masked configs (default 1, plan.c): the section search

@@ -115,7 +115,8 @@
      1.23x; 66 is as even as 77 but was not among the search's 48 evenly spaced candidates;
    - l2_hint=M (bit mask, 0..7): TMA transfers with an L2 eviction priority, as FA3's K/V loads
      (CUTLASS's EVICT_LAST): 1 K and V loaded evict_last, 2 Q loaded evict_first, 4 O stored
-     evict_first (createpolicy.fractional, .L2::cache_hint; producer.c, epilogue.c). ncu
+     evict_first (.L2::cache_hint with createpolicy.fractional's value as an immediate;
+     pipeline.c kg_l2_policy, used by producer.c and epilogue.c). ncu
      (session 34, H100, fp16 hd256 causal 512) read 222 MB where Q+K+V is 201 and cuDNN read
      201: the knob measures whether K/V kept over the streamed Q and O take the extra reads away;
    - l2_floor=D (runtime only; the PTX differs in its debug header alone): masked configs' L2

@@ -165,17 +165,10 @@ const char *kg_l2_policy(const kgen *g, int bit)
 void kg_tma_load(kgen *g, ptx_r dst, ptx_r tm, int c0, ptx_r a, ptx_r b, ptx_r c, ptx_r bar,
                  const char *pol, int five)
 {
-    const char *hint = pol ? ".L2::cache_hint" : "", *sep = pol ? ", " : "";
-    if (!pol)
-        pol = "";
-#define LD(d) "cp.async.bulk.tensor." d ".shared::cluster.global.mbarrier::complete_tx::bytes%s "
-    if (five)
-        INS(LD("5d") "[$], [$, {%d, 0, $, $, $}], [$]%s%s;", hint, dst, tm, c0, a, b, c, bar, sep,
-            pol);
-    else
-        INS(LD("4d") "[$], [$, {%d, $, $, $}], [$]%s%s;", hint, dst, tm, c0, a, b, c, bar, sep,
-            pol);
-#undef LD
+    INS("cp.async.bulk.tensor.%s.shared::cluster.global.mbarrier::complete_tx::bytes%s "
+        "[$], [$, {%d, %s$, $, $}], [$]%s%s;",
+        five ? "5d" : "4d", pol ? ".L2::cache_hint" : "", dst, tm, c0, five ? "0, " : "", a, b, c,
+        bar, pol ? ", " : "", pol ? pol : "");
 }
 
 /* One TMA store, guarded by lead, of shared address src to the 4-D box {c0, a, b, c} (five: the
@@ -183,13 +176,7 @@ void kg_tma_load(kgen *g, ptx_r dst, ptx_r tm, int c0, ptx_r a, ptx_r b, ptx_r c
 void kg_tma_store(kgen *g, ptx_r lead, ptx_r tm, int c0, ptx_r a, ptx_r b, ptx_r c, ptx_r src,
                   const char *pol, int five)
 {
-    const char *hint = pol ? ".L2::cache_hint" : "", *sep = pol ? ", " : "";
-    if (!pol)
-        pol = "";
-#define ST(d) "@$ cp.async.bulk.tensor." d ".global.shared::cta.bulk_group%s "
-    if (five)
-        INS(ST("5d") "[$, {%d, 0, $, $, $}], [$]%s%s;", lead, hint, tm, c0, a, b, c, src, sep, pol);
-    else
-        INS(ST("4d") "[$, {%d, $, $, $}], [$]%s%s;", lead, hint, tm, c0, a, b, c, src, sep, pol);
-#undef ST
+    INS("@$ cp.async.bulk.tensor.%s.global.shared::cta.bulk_group%s [$, {%d, %s$, $, $}], [$]%s%s;",
+        lead, five ? "5d" : "4d", pol ? ".L2::cache_hint" : "", tm, c0, five ? "0, " : "", a, b,
+        c, src, pol ? ", " : "", pol ? pol : "");
 }

@@ -269,7 +269,8 @@ static fa3_status fwd_kernel_params(fa3_kernel *kernel, const fwd_call *call,
        kernel loads a key block as block_n / page_rows boxes, each inside one page) */
     const int kv_rows = c->paged_kv ? args->page_size : args->seqlen_k;
     const int kv_batch = c->paged_kv ? args->num_pages : mb;
-    const int kv_box = c->paged_kv ? (int)fa3_gcd((uint32_t)p->block_n, (uint32_t)args->page_size) : p->block_n;
+    const int kv_box =
+        c->paged_kv ? (int)fa3_gcd((uint32_t)p->block_n, (uint32_t)args->page_size) : p->block_n;
     FA3_TRY(encode_map(d, prm->tmap_k, "k", dt, es, args->k, c->head_dim, kv_rows,
                        args->num_heads_k, kv_batch, args->k_row_stride, args->k_head_stride,
                        args->k_batch_stride, kv_box, bc));
