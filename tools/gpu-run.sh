@@ -35,11 +35,11 @@ rc=0
 # logged NAME SECONDS TAIL CMD...: runs CMD with a time limit, its output to $out/NAME.txt and the
 # last TAIL lines to the console; a failure (or timeout) fails the run
 logged() {
-  local name=$1 secs=$2 tail=$3; shift 3
+  local name=$1 secs=$2 tail=$3 t0=$SECONDS; shift 3
   [ "$secs" -gt "${GPU_STEP_LIMIT:-$secs}" ] && secs=$GPU_STEP_LIMIT # a cap for untried kernels
   timeout "$secs" "$@" 2>&1 | tee "$out/$name.txt" | tail -"$tail"
   local r=${PIPESTATUS[0]}
-  echo "step $name rc=$r" >> "$out/summary.txt"
+  echo "step $name rc=$r $((SECONDS - t0)) s" >> "$out/summary.txt" # the seconds: to plan calls
   [ "$r" = 0 ] || rc=1
 }
 # smi_start NAME: SM clock, power and temperature every 0.5 s into $out/smi_NAME.csv ($smi: pid)
