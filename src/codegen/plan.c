@@ -349,6 +349,15 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        (tools/probes/fp8_knob_check.sh), racecheck over check --all. */
     p->mask_branch = 1;
     p->diag_half = -1; /* the planner's choice, below, unless a knob sets it */
+    /* No L2 cache hints on TMA transfers (l2_hint stays 0; knobs.c has the bits). Written
+       before measuring (session 36): K/V evict_last would take hd256 causal 512 from 222 MB
+       read to <= 205 MB and the row +4-8%. Measured (session 37, H100 SXM 1980 MHz max): ncu of
+       one fp16 launch from a cold L2 read 220.6 MB (default) / 219.9 (l2_hint=1) / 207.4 (=7,
+       Q and O evict_first too) in 124.7 / 125.1 / 125.1 us, so the bytes that moved did not
+       move the time. bench/ab.py (bf16, 3 rounds rotated), default / l2_hint=1 / =7: hd256
+       causal 512 286.9 / 286.7 / 286.1 TFLOP/s; l2_hint=1 lost 3-6% at causal 1024-8192 (hd128
+       causal 4096 622.4 / 595.3, hd256 causal 2048 581.7 / 550.4, hd64 causal 1024 311.2 /
+       293.4); l2_hint=7 within -3.5% .. +3.6%, no row class ahead. So neither is the default. */
     if (!quiet)
         fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
     if (p->fp8) /* e4m3 takes neither, whatever the knobs: its P offset (2^8) leaves no headroom
