@@ -5,7 +5,7 @@
 # edge magnitude fp8tests quantize check pytest checkall compare sass sanitize ab checkvar ncu fp8smoke
 # peers (stashes .peers/a: see the step)
 # fp8 varlen varlenbench checkvarlen splitkv kvcache
-# sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128 ncu_fa4 tailsplit peerab fastdiv
+# sanitize_e18 decode checksplit splitpy packgqa blockm64 blockm128 ncu_fa4 ncu_cudnn ktimes tailsplit peerab fastdiv
 # tailab. FA3JIT_BENCH_DTYPES picks compare's dtypes; SANITIZE_TOOLS/SECS/SETS the sanitize step's;
 # GPU_STEP_LIMIT caps every step's time limit (seconds).
 set -uo pipefail
@@ -247,6 +247,21 @@ for step in $steps; do
     for shape in "${shapes[@]}"; do
       ncu_profile "ncu FA4 $shape" "fa4$(tr -c 'a-z0-9' '_' <<<"$shape" | tr -s _)" '[Ff]lash' 3 300 \
         env PYTHONPATH="$peer_path" python3 "$root/tools/probes/fa4_call.py" $shape
+    done ;;
+  ktimes) # tools/probes/kernel_times.py: each library's kernels per call (CUPTI durations, L2
+    # flushed) beside its CUDA-graph time as compare takes it; KT_SHAPES, KT_LIBS (fa4 needs the
+    # peers sent first), KT_DTYPE, KT_FLUSH (zero,read,none: the L2 state before each call)
+    case "${KT_LIBS:-}" in *fa4*) peers_setup ktimes "no FA4 column" ;; esac
+    logged ktimes 300 60 env ${peer_path:+PYTHONPATH="$peer_path"} python3 "$root/tools/probes/kernel_times.py" \
+      --shapes "${KT_SHAPES:-256:512:causal,128:512:causal}" --libs "${KT_LIBS:-fa3jit,cudnn}" \
+      --dtype "${KT_DTYPE:-bf16}" --flush "${KT_FLUSH:-zero,read,none}" ;;
+  ncu_cudnn) # the ncu step's sections for one cuDNN fused-attention launch (PyTorch SDPA) per
+    # shape (CUDNN_NCU_SHAPES: ';'-separated tools/probes/cudnn_call.py options), beside ours from
+    # the ncu step; needs no peers (PyTorch's own cuDNN)
+    IFS=';' read -ra shapes <<<"${CUDNN_NCU_SHAPES:---head-dim 256 --seqlen 512 --causal}"
+    for shape in "${shapes[@]}"; do
+      ncu_profile "ncu cuDNN $shape" "cudnn$(tr -c 'a-z0-9' '_' <<<"$shape" | tr -s _)" 'sdpa|fmha|fprop' 3 300 \
+        python3 "$root/tools/probes/cudnn_call.py" $shape
     done ;;
   fp8) # FP8: bench/fp8_accuracy.py (FlashAttention-3's accuracy experiment: RMSE vs fp64, with its
     # targets; fails the run when they are missed or fa3jit's FP8 rows cannot run), then
