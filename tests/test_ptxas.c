@@ -82,7 +82,7 @@ typedef struct ptxas_case {
    bf16/fp16 x causal/local with softcap, dense and varlen + paged (its largest).
    NBN64: head_dim 256's 64-key blocks (block_n 64, fa3_fwd_tune's short causal choice), the same
    eight layouts. */
-enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 26, NFP8X = 8, NSPLIT = 6 * 3 * 2 * 2,
+enum { NDEFAULT = 6 * 3 * 3 * 2 * 2, NKNOB = 4, NKNOBSETS = 27, NFP8X = 8, NSPLIT = 6 * 3 * 2 * 2,
        NCOMBINE = 5 * 2 * 2, NPACK = 6 * 3 * 2, NBM64 = 6 * 3 * 4, NDECODE = 6 * 3 * 2,
        NBM128 = 2 * 2 * 2, NBN64 = 2 * 2 * 2,
        NCASES = NDEFAULT + NKNOBSETS * NKNOB + NFP8X + NSPLIT + NCOMBINE + NPACK + NBM64 +
@@ -330,9 +330,15 @@ static void test_one_config(void **state)
     if (st != FA3_OK)
         fail_msg("%s: fa3_codegen_ptx: %s: %s", pc->name, fa3_strerror(st),
                  fa3_last_error_message());
-    /* l2_hint: the cache hints are in the PTX exactly where the knob asks for them */
+    /* l2_hint: the cache hints are in the PTX exactly where the plan asks for them (a knob's
+       value, else plan.c's default: Q and O for masked 16-bit kernels) */
     const char *l2 = knobs ? strstr(knobs, "l2_hint=") : NULL;
-    const int hinted = l2 && atoi(l2 + strlen("l2_hint=")) != 0;
+    const int want = l2 ? atoi(l2 + strlen("l2_hint="))
+                        : c.dtype != FA3_DTYPE_E4M3 && c.mask != FA3_MASK_NONE ? 6 : 0;
+    if (plan.l2_hint != want)
+        fail_msg("%s: knobs '%s': plan l2_hint %d, expected %d", pc->name, knobs ? knobs : "",
+                 plan.l2_hint, want);
+    const int hinted = want != 0;
     if ((strstr(ptx, ".L2::cache_hint") != NULL) != hinted)
         fail_msg("%s: knobs '%s': the PTX %s .L2::cache_hint", pc->name, knobs ? knobs : "",
                  hinted ? "lacks" : "has");
@@ -554,7 +560,7 @@ int main(void)
        at every head dim (merge_ends=1), merged with the first block's softmax a copy of
        its own (first_in_loop=0: the merged kernel before session 30), and every TMA transfer
        with an L2 eviction priority (l2_hint=7: the policy an immediate, not a register the
-       producer would spill) */
+       producer would spill) and none (l2_hint=0: the masked 16-bit kernel before session 38) */
     static const struct { int hd, hdv, mask; } kv[NKNOB] = {
         {64, 64, 1}, {64, 64, 2}, {192, 192, 2}, {256, 256, 1}};
     static const struct { const char *knobs, *tag; } ks[NKNOBSETS] = {
@@ -583,7 +589,8 @@ int main(void)
         {"merge_ends=0", "merge_ends0"},
         {"merge_ends=1", "merge_ends1"},
         {"first_in_loop=0", "first_in_loop0"},
-        {"l2_hint=7", "l2_hint7"}};
+        {"l2_hint=7", "l2_hint7"},
+        {"l2_hint=0", "l2_hint0"}};
     for (int k = 0; k < NKNOBSETS; k++)
         for (int i = 0; i < NKNOB; i++) {
             ptxas_case *pc = &g_cases[n];

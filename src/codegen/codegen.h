@@ -18,6 +18,9 @@
 /* Bytes of fa3_plan.debug, the NUL included. */
 #define FA3_PLAN_DEBUG_SIZE 256
 
+/* fa3_plan.l2_hint's bits */
+enum { FA3_L2_KV = 1, FA3_L2_Q = 2, FA3_L2_O = 4 };
+
 typedef struct fa3_plan {
     fa3_config cfg;        /* canonical config */
     int elem_bytes;        /* Q/K/V element size: 2 for bf16/fp16, 1 for e4m3 */
@@ -86,10 +89,10 @@ typedef struct fa3_plan {
                               l2_floor pairs (0: 4, the default; runtime/fwd.c section_hb) */
     int section;           /* A/B knob (runtime, masked configs): N > 0 pairs a section, instead of
                               the search's choice (runtime/fwd.c section_hb); 0 the default */
-    int l2_hint;           /* A/B knob (bit mask, default 0): TMA loads and stores with an L2
-                              eviction priority (.L2::cache_hint, the policy an immediate): 1 K/V
-                              evict_last, 2 Q evict_first, 4 O's store evict_first
-                              (producer.c, epilogue.c) */
+    int l2_hint;           /* bit mask (FA3_L2_*; default plan.c: Q | O for masked 16-bit, else
+                              0; knob l2_hint): TMA loads and stores with an L2 eviction priority
+                              (.L2::cache_hint, the policy an immediate): 1 K/V evict_last, 2 Q
+                              evict_first, 4 O's store evict_first (producer.c, epilogue.c) */
     int whole_rounds;      /* runtime, masked configs (default 1, plan.c): the section search
                               prefers, of the sizes as even as its best, one whose tiles fill
                               whole rounds (runtime/schedule.c); 0 its plain choice (A/B) */

@@ -156,8 +156,8 @@ void kg_release_warp(kgen *g, ptx_r addr, int mbar, const char *site);
 void kg_release_warp_unless(kgen *g, ptx_r addr, int mbar, ptx_r skip, const char *site);
 /* A new predicate: this thread is thread 0 of its warpgroup (name: the register's). */
 ptx_r kg_wg_lead(kgen *g, const char *name);
-/* l2_hint's bits (codegen.h) and the policy operand of a transfer (NULL: no hint) */
-enum { FA3_L2_KV = 1, FA3_L2_Q = 2, FA3_L2_O = 4 };
+/* the policy operand of a transfer whose l2_hint bit (codegen.h FA3_L2_*) is `bit` (NULL: no
+   hint) */
 const char *kg_l2_policy(const kgen *g, int bit);
 /* TMA box transfers (five: the packed-GQA 5-D box {c0, 0, a, b, c}), with .L2::cache_hint where
    pol is set */

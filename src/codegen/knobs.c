@@ -120,7 +120,9 @@
      (session 34, H100, fp16 hd256 causal 512) read 222 MB where Q+K+V is 201 and cuDNN read
      201: the knob measures whether K/V kept over the streamed Q and O take the extra reads away.
      Measured (session 37, plan.c): they did not (220.6 -> 219.9 MB; 207.4 with =7, the time
-     unchanged), and =1 lost 3-6% at causal 1024-8192: off by default;
+     unchanged), and =1 lost 3-6% at causal 1024-8192. Session 38 timed Q and O evict_first
+     in the table's protocol (each call after an L2 flush): causal hd128/256 +1.4-2.7%, so
+     masked 16-bit kernels default to 6 (plan.c has the A/B), everything else to 0;
    - l2_floor=D (runtime only; the PTX differs in its debug header alone): masked configs' L2
      sections hold at least grid/D (head, batch) pairs instead of grid/4 (runtime/fwd.c
      section_hb). ncu (session 11, hd64 causal 8192, batch 2, 32 heads): L2 hit rate 39% in ours

@@ -349,15 +349,32 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        (tools/probes/fp8_knob_check.sh), racecheck over check --all. */
     p->mask_branch = 1;
     p->diag_half = -1; /* the planner's choice, below, unless a knob sets it */
-    /* No L2 cache hints on TMA transfers (l2_hint stays 0; knobs.c has the bits). Written
-       before measuring (session 36): K/V evict_last would take hd256 causal 512 from 222 MB
-       read to <= 205 MB and the row +4-8%. Measured (session 37, H100 SXM 1980 MHz max): ncu of
-       one fp16 launch from a cold L2 read 220.6 MB (default) / 219.9 (l2_hint=1) / 207.4 (=7,
-       Q and O evict_first too) in 124.7 / 125.1 / 125.1 us, so the bytes that moved did not
-       move the time. bench/ab.py (bf16, 3 rounds rotated), default / l2_hint=1 / =7: hd256
-       causal 512 286.9 / 286.7 / 286.1 TFLOP/s; l2_hint=1 lost 3-6% at causal 1024-8192 (hd128
-       causal 4096 622.4 / 595.3, hd256 causal 2048 581.7 / 550.4, hd64 causal 1024 311.2 /
-       293.4); l2_hint=7 within -3.5% .. +3.6%, no row class ahead. So neither is the default. */
+    /* L2 eviction priorities on TMA transfers (knobs.c has the bits): masked 16-bit kernels load
+       Q and store O evict_first (l2_hint 6), so that a tile's Q, read once, and its O, written
+       once, leave L2 before the K/V blocks that the pair's other tiles read again.
+       Session 37 (H100 SXM, 1980 MHz max) had kept every hint off: K/V evict_last alone (=1)
+       lost 3-6% at causal 1024-8192 in bench/ab.py (fa3-gen bench, back to back, L2 warm; hd128
+       causal 4096 622.4 / 595.3, hd256 causal 2048 581.7 / 550.4 TFLOP/s), and =7 (all three)
+       sat within -3.5% .. +3.6%; ncu of hd256 causal 512 from a cold L2 read 220.6 / 219.9 /
+       207.4 MB (default / =1 / =7) in 124.7 / 125.1 / 125.1 us.
+       Session 38 (H100 SXM, the table's protocol: bench/compare.py, each call from a CUDA graph
+       after do_bench's L2 flush, cuDNN in the run). Written before measuring: if the flush's dirty
+       lines are what our causal 512 rows lose to cuDNN (tools/probes/kernel_times.py, bf16
+       causal 512 kernel time after a writing / a reading flush: hd128 107.2 / 99.4 us against
+       cuDNN's 103.6 / 98.4, hd256 109.9 / 102.3 against 107.0 / 100.6), hints that evict the
+       streamed Q and O first move those rows 1-3%, and nothing where K/V reuse is small.
+       Measured, variant / default, 5 rounds rotated (hd128/256, 512-1024, bf16+fp16): =4 (O
+       alone) 0.999-1.003 in every group, =6 hd128 causal 1.015, hd256 causal 1.016. Then all 72
+       rows, 3 rounds rotated, median of each group's 6 rows (seqlen < / >= 4096), =2 (Q alone)
+       and =6: hd128 causal 1.020 / 1.027 and 1.026 / 1.023, hd256 causal 1.014 / 1.021 and
+       1.019 / 1.024, hd64 causal 1.006 / 0.999 and 1.004 / 1.002, non-causal 0.995-1.006 at every
+       head dim. Causal 512 against cuDNN, default -> =6: bf16 hd128 0.973 -> 1.000, hd256 0.973 ->
+       0.996, fp16 hd128 0.984 -> 1.010, hd256 0.976 -> 0.995. So Q is the bit that pays, O adds a
+       little at short rows, and K/V evict_last is what lost in session 37. The whole GPU ladder
+       that the hints touch passed under l2_hint=6 (call 13-15: test_gpu, test_edge, fa3-gen check
+       234 cases, pytest 1048, test_varlen and pytest_varlen). Not measured: e4m3 (off) and
+       non-masked calls (neutral above: off, their PTX unchanged). */
+    p->l2_hint = !p->fp8 && cfg->mask != FA3_MASK_NONE ? FA3_L2_Q | FA3_L2_O : 0;
     if (!quiet)
         fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
     if (p->fp8) /* e4m3 takes neither, whatever the knobs: its P offset (2^8) leaves no headroom
