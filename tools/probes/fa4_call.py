@@ -9,10 +9,11 @@ heads * head_dim = 2048, layout (batch, seqlen, heads, head_dim).
 import argparse
 
 import torch
-from flash_attn.cute import flash_attn_func
 
 
-def main():
+def sweep_args(who, min_reps):
+    """(options, torch dtype, batch, heads) of a probe's compare.py sweep shape (also
+    cudnn_call.py's); who names the probe in its errors, min_reps the launches ncu skips + 1."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--seqlen", type=int, default=16384)
@@ -22,19 +23,30 @@ def main():
     a = ap.parse_args()
     if a.seqlen < 1 or 16384 % a.seqlen or a.head_dim < 1 or 2048 % a.head_dim:
         ap.error(f"--seqlen {a.seqlen} must divide 16384 and --head-dim {a.head_dim} 2048")
-    if a.reps < 1:
-        ap.error(f"--reps {a.reps} must be at least 1 (ncu_fa4 profiles the 4th launch)")
+    if a.reps < min_reps:
+        ap.error(f"--reps {a.reps} must be at least {min_reps} ({who} profiles launch {min_reps})")
     dt = torch.bfloat16 if a.dtype == "bf16" else torch.float16
-    b, h = 16384 // a.seqlen, 2048 // a.head_dim
-    q, k, v = (torch.randn(b, a.seqlen, h, a.head_dim, device="cuda", dtype=dt) for _ in range(3))
+    return a, dt, 16384 // a.seqlen, 2048 // a.head_dim
+
+
+def call_reps(fn, a, b, h, who):
+    """fn() a.reps times, then a check that its last output is finite and a line naming the
+    shape (who: the library)."""
     for _ in range(a.reps):
-        out = flash_attn_func(q, k, v, causal=a.causal)
+        out = fn()
     torch.cuda.synchronize()
     o = out[0] if isinstance(out, tuple) else out
     if not torch.isfinite(o).all():
-        raise SystemExit("fa4_call.py: FA4's output holds a non-finite value")
-    print(f"FA4 {a.dtype} hd{a.head_dim} seqlen {a.seqlen} batch {b} heads {h}"
+        raise SystemExit(f"{who}'s output holds a non-finite value")
+    print(f"{who} {a.dtype} hd{a.head_dim} seqlen {a.seqlen} batch {b} heads {h}"
           f"{' causal' if a.causal else ''}: {a.reps} calls")
+
+
+def main():
+    from flash_attn.cute import flash_attn_func
+    a, dt, b, h = sweep_args("ncu_fa4", 4)
+    q, k, v = (torch.randn(b, a.seqlen, h, a.head_dim, device="cuda", dtype=dt) for _ in range(3))
+    call_reps(lambda: flash_attn_func(q, k, v, causal=a.causal), a, b, h, "FA4")
 
 
 if __name__ == "__main__":
