@@ -40,12 +40,10 @@ def call_of(lib, dtype, hd, seqlen, causal):
     return (lambda: flash_attn_func(q, k, v, causal=causal)), b, h
 
 
-def kernel_table(fn, reps, flush, mode):
-    """{name: [durations us]} of the GPU activities of reps calls, each after an L2 flush: mode
-    "zero" writes the flush buffer (do_bench's flush: the L2 left full of dirty lines), "read"
-    reads it (the L2 left full of clean lines), "none" calls back to back."""
-    fn()
-    torch.cuda.synchronize()
+def gpu_events(fn, reps, flush, mode):
+    """The GPU activities (start, name, us) of reps iterations, in start order, each iteration
+    an L2 flush (mode "zero": do_bench's, writing the buffer, the L2 left full of dirty lines;
+    "read": reading it, clean lines; "none": no flush) and then fn() (None: the flush alone)."""
     acts = torch.profiler.ProfilerActivity
     with torch.profiler.profile(activities=[acts.CUDA]) as prof:
         for _ in range(reps):
@@ -54,17 +52,31 @@ def kernel_table(fn, reps, flush, mode):
             elif mode == "read":
                 flush.view(torch.float32).sum()  # no conversion copy: reads 256 MB, writes 4 B
             torch.cuda.synchronize()
-            fn()
-            torch.cuda.synchronize()
+            if fn is not None:
+                fn()
+                torch.cuda.synchronize()
+    ev = [(e.time_range.start, e.name, e.time_range.elapsed_us()) for e in prof.events()
+          if e.device_type == torch.autograd.DeviceType.CUDA]
+    return sorted(ev)
+
+
+def kernel_table(fn, reps, flush, mode):
+    """{"#i name": [durations us]}: the i-th GPU activity of each call of fn (a call may launch
+    one kernel name twice, e.g. a tail split's two forward launches), over reps calls after the
+    flush of mode; the flush's own activities (counted from a run of the flush alone) left out."""
+    fn()
+    torch.cuda.synchronize()
+    n_flush, extra = divmod(len(gpu_events(None, reps, flush, mode)), reps)
+    ev = gpu_events(fn, reps, flush, mode)
+    per_iter, extra2 = divmod(len(ev), reps)
+    if extra or extra2 or per_iter <= n_flush:
+        raise SystemExit(f"kernel_times.py: {len(ev)} GPU activities in {reps} calls (the flush "
+                         f"alone: {n_flush} each): not the same sequence every call")
     out = {}
-    for e in prof.events():
-        if e.device_type != torch.autograd.DeviceType.CUDA:
-            continue
-        name = e.name
-        low = name.lower()
-        if ("fill" in low and "elementwise" in low) or "reduce_kernel" in low:
-            continue  # the flush
-        out.setdefault(name, []).append(e.time_range.elapsed_us())
+    for it in range(reps):
+        chunk = ev[it * per_iter:(it + 1) * per_iter][n_flush:]
+        for i, (_, name, us) in enumerate(chunk):
+            out.setdefault(f"#{i} {name}", []).append(us)
     return out
 
 
@@ -100,10 +112,10 @@ def main():
                     ap.error(f"--flush: unknown mode {mode!r}")
                 table = kernel_table(fn, a.reps, flush, mode)
                 total = 0.0
-                for name, d in sorted(table.items(), key=lambda kv: -sum(kv[1])):
+                for name, d in sorted(table.items(), key=lambda kv: int(kv[0][1:].split()[0])):
                     med = statistics.median(d)
-                    total += med * len(d) / a.reps
-                    print(f"    flush {mode:4s} {len(d) / a.reps:4.1f}/call  median {med:8.1f} us  "
+                    total += med
+                    print(f"    flush {mode:4s} median {med:8.1f} us  "
                           f"min {min(d):8.1f}  max {max(d):8.1f}  {name[:100]}")
                 print(f"    flush {mode:4s} kernels' sum per call {total:.1f} us"
                       + (f"; graph - sum {g_ms * 1e3 - total:.1f} us" if mode == "zero" else ""))
