@@ -372,9 +372,19 @@ static fa3_status plan_build(const fa3_config *cfg, fa3_plan *p, int quiet)
        0.996, fp16 hd128 0.984 -> 1.010, hd256 0.976 -> 0.995. So Q is the bit that pays, O adds a
        little at short rows, and K/V evict_last is what lost in session 37. The whole GPU ladder
        that the hints touch passed under l2_hint=6 (call 13-15: test_gpu, test_edge, fa3-gen check
-       234 cases, pytest 1048, test_varlen and pytest_varlen). Not measured: e4m3 (off) and
-       non-masked calls (neutral above: off, their PTX unchanged). */
-    p->l2_hint = !p->fp8 && cfg->mask != FA3_MASK_NONE ? FA3_L2_Q | FA3_L2_O : 0;
+       234 cases, pytest 1048, test_varlen and pytest_varlen). Non-masked calls stay off
+       (neutral above; their PTX unchanged).
+       e4m3, session 41 (H100 SXM; bench/compare_fp8.py --masks causal, graphs after do_bench's
+       flush, one process per variant, 5 rounds with the order rotated, FA3JIT_PLAN_DEBUG
+       l2_hint=0 / =6). Written before: e4m3 reads half the K/V bytes of bf16, so Q and O weigh
+       more in L2 and the gain should be at least bf16's (+1-2.5% at hd128/256, 0 at hd64).
+       Measured, median over rounds of =6 / =0 per row (512-8192): hd128 1.014 1.003 1.000 1.006
+       1.009, hd256 1.000 1.009 1.011 1.002 1.009, hd64 1.008 1.001 0.992 0.998 1.001 (2048 below
+       1 in 4 of 5 rounds). Smaller than bf16's, but on no hd128/256 row below 1: on for masked
+       e4m3 at head_dim >= 128, off at hd64. */
+    p->l2_hint = cfg->mask != FA3_MASK_NONE && (!p->fp8 || cfg->head_dim >= 128)
+                     ? FA3_L2_Q | FA3_L2_O
+                     : 0;
     if (!quiet)
         fa3_knobs_apply_env(p); /* FA3JIT_PLAN_DEBUG (benchmark variants) */
     if (p->fp8) /* e4m3 takes neither, whatever the knobs: its P offset (2^8) leaves no headroom
