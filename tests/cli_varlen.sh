@@ -66,6 +66,31 @@ check "--all --paged 64 --list" 0 "$gen" check --all --paged 64 --list
 has "--all --paged: rectangular and varlen Q" "$dir/out" "rect paged64 equal"
 has "--all --paged: varlen Q" "$dir/out" "varlen paged64 with-empty"
 
+# --shard I/N: contiguous parts of the configs that together are the whole set, in order, each
+# case once, split about evenly by cases (--all in two calls)
+check "--all --list (the whole set)" 0 "$gen" check --all --list
+grep -v ' configs: ' "$dir/out" > "$dir/whole"
+: > "$dir/parts"; : > "$dir/sizes"
+for s in 1/3 2/3 3/3; do
+    check "--all --list --shard $s" 0 "$gen" check --all --list --shard $s
+    has "shard $s named in the summary" "$dir/out" "^[0-9]+ configs: .* \\(shard $s\\)$"
+    grep -v ' configs: ' "$dir/out" >> "$dir/parts"
+    wc -l < "$dir/out" >> "$dir/sizes"
+done
+if cmp -s "$dir/whole" "$dir/parts"; then ok "--shard: the three parts are the whole set, in order"
+else bad "--shard: the parts differ from the whole set ($(wc -l < "$dir/parts") vs $(wc -l < "$dir/whole") lines)"; fi
+min=$(sort -n "$dir/sizes" | head -n 1); max=$(sort -n "$dir/sizes" | tail -n 1)
+if [ "$min" -gt 0 ] && [ $((max * 10)) -le $((min * 12)) ]; then ok "--shard: parts within 20% of each other ($min..$max lines)"
+else bad "--shard: parts of $min..$max lines"; fi
+check "--shard 1/1 is the whole set" 0 "$gen" check --all --list --shard 1/1
+grep -v ' configs: ' "$dir/out" | cmp -s - "$dir/whole" && ok "--shard 1/1: the whole set" || bad "--shard 1/1 differs"
+for v in 0/2 3/2 1/0 x 1/2x 1/1025 -1/2; do
+    check "--shard $v refused" 64 "$gen" check --all --list --shard "$v"
+    count "--shard $v named" "$dir/err" "option '--shard': '$v' is not I/N with 1 <= I <= N <= 1024" 1
+done
+check "--shard with more parts than configs" 64 "$gen" check --head-dim 64 --list --shard 2/2
+count "the empty shard named" "$dir/err" "option '--shard': shard 2/2 holds none of the 1 configs" 1
+
 # ---- usage errors, before the GPU
 check "--paged 0" 64 "$gen" check --paged 0
 count "0 named" "$dir/err" "option '--paged': 0 is out of range (1..256)" 1

@@ -299,7 +299,7 @@ int cmd_check(int argc, char **argv)
     int seqlen_q = 0, seqlen_k = 0, wl = 64, wr = 32;
     double softcap_value = 30.0;
     int no_descales = 0, saw_descales = 0, saw_batch = 0, varlen = 0, paged = 0, list = 0;
-    int pack = 0;
+    int pack = 0, shard_i = 1, shard_n = 1;
     uint64_t seed = 0;
     cli c = {.argc = argc, .argv = argv, .i = 1};
     while (cli_next(&c)) {
@@ -333,6 +333,13 @@ int cmd_check(int argc, char **argv)
         } else if (cli_is(&c, "--batch")) {
             batch = cli_int(&c, 1, 1 << 20);
             saw_batch = 1;
+        } else if (cli_is(&c, "--shard")) {
+            const char *v = cli_value(&c);
+            int used = 0;
+            if (sscanf(v, "%d/%d%n", &shard_i, &shard_n, &used) != 2 || v[used] != '\0' ||
+                shard_n < 1 || shard_n > CHECK_MAX_SHARDS || shard_i < 1 || shard_i > shard_n)
+                usage_error("option '--shard': '%s' is not I/N with 1 <= I <= N <= %d", v,
+                            CHECK_MAX_SHARDS);
         } else if (cli_is(&c, "--list")) {
             cli_noval(&c);
             list = 1;
@@ -411,6 +418,33 @@ int cmd_check(int argc, char **argv)
                             .softcap = (float)softcap_value, .window_left = wl, .window_right = wr};
     int oom = pack ? check_pack_configs(&o, &base, &cfgs, &ncfg)
                    : check_configs(&o, all, varlen, paged, &base, &cfgs, &ncfg);
+
+    /* ---- the seqlen pairs */
+    seq_pair pairs[CHECK_MAX_PAIRS];
+    int npairs = pack ? check_pack_pairs(seqlen_q, seqlen_k, pairs)
+                      : check_pairs(all, quick, seqlen_q, seqlen_k, pairs);
+
+    /* ---- each config's cases (a varlen / paged config's own, a dense one's seqlen pairs);
+       --shard keeps its part of the configs */
+    int *ncases = malloc((size_t)(ncfg > 0 ? ncfg : 1) * sizeof *ncases);
+    if (!ncases)
+        oom = 1, ncfg = 0;
+    for (int ci = 0; ci < ncfg; ++ci) {
+        vl_spec specs[CHECK_MAX_VARLEN_CASES];
+        char names[CHECK_MAX_VARLEN_CASES][48];
+        ncases[ci] = cfgs[ci].cfg.varlen || cfgs[ci].cfg.paged_kv
+                         ? check_varlen_cases(&cfgs[ci], &vo, specs, names)
+                         : npairs;
+    }
+    const int ncfg_all = ncfg;
+    if (shard_n > 1)
+        check_shard(cfgs, &ncfg, ncases, shard_i, shard_n);
+    free(ncases);
+    if (ncfg == 0 && ncfg_all > 0) {
+        free(cfgs);
+        usage_error("option '--shard': shard %d/%d holds none of the %d configs (fewer shards)",
+                    shard_i, shard_n, ncfg_all);
+    }
     int nvl = 0, nvl_cases = 0; /* the varlen / paged configurations and their cases */
     for (int ci = 0; ci < ncfg; ++ci)
         if (cfgs[ci].cfg.varlen || cfgs[ci].cfg.paged_kv) {
@@ -419,11 +453,6 @@ int cmd_check(int argc, char **argv)
             nvl++;
             nvl_cases += check_varlen_cases(&cfgs[ci], &vo, specs, names);
         }
-
-    /* ---- the seqlen pairs */
-    seq_pair pairs[CHECK_MAX_PAIRS];
-    int npairs = pack ? check_pack_pairs(seqlen_q, seqlen_k, pairs)
-                      : check_pairs(all, quick, seqlen_q, seqlen_k, pairs);
 
     if (list) { /* the cases, without the GPU */
         for (int ci = 0; ci < ncfg; ++ci) {
@@ -434,8 +463,11 @@ int cmd_check(int argc, char **argv)
                     printf("%-40s b%d sq=%d sk=%d\n", cfgs[ci].label, batch, pairs[pi].q,
                            pairs[pi].k);
         }
-        printf("%d configs: %d dense x %d seqlen pairs, %d varlen/paged with %d cases\n", ncfg,
+        printf("%d configs: %d dense x %d seqlen pairs, %d varlen/paged with %d cases", ncfg,
                ncfg - nvl, npairs, nvl, nvl_cases);
+        if (shard_n > 1)
+            printf(" (shard %d/%d)", shard_i, shard_n);
+        printf("\n");
         free(cfgs);
         return oom ? EXIT_FAIL : 0;
     }
@@ -488,6 +520,8 @@ int cmd_check(int argc, char **argv)
         printf(", %d configs x %d seqlen pairs, batch %d", ncfg - nvl, npairs, batch);
     if (nvl)
         printf("%s %d varlen/paged configs, %d cases", ncfg > nvl ? ";" : ",", nvl, nvl_cases);
+    if (shard_n > 1)
+        printf(" (shard %d/%d)", shard_i, shard_n);
     printf("\n");
     fflush(stdout);
 

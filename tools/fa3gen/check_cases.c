@@ -248,3 +248,19 @@ int check_pack_pairs(int seqlen_q, int seqlen_k, seq_pair *pairs)
         pairs[n++] = pack_pairs[i];
     return n;
 }
+
+void check_shard(check_cfg *cfgs, int *ncfg, const int *weight, int shard_i, int shard_n)
+{
+    long long total = 0, before = 0;
+    for (int ci = 0; ci < *ncfg; ++ci)
+        total += weight[ci];
+    int kept = 0;
+    for (int ci = 0; ci < *ncfg; ++ci) {
+        /* config ci starts at case `before`: it belongs to the shard that holds that case */
+        const long long s = total > 0 ? before * shard_n / total + 1 : 1;
+        if (s == shard_i)
+            cfgs[kept++] = cfgs[ci];
+        before += weight[ci];
+    }
+    *ncfg = kept;
+}

@@ -142,6 +142,7 @@ typedef struct seq_pair {
 } seq_pair;
 
 #define CHECK_MAX_PAIRS 32 /* the most seqlen pairs check_pairs gives */
+#define CHECK_MAX_SHARDS 1024 /* check --shard I/N: the largest N */
 
 /* The configurations to check into *cfgs (malloc'd, *ncfg of them): the one the CONFIG flags
    give; with all, every supported head-dim pair x its supported dtypes (e4m3 also with out_dtype
@@ -159,6 +160,10 @@ int check_pairs(int all, int quick, int seqlen_q, int seqlen_k, seq_pair *pairs)
    split_kv 0/1) with pack_gqa 1 at GQA 4 (32/8) and 8 (16/2), and their decode-shaped seqlen
    pairs (the one of --seqlen-q/-k when given). */
 int check_pack_configs(const common_opts *o, const check_cfg *base, check_cfg **cfgs, int *ncfg);
+/* --shard I/N: keeps, in place, the I-th (1-based) of N contiguous runs of cfgs[0..*ncfg), cut by
+   the cumulative case count (weight[ci]: config ci's cases), so that the N runs share the cases
+   about evenly and every config falls in exactly one. */
+void check_shard(check_cfg *cfgs, int *ncfg, const int *weight, int shard_i, int shard_n);
 int check_pack_pairs(int seqlen_q, int seqlen_k, seq_pair *pairs);
 /* The dtype of O for cfg: out_dtype, FA3_DTYPE_AUTO resolved (bf16 for e4m3, else dtype). */
 fa3_dtype check_out_dtype(const fa3_config *cfg);
