@@ -91,6 +91,28 @@ done
 check "--shard with more parts than configs" 64 "$gen" check --head-dim 64 --list --shard 2/2
 count "the empty shard named" "$dir/err" "option '--shard': shard 2/2 holds none of the 1 configs" 1
 
+# --select GLOB: the configs whose labels match, in --all's order; with --shard, the parts of
+# what is selected
+check "--all --select e4m3 causal" 0 "$gen" check --all --list --select '* e4m3* causal *'
+grep -v ' configs: ' "$dir/out" > "$dir/sel"
+grep -E ' e4m3(>fp16)? causal ' "$dir/whole" > "$dir/want"
+if [ -s "$dir/want" ] && cmp -s "$dir/sel" "$dir/want"; then ok "--select: exactly --all's e4m3 causal cases ($(wc -l < "$dir/want"))"
+else bad "--select: $(wc -l < "$dir/sel") cases, --all has $(wc -l < "$dir/want") e4m3 causal ones"; fi
+check "--select twice: either pattern" 0 "$gen" check --all --list --select 'hd64 bf16 none h3/3' --select 'hd256 fp16 causal h8/1'
+count "the first pattern's config" "$dir/out" "hd64 bf16 none h3/3 " 10
+count "the second pattern's config" "$dir/out" "hd256 fp16 causal h8/1 " 10
+has "two configs" "$dir/out" "^2 configs: 2 dense x 10 seqlen pairs, 0 varlen/paged with 0 cases$"
+: > "$dir/parts"
+for s in 1/2 2/2; do
+    check "--select with --shard $s" 0 "$gen" check --all --list --select '* e4m3* causal *' --shard $s
+    grep -v ' configs: ' "$dir/out" >> "$dir/parts"
+done
+cmp -s "$dir/parts" "$dir/sel" && ok "--select + --shard: the parts are the selection" || bad "--select + --shard: the parts differ from the selection"
+check "--select matching nothing" 64 "$gen" check --all --list --select 'hd999*'
+count "the pattern named" "$dir/err" "option '--select': 'hd999*' matches none of the 1200 config labels" 1
+check "--select ''" 64 "$gen" check --all --list --select ''
+count "the empty pattern named" "$dir/err" "option '--select': an empty pattern" 1
+
 # ---- usage errors, before the GPU
 check "--paged 0" 64 "$gen" check --paged 0
 count "0 named" "$dir/err" "option '--paged': 0 is out of range (1..256)" 1

@@ -161,9 +161,13 @@ for step in $steps; do
   varlenbench) # bench/varlen.py: varlen prefill vs dense and FA4, paged page sizes (one run)
     logged varlen_bench 560 60 python3 "$root/bench/varlen.py" ${VARLEN_BENCH_ARGS:-} ;;
   checkall) # dense, then the varlen configs (about 565 s on an H100: over a step's 560 s);
-    # CHECKALL_SHARD=I/N runs the I-th of N parts (fa3-gen check --shard): 1/2 and 2/2 in two calls
-    logged "check_all${CHECKALL_SHARD:+_${CHECKALL_SHARD/\//of}}" 560 15 \
-      $gen check --all ${CHECKALL_SHARD:+--shard "$CHECKALL_SHARD"} ;;
+    # CHECKALL_SHARD=I/N runs the I-th of N parts (fa3-gen check --shard): 1/2 and 2/2 in two
+    # calls; CHECKALL_SELECT="GLOB;GLOB": only the configs whose labels match (check --select)
+    sel=()
+    IFS=';' read -ra pats <<< "${CHECKALL_SELECT:-}"
+    for p in "${pats[@]}"; do [ -n "$p" ] && sel+=(--select "$p"); done
+    logged "check_all${CHECKALL_SHARD:+_${CHECKALL_SHARD/\//of}}${CHECKALL_SELECT:+_select}" 560 15 \
+      $gen check --all "${sel[@]}" ${CHECKALL_SHARD:+--shard "$CHECKALL_SHARD"} ;;
   checkvarlen) # fa3-gen check --varlen (default set), then paged KV at page sizes 16 and 1
     # (rectangular and varlen Q)
     logged check_varlen 400 15 $gen check --varlen

@@ -299,7 +299,8 @@ int cmd_check(int argc, char **argv)
     int seqlen_q = 0, seqlen_k = 0, wl = 64, wr = 32;
     double softcap_value = 30.0;
     int no_descales = 0, saw_descales = 0, saw_batch = 0, varlen = 0, paged = 0, list = 0;
-    int pack = 0, shard_i = 1, shard_n = 1;
+    int pack = 0, shard_i = 1, shard_n = 1, nselect = 0;
+    const char *patterns[CHECK_MAX_SELECT];
     uint64_t seed = 0;
     cli c = {.argc = argc, .argv = argv, .i = 1};
     while (cli_next(&c)) {
@@ -333,6 +334,14 @@ int cmd_check(int argc, char **argv)
         } else if (cli_is(&c, "--batch")) {
             batch = cli_int(&c, 1, 1 << 20);
             saw_batch = 1;
+        } else if (cli_is(&c, "--select")) {
+            const char *v = cli_value(&c);
+            if (nselect == CHECK_MAX_SELECT)
+                usage_error("option '--select': more than %d patterns ('%s')", CHECK_MAX_SELECT,
+                            v);
+            if (!v[0])
+                usage_error("option '--select': an empty pattern");
+            patterns[nselect++] = v;
         } else if (cli_is(&c, "--shard")) {
             const char *v = cli_value(&c);
             int used = 0;
@@ -424,6 +433,17 @@ int cmd_check(int argc, char **argv)
     int npairs = pack ? check_pack_pairs(seqlen_q, seqlen_k, pairs)
                       : check_pairs(all, quick, seqlen_q, seqlen_k, pairs);
 
+    /* ---- --select: the configs whose labels match */
+    if (nselect) {
+        const int before = ncfg;
+        check_select(cfgs, &ncfg, patterns, nselect);
+        if (ncfg == 0 && before > 0) {
+            free(cfgs);
+            usage_error("option '--select': '%s'%s matches none of the %d config labels (check "
+                        "--list prints them)", patterns[0], nselect > 1 ? " (nor the others)" : "",
+                        before);
+        }
+    }
     /* ---- each config's cases (a varlen / paged config's own, a dense one's seqlen pairs);
        --shard keeps its part of the configs */
     int *ncases = malloc((size_t)(ncfg > 0 ? ncfg : 1) * sizeof *ncases);

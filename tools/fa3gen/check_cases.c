@@ -3,8 +3,9 @@
  * the default set, or --all (every supported head-dim pair and dtype, from fa3_supported_configs,
  * x mask and window x softcap x GQA ratio, dense and varlen) — with their labels, each in the
  * Q/K layouts --varlen and --paged ask for, and the seqlen pairs of the dense ones (the varlen /
- * paged cases of a configuration: check_varlen.c).
+ * paged cases of a configuration: check_varlen.c), and the parts --select and --shard keep.
  */
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -262,5 +263,17 @@ void check_shard(check_cfg *cfgs, int *ncfg, const int *weight, int shard_i, int
             cfgs[kept++] = cfgs[ci];
         before += weight[ci];
     }
+    *ncfg = kept;
+}
+
+void check_select(check_cfg *cfgs, int *ncfg, const char *const *pat, int npat)
+{
+    int kept = 0;
+    for (int ci = 0; ci < *ncfg; ++ci)
+        for (int k = 0; k < npat; ++k)
+            if (fnmatch(pat[k], cfgs[ci].label, 0) == 0) {
+                cfgs[kept++] = cfgs[ci];
+                break;
+            }
     *ncfg = kept;
 }

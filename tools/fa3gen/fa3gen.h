@@ -143,6 +143,7 @@ typedef struct seq_pair {
 
 #define CHECK_MAX_PAIRS 32 /* the most seqlen pairs check_pairs gives */
 #define CHECK_MAX_SHARDS 1024 /* check --shard I/N: the largest N */
+#define CHECK_MAX_SELECT 16 /* check --select GLOB: the most patterns */
 
 /* The configurations to check into *cfgs (malloc'd, *ncfg of them): the one the CONFIG flags
    give; with all, every supported head-dim pair x its supported dtypes (e4m3 also with out_dtype
@@ -164,6 +165,9 @@ int check_pack_configs(const common_opts *o, const check_cfg *base, check_cfg **
    the cumulative case count (weight[ci]: config ci's cases), so that the N runs share the cases
    about evenly and every config falls in exactly one. */
 void check_shard(check_cfg *cfgs, int *ncfg, const int *weight, int shard_i, int shard_n);
+/* --select GLOB...: keeps, in place and in order, the configs whose label (as check --list prints
+   it, e.g. "hd128 e4m3 causal h3/3") matches one of the npat fnmatch(3) patterns. */
+void check_select(check_cfg *cfgs, int *ncfg, const char *const *pat, int npat);
 int check_pack_pairs(int seqlen_q, int seqlen_k, seq_pair *pairs);
 /* The dtype of O for cfg: out_dtype, FA3_DTYPE_AUTO resolved (bf16 for e4m3, else dtype). */
 fa3_dtype check_out_dtype(const fa3_config *cfg);
