@@ -84,12 +84,32 @@ if [ "$min" -gt 0 ] && [ $((max * 10)) -le $((min * 12)) ]; then ok "--shard: pa
 else bad "--shard: parts of $min..$max lines"; fi
 check "--shard 1/1 is the whole set" 0 "$gen" check --all --list --shard 1/1
 grep -v ' configs: ' "$dir/out" | cmp -s - "$dir/whole" && ok "--shard 1/1: the whole set" || bad "--shard 1/1 differs"
-for v in 0/2 3/2 1/0 x 1/2x 1/1025 -1/2; do
+for v in 0/2 3/2 1/0 x 1/2x 1/1025 -1/2 +1/2 ' 1/2' 1/2/3 4294967297/4294967298; do
     check "--shard $v refused" 64 "$gen" check --all --list --shard "$v"
     count "--shard $v named" "$dir/err" "option '--shard': '$v' is not I/N with 1 <= I <= N <= 1024" 1
 done
 check "--shard with more parts than configs" 64 "$gen" check --head-dim 64 --list --shard 2/2
-count "the empty shard named" "$dir/err" "option '--shard': shard 2/2 holds none of the 1 configs" 1
+count "the part count named" "$dir/err" "option '--shard': 2 parts of 1 configs" 1
+# every N up to the config count on a set of uneven weights (--paged 16: 36 configs of 3 and 5
+# cases): no part refused or empty, the parts are the whole set in order
+"$gen" check --paged 16 --list | grep -v ' configs: ' > "$dir/pwhole"
+n=1; nbad=0
+while [ "$n" -le 36 ]; do
+    : > "$dir/pparts"; i=1
+    while [ "$i" -le "$n" ]; do
+        "$gen" check --paged 16 --list --shard "$i/$n" > "$dir/p1" 2>&1 || { nbad=$((nbad + 1)); echo "  --shard $i/$n: exit $?"; }
+        grep -q '^[1-9][0-9]* configs: ' "$dir/p1" || { nbad=$((nbad + 1)); echo "  --shard $i/$n: no summary"; }
+        grep -v ' configs: ' "$dir/p1" >> "$dir/pparts"; i=$((i + 1))
+    done
+    cmp -s "$dir/pparts" "$dir/pwhole" || { nbad=$((nbad + 1)); echo "  N=$n: the parts differ from the whole set"; }
+    n=$((n + 1))
+done
+if [ "$nbad" = 0 ] && [ -s "$dir/pwhole" ]; then ok "--paged 16 --shard I/N, every N up to 36: whole set, no empty part"; else bad "--paged 16 --shard: $nbad problems"; fi
+# a config heavier than total/N (3 + 5 cases in 2 parts) does not leave the next part empty
+for s in 1/2 2/2; do
+    check "--paged 16 --head-dim 64 --shard $s" 0 "$gen" check --paged 16 --head-dim 64 --list --shard $s
+    has "one config in part $s" "$dir/out" "^1 configs: .* \\(shard $s\\)$"
+done
 
 # --select GLOB: the configs whose labels match, in --all's order; with --shard, the parts of
 # what is selected
@@ -110,6 +130,8 @@ done
 cmp -s "$dir/parts" "$dir/sel" && ok "--select + --shard: the parts are the selection" || bad "--select + --shard: the parts differ from the selection"
 check "--select matching nothing" 64 "$gen" check --all --list --select 'hd999*'
 count "the pattern named" "$dir/err" "option '--select': 'hd999*' matches none of the 1200 config labels" 1
+check "--select: one pattern matching nothing beside one that matches" 64 "$gen" check --all --list --select 'hd64*' --select 'hd999*'
+count "the pattern that matches nothing named" "$dir/err" "option '--select': 'hd999*' matches none" 1
 check "--select ''" 64 "$gen" check --all --list --select ''
 count "the empty pattern named" "$dir/err" "option '--select': an empty pattern" 1
 

@@ -12,6 +12,7 @@
  * One line per case ("... PASS" or "... FAIL (reasons)", which tools/gpu-run.sh reads), then
  * "N passed, M failed".
  */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -291,6 +292,28 @@ static void check_free(check_state *S)
     fa3_context_free(S->ctx);
 }
 
+/* --shard's value: two decimal integers "I/N", digits only, 1 <= I <= N <= CHECK_MAX_SHARDS.
+   Returns nonzero when it is not. */
+static int parse_shard(const char *v, int *shard_i, int *shard_n)
+{
+    long part[2];
+    for (int k = 0; k < 2; ++k) {
+        if (*v < '0' || *v > '9')
+            return 1; /* no sign, no space */
+        char *end;
+        errno = 0;
+        part[k] = strtol(v, &end, 10);
+        if (errno || part[k] < 1 || part[k] > CHECK_MAX_SHARDS || *end != (k == 0 ? '/' : '\0'))
+            return 1;
+        v = end + 1;
+    }
+    if (part[0] > part[1])
+        return 1;
+    *shard_i = (int)part[0];
+    *shard_n = (int)part[1];
+    return 0;
+}
+
 int cmd_check(int argc, char **argv)
 {
     common_opts o;
@@ -344,9 +367,7 @@ int cmd_check(int argc, char **argv)
             patterns[nselect++] = v;
         } else if (cli_is(&c, "--shard")) {
             const char *v = cli_value(&c);
-            int used = 0;
-            if (sscanf(v, "%d/%d%n", &shard_i, &shard_n, &used) != 2 || v[used] != '\0' ||
-                shard_n < 1 || shard_n > CHECK_MAX_SHARDS || shard_i < 1 || shard_i > shard_n)
+            if (parse_shard(v, &shard_i, &shard_n))
                 usage_error("option '--shard': '%s' is not I/N with 1 <= I <= N <= %d", v,
                             CHECK_MAX_SHARDS);
         } else if (cli_is(&c, "--list")) {
@@ -435,13 +456,11 @@ int cmd_check(int argc, char **argv)
 
     /* ---- --select: the configs whose labels match */
     if (nselect) {
-        const int before = ncfg;
-        check_select(cfgs, &ncfg, patterns, nselect);
-        if (ncfg == 0 && before > 0) {
+        const int bad = check_select(cfgs, &ncfg, patterns, nselect);
+        if (bad >= 0) {
             free(cfgs);
-            usage_error("option '--select': '%s'%s matches none of the %d config labels (check "
-                        "--list prints them)", patterns[0], nselect > 1 ? " (nor the others)" : "",
-                        before);
+            usage_error("option '--select': '%s' matches none of the %d config labels (check "
+                        "--list prints them)", patterns[bad], ncfg);
         }
     }
     /* ---- each config's cases (a varlen / paged config's own, a dense one's seqlen pairs);
@@ -456,14 +475,12 @@ int cmd_check(int argc, char **argv)
                          ? check_varlen_cases(&cfgs[ci], &vo, specs, names)
                          : npairs;
     }
-    const int ncfg_all = ncfg;
-    if (shard_n > 1)
-        check_shard(cfgs, &ncfg, ncases, shard_i, shard_n);
+    const int sharded = shard_n > 1 ? check_shard(cfgs, &ncfg, ncases, shard_i, shard_n) : 0;
     free(ncases);
-    if (ncfg == 0 && ncfg_all > 0) {
+    if (sharded < 0) {
         free(cfgs);
-        usage_error("option '--shard': shard %d/%d holds none of the %d configs (fewer shards)",
-                    shard_i, shard_n, ncfg_all);
+        usage_error("option '--shard': %d parts of %d configs (N must be at most the config "
+                    "count)", shard_n, ncfg);
     }
     int nvl = 0, nvl_cases = 0; /* the varlen / paged configurations and their cases */
     for (int ci = 0; ci < ncfg; ++ci)

@@ -250,24 +250,48 @@ int check_pack_pairs(int seqlen_q, int seqlen_k, seq_pair *pairs)
     return n;
 }
 
-void check_shard(check_cfg *cfgs, int *ncfg, const int *weight, int shard_i, int shard_n)
+int check_shard(check_cfg *cfgs, int *ncfg, const int *weight, int shard_i, int shard_n)
 {
-    long long total = 0, before = 0;
-    for (int ci = 0; ci < *ncfg; ++ci)
+    const int n = *ncfg;
+    if (shard_n > n)
+        return -1;
+    long long total = 0;
+    for (int ci = 0; ci < n; ++ci)
         total += weight[ci];
-    int kept = 0;
-    for (int ci = 0; ci < *ncfg; ++ci) {
-        /* config ci starts at case `before`: it belongs to the shard that holds that case */
-        const long long s = total > 0 ? before * shard_n / total + 1 : 1;
+    /* the run's first config: the first whose first case lies at or past total*(I-1)/N, moved
+       so that every run holds at least one config (a heavy config would otherwise swallow the
+       next run's cut); runs I-1 and I+1 are found the same way, so the N runs tile the set */
+    int start[2] = {0, n}, prev = -1;
+    for (int s = 1, ci = 0; s <= shard_i + 1 && s <= shard_n; ++s) {
+        long long before = 0;
+        for (ci = 0; ci < n && before * shard_n < total * (s - 1); ++ci)
+            before += weight[ci];
+        int st = ci > prev + 1 ? ci : prev + 1;      /* at least one config for run s-1 */
+        if (st > n - (shard_n - s + 1))
+            st = n - (shard_n - s + 1);              /* and one left for each later run */
+        prev = st;
         if (s == shard_i)
-            cfgs[kept++] = cfgs[ci];
-        before += weight[ci];
+            start[0] = st;
+        if (s == shard_i + 1)
+            start[1] = st;
     }
-    *ncfg = kept;
+    if (shard_i == shard_n)
+        start[1] = n;
+    for (int ci = start[0]; ci < start[1]; ++ci)
+        cfgs[ci - start[0]] = cfgs[ci];
+    *ncfg = start[1] - start[0];
+    return 0;
 }
 
-void check_select(check_cfg *cfgs, int *ncfg, const char *const *pat, int npat)
+int check_select(check_cfg *cfgs, int *ncfg, const char *const *pat, int npat)
 {
+    for (int k = 0; k < npat; ++k) { /* every pattern must match something: a typo is an error */
+        int hit = 0;
+        for (int ci = 0; ci < *ncfg && !hit; ++ci)
+            hit = fnmatch(pat[k], cfgs[ci].label, 0) == 0;
+        if (!hit)
+            return k;
+    }
     int kept = 0;
     for (int ci = 0; ci < *ncfg; ++ci)
         for (int k = 0; k < npat; ++k)
@@ -276,4 +300,5 @@ void check_select(check_cfg *cfgs, int *ncfg, const char *const *pat, int npat)
                 break;
             }
     *ncfg = kept;
+    return -1;
 }

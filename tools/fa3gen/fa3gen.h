@@ -163,11 +163,13 @@ int check_pairs(int all, int quick, int seqlen_q, int seqlen_k, seq_pair *pairs)
 int check_pack_configs(const common_opts *o, const check_cfg *base, check_cfg **cfgs, int *ncfg);
 /* --shard I/N: keeps, in place, the I-th (1-based) of N contiguous runs of cfgs[0..*ncfg), cut by
    the cumulative case count (weight[ci]: config ci's cases), so that the N runs share the cases
-   about evenly and every config falls in exactly one. */
-void check_shard(check_cfg *cfgs, int *ncfg, const int *weight, int shard_i, int shard_n);
+   about evenly, every config falls in exactly one and each holds at least one. Returns -1
+   (nothing changed) when N is above the config count. */
+int check_shard(check_cfg *cfgs, int *ncfg, const int *weight, int shard_i, int shard_n);
 /* --select GLOB...: keeps, in place and in order, the configs whose label (as check --list prints
-   it, e.g. "hd128 e4m3 causal h3/3") matches one of the npat fnmatch(3) patterns. */
-void check_select(check_cfg *cfgs, int *ncfg, const char *const *pat, int npat);
+   it, e.g. "hd128 e4m3 causal h3/3") matches one of the npat fnmatch(3) patterns. Returns the
+   index of the first pattern that matches no config (nothing changed), else -1. */
+int check_select(check_cfg *cfgs, int *ncfg, const char *const *pat, int npat);
 int check_pack_pairs(int seqlen_q, int seqlen_k, seq_pair *pairs);
 /* The dtype of O for cfg: out_dtype, FA3_DTYPE_AUTO resolved (bf16 for e4m3, else dtype). */
 fa3_dtype check_out_dtype(const fa3_config *cfg);
