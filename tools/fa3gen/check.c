@@ -475,9 +475,8 @@ int cmd_check(int argc, char **argv)
                          ? check_varlen_cases(&cfgs[ci], &vo, specs, names)
                          : npairs;
     }
-    const int sharded = shard_n > 1 ? check_shard(cfgs, &ncfg, ncases, shard_i, shard_n) : 0;
-    free(ncases);
-    if (sharded < 0) {
+    if (shard_n > 1 && ncases && check_shard(cfgs, ncases, &ncfg, shard_i, shard_n) < 0) {
+        free(ncases);
         free(cfgs);
         usage_error("option '--shard': %d parts of %d configs (N must be at most the config "
                     "count)", shard_n, ncfg);
@@ -485,11 +484,10 @@ int cmd_check(int argc, char **argv)
     int nvl = 0, nvl_cases = 0; /* the varlen / paged configurations and their cases */
     for (int ci = 0; ci < ncfg; ++ci)
         if (cfgs[ci].cfg.varlen || cfgs[ci].cfg.paged_kv) {
-            vl_spec specs[CHECK_MAX_VARLEN_CASES];
-            char names[CHECK_MAX_VARLEN_CASES][48];
             nvl++;
-            nvl_cases += check_varlen_cases(&cfgs[ci], &vo, specs, names);
+            nvl_cases += ncases[ci];
         }
+    free(ncases);
 
     if (list) { /* the cases, without the GPU */
         for (int ci = 0; ci < ncfg; ++ci) {

@@ -250,35 +250,34 @@ int check_pack_pairs(int seqlen_q, int seqlen_k, seq_pair *pairs)
     return n;
 }
 
-int check_shard(check_cfg *cfgs, int *ncfg, const int *weight, int shard_i, int shard_n)
+int check_shard(check_cfg *cfgs, int *weight, int *ncfg, int shard_i, int shard_n)
 {
     const int n = *ncfg;
     if (shard_n > n)
         return -1;
-    long long total = 0;
+    long long total = 0, before = 0;
     for (int ci = 0; ci < n; ++ci)
         total += weight[ci];
-    /* the run's first config: the first whose first case lies at or past total*(I-1)/N, moved
-       so that every run holds at least one config (a heavy config would otherwise swallow the
-       next run's cut); runs I-1 and I+1 are found the same way, so the N runs tile the set */
-    int start[2] = {0, n}, prev = -1;
-    for (int s = 1, ci = 0; s <= shard_i + 1 && s <= shard_n; ++s) {
-        long long before = 0;
-        for (ci = 0; ci < n && before * shard_n < total * (s - 1); ++ci)
-            before += weight[ci];
-        int st = ci > prev + 1 ? ci : prev + 1;      /* at least one config for run s-1 */
+    /* run s starts at the first config whose first case lies at or past total*(s-1)/N, moved so
+       that every run holds at least one config (a heavy config would otherwise swallow the next
+       run's cut) and one is left for each later run; runs 1..I+1 in one walk */
+    int start[2] = {0, n}, prev = -1, ci = 0;
+    for (int s = 1; s <= shard_i + 1 && s <= shard_n; ++s) {
+        while (ci < n && before * shard_n < total * (s - 1))
+            before += weight[ci++];
+        int st = ci > prev + 1 ? ci : prev + 1;
         if (st > n - (shard_n - s + 1))
-            st = n - (shard_n - s + 1);              /* and one left for each later run */
+            st = n - (shard_n - s + 1);
         prev = st;
         if (s == shard_i)
             start[0] = st;
-        if (s == shard_i + 1)
+        else if (s == shard_i + 1)
             start[1] = st;
     }
-    if (shard_i == shard_n)
-        start[1] = n;
-    for (int ci = start[0]; ci < start[1]; ++ci)
-        cfgs[ci - start[0]] = cfgs[ci];
+    for (int k = start[0]; k < start[1]; ++k) {
+        cfgs[k - start[0]] = cfgs[k];
+        weight[k - start[0]] = weight[k];
+    }
     *ncfg = start[1] - start[0];
     return 0;
 }

@@ -161,11 +161,11 @@ int check_pairs(int all, int quick, int seqlen_q, int seqlen_k, seq_pair *pairs)
    split_kv 0/1) with pack_gqa 1 at GQA 4 (32/8) and 8 (16/2), and their decode-shaped seqlen
    pairs (the one of --seqlen-q/-k when given). */
 int check_pack_configs(const common_opts *o, const check_cfg *base, check_cfg **cfgs, int *ncfg);
-/* --shard I/N: keeps, in place, the I-th (1-based) of N contiguous runs of cfgs[0..*ncfg), cut by
-   the cumulative case count (weight[ci]: config ci's cases), so that the N runs share the cases
-   about evenly, every config falls in exactly one and each holds at least one. Returns -1
-   (nothing changed) when N is above the config count. */
-int check_shard(check_cfg *cfgs, int *ncfg, const int *weight, int shard_i, int shard_n);
+/* --shard I/N: keeps, in place, the I-th (1-based) of N contiguous runs of cfgs[0..*ncfg) and
+   their weights, cut by the cumulative case count (weight[ci]: config ci's cases), so that the N
+   runs share the cases about evenly, every config falls in exactly one and each holds at least
+   one. Returns -1 (nothing changed) when N is above the config count. */
+int check_shard(check_cfg *cfgs, int *weight, int *ncfg, int shard_i, int shard_n);
 /* --select GLOB...: keeps, in place and in order, the configs whose label (as check --list prints
    it, e.g. "hd128 e4m3 causal h3/3") matches one of the npat fnmatch(3) patterns. Returns the
    index of the first pattern that matches no config (nothing changed), else -1. */
